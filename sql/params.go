@@ -1,0 +1,153 @@
+package sql
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Variants of the generator.
+const (
+	// Safe is the default generator: a 51-bit counter in a CACHE 1
+	// sequence, pulled up to the clock under an advisory-lock fence. It never
+	// returns the same id twice (docs/uniqueness.md).
+	Safe = "safe"
+	// Instagram is the function exactly as Instagram published it in 2012.
+	// It repeats ids above 1024 ids per millisecond per shard, when the clock
+	// steps back, and when its sequence is reset. Kept for compatibility and
+	// comparison.
+	Instagram = "instagram"
+)
+
+// Object names inside a shard schema.
+const (
+	FunctionName     = "next_id"         // the generator: <schema>.next_id()
+	CounterName      = "next_id_counter" // the safe generator's counter sequence
+	PullUpName       = "next_id_pull_up" // the safe generator's fenced pull-up
+	InstagramSeqName = "table_id_seq"    // the instagram variant's sequence
+)
+
+// LockClass is the first key of the advisory locks that fence the safe
+// generator's counter (the second key is the shard id): 'shid'.
+const LockClass = 0x73686964
+
+// Layout defaults: Instagram's.
+const (
+	DefaultEpoch     = 1314220021721
+	DefaultTimeBits  = 41
+	DefaultShardBits = 13
+	DefaultSeqBits   = 10
+)
+
+// Params describe one shard's generator. Zero values mean the defaults:
+// schema shard_NNNN, variant safe, Instagram's epoch and 41/13/10 layout.
+type Params struct {
+	Shard     int
+	Schema    string
+	Variant   string
+	Epoch     int64 // milliseconds since the Unix epoch
+	TimeBits  int
+	ShardBits int
+	SeqBits   int
+	// LagMS is how far (in ms) the safe generator's counter may fall behind
+	// the clock before a call pulls it up. Zero means 1.
+	LagMS int
+	// Clock is the SQL expression for "now" in ms since the Unix epoch.
+	// Empty means the server's clock_timestamp(); tests substitute a
+	// controllable clock.
+	Clock string
+}
+
+// UsableTimeBits is how many time bits an id can really use: bit 63 always
+// stays 0, so a layout whose widths add up to 64 (Instagram's 41/13/10) keeps
+// the top time bit 0 too.
+func (p Params) UsableTimeBits() int { return 63 - p.ShardBits - p.SeqBits }
+
+// DefaultSchema is the schema of logical shard n: shard_0005 for 5.
+func DefaultSchema(shard int) string { return fmt.Sprintf("shard_%04d", shard) }
+
+// Version of the generator objects; the marker comment carries it so that
+// a later release can tell what it upgrades.
+const Version = 1
+
+var (
+	ErrVariant = errors.New("unknown generator variant (want safe or instagram)")
+	ErrLayout  = errors.New("invalid layout")
+	ErrSchema  = errors.New("invalid schema name")
+)
+
+var schemaRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// withDefaults fills zero values and validates.
+func (p Params) withDefaults() (Params, error) {
+	if p.Variant == "" {
+		p.Variant = Safe
+	}
+	if p.Variant != Safe && p.Variant != Instagram {
+		return p, fmt.Errorf("%w: %q", ErrVariant, p.Variant)
+	}
+	if p.TimeBits == 0 && p.ShardBits == 0 && p.SeqBits == 0 {
+		p.TimeBits, p.ShardBits, p.SeqBits = DefaultTimeBits, DefaultShardBits, DefaultSeqBits
+	}
+	if p.Epoch == 0 {
+		p.Epoch = DefaultEpoch
+	}
+	if p.LagMS == 0 {
+		p.LagMS = 1
+	}
+	if sum := p.TimeBits + p.ShardBits + p.SeqBits; p.TimeBits < 2 || p.ShardBits < 1 || p.SeqBits < 1 || (sum != 63 && sum != 64) {
+		return p, fmt.Errorf("%w: widths %d/%d/%d must be positive and add up to 63 or 64 (bit 63 stays 0)", ErrLayout, p.TimeBits, p.ShardBits, p.SeqBits)
+	}
+	if p.Epoch < 0 {
+		return p, fmt.Errorf("%w: negative epoch %d", ErrLayout, p.Epoch)
+	}
+	if p.Shard < 0 || p.Shard >= 1<<p.ShardBits {
+		return p, fmt.Errorf("%w: shard %d out of range 0..%d", ErrLayout, p.Shard, 1<<p.ShardBits-1)
+	}
+	if p.LagMS < 0 {
+		return p, fmt.Errorf("%w: negative lag %d", ErrLayout, p.LagMS)
+	}
+	if p.Schema == "" {
+		p.Schema = DefaultSchema(p.Shard)
+	}
+	if !schemaRE.MatchString(p.Schema) {
+		return p, fmt.Errorf("%w: %q (lower-case letters, digits and _, at most 63)", ErrSchema, p.Schema)
+	}
+	if p.Clock == "" {
+		p.Clock = "pg_catalog.floor(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.*) 1000)::bigint"
+	}
+	return p, nil
+}
+
+// Marker is the comment installed on the generator function. verify reads it
+// back with ParseMarker to learn the variant, shard and layout installed.
+func Marker(p Params) (string, error) {
+	p, err := p.withDefaults()
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("shardid generator v%d variant=%s shard=%d epoch=%d layout=%d/%d/%d",
+		Version, p.Variant, p.Shard, p.Epoch, p.TimeBits, p.ShardBits, p.SeqBits), nil
+}
+
+var markerRE = regexp.MustCompile(`^shardid generator v(\d+) variant=(\w+) shard=(\d+) epoch=(\d+) layout=(\d+)/(\d+)/(\d+)$`)
+
+// ParseMarker reads a marker comment back. Version is the generator version
+// that wrote it.
+func ParseMarker(s string) (p Params, version int, err error) {
+	m := markerRE.FindStringSubmatch(strings.TrimSpace(s))
+	if m == nil {
+		return p, 0, fmt.Errorf("not a shardid generator marker: %q", s)
+	}
+	n := make([]int64, len(m))
+	for i := range m {
+		if i == 0 || i == 2 {
+			continue
+		}
+		n[i], _ = strconv.ParseInt(m[i], 10, 64)
+	}
+	p = Params{Variant: m[2], Shard: int(n[3]), Epoch: n[4], TimeBits: int(n[5]), ShardBits: int(n[6]), SeqBits: int(n[7])}
+	return p, int(n[1]), nil
+}
