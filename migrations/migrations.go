@@ -1,0 +1,88 @@
+// Package migrations holds the toolkit's own schema migrations, embedded in
+// the binary, and applies them with golang-migrate (pgx/v5 driver).
+//
+// Each Set lives in the shardid schema of its database with a version table
+// of its own, so several sets can share one database (a catalog database may
+// also serve segments). golang-migrate holds an advisory lock while it
+// migrates, so two managers upgrading at once cannot interleave.
+package migrations
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"github.com/golang-migrate/migrate/v4"
+	pgxmigrate "github.com/golang-migrate/migrate/v4/database/pgx/v5"
+	"github.com/golang-migrate/migrate/v4/source/iofs"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// Schema is where the toolkit keeps its own tables in any database it manages.
+const Schema = "shardid"
+
+// Set is one sequence of golang-migrate files (NNN_name.up.sql /
+// NNN_name.down.sql) with its own version table in Schema.
+type Set struct {
+	Name  string // for messages: "catalog", "segment"
+	FS    fs.FS  // holds the files at its root
+	Table string // version table, e.g. "catalog_migrations"
+}
+
+// Up applies every migration of set not yet applied to the database at dsn.
+// It creates Schema when missing. Running it again changes nothing.
+func Up(ctx context.Context, dsn string, set Set) error {
+	return run(ctx, dsn, set, func(m *migrate.Migrate) error {
+		if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+			return err
+		}
+		return nil
+	})
+}
+
+// Version reports the applied version of set (0 when none) and whether the
+// last migration failed half way (dirty).
+func Version(ctx context.Context, dsn string, set Set) (version uint, dirty bool, err error) {
+	err = run(ctx, dsn, set, func(m *migrate.Migrate) error {
+		version, dirty, err = m.Version()
+		if errors.Is(err, migrate.ErrNilVersion) {
+			version, dirty, err = 0, false, nil
+		}
+		return err
+	})
+	return version, dirty, err
+}
+
+func run(ctx context.Context, dsn string, set Set, f func(*migrate.Migrate) error) error {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return fmt.Errorf("%s migrations: %w", set.Name, err)
+	}
+	db := stdlib.OpenDB(*cfg)
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, "CREATE SCHEMA IF NOT EXISTS "+Schema); err != nil {
+		return fmt.Errorf("%s migrations on %s: %w", set.Name, cfg.Database, err)
+	}
+	driver, err := pgxmigrate.WithInstance(db, &pgxmigrate.Config{
+		MigrationsTable:       fmt.Sprintf("%q.%q", Schema, set.Table),
+		MigrationsTableQuoted: true,
+	})
+	if err != nil {
+		return fmt.Errorf("%s migrations on %s: %w", set.Name, cfg.Database, err)
+	}
+	src, err := iofs.New(set.FS, ".")
+	if err != nil {
+		return fmt.Errorf("%s migrations: %w", set.Name, err)
+	}
+	m, err := migrate.NewWithInstance("iofs", src, cfg.Database, driver)
+	if err != nil {
+		return fmt.Errorf("%s migrations on %s: %w", set.Name, cfg.Database, err)
+	}
+	defer m.Close()
+	if err := f(m); err != nil {
+		return fmt.Errorf("%s migrations on %s: %w", set.Name, cfg.Database, err)
+	}
+	return nil
+}
