@@ -26,8 +26,8 @@ type data struct {
 	CounterMax     int64  // (1 << (TimeBits + SeqBits)) - 1
 	LagFloor       int64  // Epoch + LagMS
 	ShardBitString string // the shard id as ShardBits binary digits
-	OverlayAt      int    // where the shard bits go into the counter's 64 bits
-	SubstrFrom     int    // drop the leading zero bits the insert pushed out
+	CounterBits    int    // usable time bits + SeqBits: the counter as a bit string
+	OverlayAt      int    // where the shard bits go into it (1-based, from the top)
 	CustomClock    bool
 	Marker         string
 }
@@ -53,8 +53,8 @@ func Render(p Params) (string, error) {
 		CounterMax:     1<<(p.UsableTimeBits()+p.SeqBits) - 1,
 		LagFloor:       p.Epoch + int64(p.LagMS),
 		ShardBitString: fmt.Sprintf("%0*b", p.ShardBits, p.Shard),
-		OverlayAt:      64 - p.SeqBits + 1,
-		SubstrFrom:     p.ShardBits + 1,
+		CounterBits:    p.UsableTimeBits() + p.SeqBits,
+		OverlayAt:      p.UsableTimeBits() + 1,
 		CustomClock:    custom,
 		Marker:         strings.ReplaceAll(marker, "'", "''"),
 	}

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"text/tabwriter"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/shardid/shardid/internal/genbench"
+	"github.com/shardid/shardid/internal/localpg"
+)
+
+func init() { commands = append(commands, newBenchCmd) }
+
+func newBenchCmd() *cobra.Command {
+	var (
+		dsn    string
+		opts   genbench.Options
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "bench [--dsn DSN] [--ids N] [--rounds R] [--json]",
+		Short: "Measure the safe generator against Instagram's function, nextval and bigserial",
+		Long: `Runs each case in one session, round after round, on one server and prints
+the medians side by side with the ratios the project's goals are stated in.
+Without --dsn it starts a local PostgreSQL server and removes it afterwards;
+with --dsn it uses (and drops) schemas shardid_bench, shard_0001 and
+shard_0002 of that database: point it at a scratch database.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			if opts.IDs < 1 || opts.Rounds < 1 {
+				return usagef("--ids and --rounds must be at least 1")
+			}
+			if dsn == "" {
+				server, err := localpg.Start(ctx, localpg.Options{})
+				if err != nil {
+					return err
+				}
+				defer localpg.RemoveTemplates()
+				defer server.Stop()
+				if dsn, err = server.CreateDatabase(ctx, "bench"); err != nil {
+					return err
+				}
+			}
+			conn, err := pgx.Connect(ctx, dsn)
+			if err != nil {
+				return err
+			}
+			defer conn.Close(context.WithoutCancel(ctx))
+			if term.IsTerminal(int(os.Stderr.Fd())) {
+				opts.Progress = func(round int, name string) {
+					fmt.Fprintf(os.Stderr, "\rround %d/%d: %-26s", round, opts.Rounds, name)
+				}
+			}
+			res, err := genbench.Run(ctx, conn, opts)
+			if opts.Progress != nil {
+				fmt.Fprint(os.Stderr, "\r\033[K")
+			}
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), res)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "PostgreSQL %s, %d ids per case, median of %d rounds, one session\n\n", res.Server, res.IDs, res.Rounds)
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintf(w, "case\ttotal\tper id\n")
+			for _, c := range res.Cases {
+				fmt.Fprintf(w, "%s\t%.0f ms\t%.0f ns\n", c.Name, float64(c.Median.Microseconds())/1000, float64(c.PerID(res.IDs)))
+			}
+			w.Flush()
+			fmt.Fprintf(cmd.OutOrStdout(), "\nsafe is %.2fx faster than instagram (goal >= 2x)\n", res.SafeSpeedup)
+			fmt.Fprintf(cmd.OutOrStdout(), "safe costs %.2fx a bare nextval\n", res.SafeOverNextval)
+			fmt.Fprintf(cmd.OutOrStdout(), "bulk INSERT with the safe DEFAULT: %.2fx the bigserial time (goal <= 1.5x); instagram DEFAULT: %.2fx\n", res.InsertRatio, res.InsertInstagramRatio)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dsn, "dsn", "", "scratch database to measure on (default: a local server started for the run)")
+	cmd.Flags().IntVar(&opts.IDs, "ids", 1_000_000, "ids per case")
+	cmd.Flags().IntVar(&opts.Rounds, "rounds", 3, "rounds (each case reports its median)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	return cmd
+}

@@ -1,0 +1,143 @@
+// Package genbench measures the per-shard generators side by side in one
+// run: the safe generator against Instagram's published function and a bare
+// nextval, and a bulk INSERT using the safe DEFAULT against the same INSERT
+// into a bigserial table. Cases are interleaved round by round and each
+// reports its median, because the machines it runs on are small and noisy.
+package genbench
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	shsql "github.com/shardid/shardid/sql"
+)
+
+// Options of a run. Zero values mean 1,000,000 ids and 3 rounds.
+type Options struct {
+	IDs    int
+	Rounds int
+	// Progress, when set, is called before each measurement.
+	Progress func(round int, name string)
+}
+
+// Case names.
+const (
+	CaseNextval         = "nextval"
+	CaseSafe            = "safe"
+	CaseInstagram       = "instagram"
+	CaseInsertSerial    = "insert bigserial"
+	CaseInsertSafe      = "insert safe DEFAULT"
+	CaseInsertInstagram = "insert instagram DEFAULT"
+)
+
+// Case is one measured statement.
+type Case struct {
+	Name   string          `json:"name"`
+	SQL    string          `json:"sql"`
+	Median time.Duration   `json:"median_ns"`
+	All    []time.Duration `json:"all_ns"`
+}
+
+// PerID is the median time per id.
+func (c Case) PerID(ids int) time.Duration { return c.Median / time.Duration(ids) }
+
+// Result of a run, with the ratios the project's goals are stated in.
+type Result struct {
+	IDs    int    `json:"ids"`
+	Rounds int    `json:"rounds"`
+	Server string `json:"server"`
+	Cases  []Case `json:"cases"`
+	// SafeSpeedup is instagram time / safe time (goal: at least 2).
+	SafeSpeedup float64 `json:"safe_speedup_vs_instagram"`
+	// SafeOverNextval is safe time / bare nextval time.
+	SafeOverNextval float64 `json:"safe_over_nextval"`
+	// InsertRatio is the bulk INSERT with the safe DEFAULT over the same
+	// INSERT into a bigserial table (goal: at most 1.5).
+	InsertRatio float64 `json:"insert_safe_over_bigserial"`
+	// InsertInstagramRatio is the same for the instagram DEFAULT.
+	InsertInstagramRatio float64 `json:"insert_instagram_over_bigserial"`
+}
+
+// Case returns the named case.
+func (r *Result) Case(name string) Case {
+	for _, c := range r.Cases {
+		if c.Name == name {
+			return c
+		}
+	}
+	return Case{}
+}
+
+// Run installs what it needs into schemas shardid_bench, shard_0001 and
+// shard_0002 of the database conn is connected to (dropping them first:
+// point it at a scratch database) and measures.
+func Run(ctx context.Context, conn *pgx.Conn, opts Options) (*Result, error) {
+	if opts.IDs <= 0 {
+		opts.IDs = 1_000_000
+	}
+	if opts.Rounds <= 0 {
+		opts.Rounds = 3
+	}
+	safe, err := shsql.Render(shsql.Params{Shard: 1})
+	if err != nil {
+		return nil, err
+	}
+	insta, err := shsql.Render(shsql.Params{Shard: 2, Variant: shsql.Instagram})
+	if err != nil {
+		return nil, err
+	}
+	setup := `DROP SCHEMA IF EXISTS shardid_bench, shard_0001, shard_0002 CASCADE;` + safe + ";" + insta + `;
+		CREATE SCHEMA shardid_bench;
+		CREATE SEQUENCE shardid_bench.seq;
+		CREATE TABLE shardid_bench.serial (id bigserial PRIMARY KEY, v int);
+		CREATE TABLE shard_0001.likes (id bigint PRIMARY KEY DEFAULT shard_0001.next_id(), v int);
+		CREATE TABLE shard_0002.likes (id bigint PRIMARY KEY DEFAULT shard_0002.next_id(), v int);`
+	if _, err := conn.Exec(ctx, setup); err != nil {
+		return nil, fmt.Errorf("bench setup: %w", err)
+	}
+	res := &Result{IDs: opts.IDs, Rounds: opts.Rounds}
+	if err := conn.QueryRow(ctx, "SHOW server_version").Scan(&res.Server); err != nil {
+		return nil, err
+	}
+	n := fmt.Sprint(opts.IDs)
+	res.Cases = []Case{
+		{Name: CaseNextval, SQL: "SELECT count(nextval('shardid_bench.seq')) FROM generate_series(1, " + n + ")"},
+		{Name: CaseSafe, SQL: "SELECT count(shard_0001.next_id()) FROM generate_series(1, " + n + ")"},
+		{Name: CaseInstagram, SQL: "SELECT count(shard_0002.next_id()) FROM generate_series(1, " + n + ")"},
+		{Name: CaseInsertSerial, SQL: "INSERT INTO shardid_bench.serial (v) SELECT g FROM generate_series(1, " + n + ") g"},
+		{Name: CaseInsertSafe, SQL: "INSERT INTO shard_0001.likes (v) SELECT g FROM generate_series(1, " + n + ") g"},
+		{Name: CaseInsertInstagram, SQL: "INSERT INTO shard_0002.likes (v) SELECT g FROM generate_series(1, " + n + ") g"},
+	}
+	for round := range opts.Rounds {
+		if _, err := conn.Exec(ctx, "TRUNCATE shardid_bench.serial, shard_0001.likes, shard_0002.likes; CHECKPOINT"); err != nil {
+			return nil, err
+		}
+		for i := range res.Cases {
+			c := &res.Cases[i]
+			if opts.Progress != nil {
+				opts.Progress(round+1, c.Name)
+			}
+			start := time.Now()
+			if _, err := conn.Exec(ctx, c.SQL); err != nil {
+				return nil, fmt.Errorf("bench %s: %w", c.Name, err)
+			}
+			c.All = append(c.All, time.Since(start))
+		}
+	}
+	for i := range res.Cases {
+		c := &res.Cases[i]
+		sorted := slices.Clone(c.All)
+		slices.Sort(sorted)
+		c.Median = sorted[len(sorted)/2]
+	}
+	med := func(name string) float64 { return float64(res.Case(name).Median) }
+	res.SafeSpeedup = med(CaseInstagram) / med(CaseSafe)
+	res.SafeOverNextval = med(CaseSafe) / med(CaseNextval)
+	res.InsertRatio = med(CaseInsertSafe) / med(CaseInsertSerial)
+	res.InsertInstagramRatio = med(CaseInsertInstagram) / med(CaseInsertSerial)
+	return res, nil
+}
