@@ -1,0 +1,244 @@
+package shardmgr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	shsql "github.com/shardid/shardid/sql"
+)
+
+// State is a logical shard's state in the catalog.
+type State string
+
+// Shard states.
+const (
+	// StateActive: reads and writes go to the shard's host.
+	StateActive State = "active"
+	// StateReadOnly: reads only; the router refuses writes.
+	StateReadOnly State = "read-only"
+	// StateMoving: the shard is being copied to another host; the router
+	// refuses writes until the move flips it back to active.
+	StateMoving State = "moving"
+)
+
+// Valid reports whether s is one of the catalog states.
+func (s State) Valid() bool {
+	return s == StateActive || s == StateReadOnly || s == StateMoving
+}
+
+// Layout is how an id splits into time, shard and sequence bits.
+type Layout struct {
+	EpochMS   int64 // ms since the Unix epoch
+	TimeBits  int
+	ShardBits int
+	SeqBits   int
+}
+
+// DefaultLayout is Instagram's: 41/13/10 bits from 1314220021721 ms.
+var DefaultLayout = Layout{EpochMS: shsql.DefaultEpoch, TimeBits: shsql.DefaultTimeBits, ShardBits: shsql.DefaultShardBits, SeqBits: shsql.DefaultSeqBits}
+
+// ShardOf returns the logical shard an id carries.
+func (l Layout) ShardOf(id int64) int {
+	return int((uint64(id) >> l.SeqBits) & (1<<l.ShardBits - 1))
+}
+
+// UnixMilli returns the time an id carries, in ms since the Unix epoch.
+func (l Layout) UnixMilli(id int64) int64 {
+	return int64(uint64(id)>>(l.ShardBits+l.SeqBits)) + l.EpochMS
+}
+
+// idOfCounter is the id the safe generator derives from counter value c.
+func (l Layout) idOfCounter(c int64, shard int) int64 {
+	seqMask := int64(1)<<l.SeqBits - 1
+	return (c>>l.SeqBits)<<(l.ShardBits+l.SeqBits) | int64(shard)<<l.SeqBits | (c & seqMask)
+}
+
+// CatalogHost is a host as the catalog records it.
+type CatalogHost struct {
+	Name  string
+	DSN   string // as written in the cluster file: ${VAR}s unexpanded
+	Drain bool
+}
+
+// ShardInfo is one logical shard's place in the map.
+type ShardInfo struct {
+	ID     int
+	Schema string
+	Host   string
+	State  State
+}
+
+// Map is the catalog at one generation: the cluster, its hosts and where
+// each logical shard lives.
+type Map struct {
+	Cluster    string
+	Generation int64
+	Layout     Layout
+	Variant    string
+	Hosts      []CatalogHost // sorted by name
+	Shards     []ShardInfo   // index = shard id
+}
+
+// Host returns the catalog's entry for host name.
+func (m *Map) Host(name string) (CatalogHost, bool) {
+	i, ok := slices.BinarySearchFunc(m.Hosts, name, func(h CatalogHost, n string) int {
+		switch {
+		case h.Name < n:
+			return -1
+		case h.Name > n:
+			return 1
+		}
+		return 0
+	})
+	if !ok {
+		return CatalogHost{}, false
+	}
+	return m.Hosts[i], true
+}
+
+// ShardsOn returns the ids of the shards the map places on host, ascending.
+func (m *Map) ShardsOn(host string) []int {
+	ids := []int{}
+	for _, s := range m.Shards {
+		if s.Host == host {
+			ids = append(ids, s.ID)
+		}
+	}
+	return ids
+}
+
+// Querier is what ReadMap needs: a *pgxpool.Pool, *pgx.Conn or pgx.Tx.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// ReadMap reads the whole map from the catalog database. It returns an
+// error wrapping ErrNotInitialized when the catalog holds no cluster.
+func ReadMap(ctx context.Context, q Querier) (*Map, error) {
+	m := &Map{}
+	var n int
+	err := q.QueryRow(ctx, `SELECT name, generation, epoch_ms, time_bits, shard_bits, seq_bits, variant, shards
+		FROM shardid.cluster`).Scan(&m.Cluster, &m.Generation, &m.Layout.EpochMS, &m.Layout.TimeBits,
+		&m.Layout.ShardBits, &m.Layout.SeqBits, &m.Variant, &n)
+	if err != nil {
+		if errors.Is(err, pgx.ErrNoRows) || isUndefinedTable(err) {
+			return nil, ErrNotInitialized
+		}
+		return nil, fmt.Errorf("read catalog: %w", err)
+	}
+	rows, err := q.Query(ctx, `SELECT name, dsn, drain FROM shardid.hosts ORDER BY name COLLATE "C"`)
+	if err != nil {
+		return nil, fmt.Errorf("read catalog hosts: %w", err)
+	}
+	m.Hosts, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (CatalogHost, error) {
+		var h CatalogHost
+		return h, r.Scan(&h.Name, &h.DSN, &h.Drain)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read catalog hosts: %w", err)
+	}
+	rows, err = q.Query(ctx, `SELECT id, schema_name, host, state FROM shardid.shards ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("read catalog shards: %w", err)
+	}
+	shards, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ShardInfo, error) {
+		var s ShardInfo
+		return s, r.Scan(&s.ID, &s.Schema, &s.Host, &s.State)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read catalog shards: %w", err)
+	}
+	if len(shards) != n {
+		return nil, fmt.Errorf("read catalog: cluster has %d shards but %d are placed", n, len(shards))
+	}
+	for i, s := range shards {
+		if s.ID != i {
+			return nil, fmt.Errorf("read catalog: shard %d is missing from the map", i)
+		}
+	}
+	m.Shards = shards
+	return m, nil
+}
+
+// catalogLockClass is the first key of the transaction-scoped advisory
+// lock that serialises catalog changes: 'shca'.
+const catalogLockClass = 0x73686361
+
+// changeCatalog runs fn in one catalog transaction that holds the catalog
+// lock and the cluster row, checks that the generation is still want (0:
+// any), and bumps the generation with a record of what changed. It returns
+// the new generation.
+func changeCatalog(ctx context.Context, pool *pgxpool.Pool, want int64, what string, fn func(tx pgx.Tx, gen int64) error) (int64, error) {
+	var next int64
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, 0)`, catalogLockClass); err != nil {
+			return err
+		}
+		var gen int64
+		if err := tx.QueryRow(ctx, `SELECT generation FROM shardid.cluster FOR UPDATE`).Scan(&gen); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) || isUndefinedTable(err) {
+				return ErrNotInitialized
+			}
+			return err
+		}
+		if want != 0 && gen != want {
+			return &GenerationError{Want: want, Got: gen}
+		}
+		next = gen + 1
+		if err := fn(tx, next); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE shardid.cluster SET generation = $1, updated_at = now()`, next); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO shardid.changes (generation, what) VALUES ($1, $2)`, next, what)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("catalog change (%s): %w", what, err)
+	}
+	return next, nil
+}
+
+// SetShardState changes a shard's state in the catalog, guarded by the
+// generation the caller last read (want; 0 skips the guard). It returns
+// the new generation. Of two managers changing the catalog from the same
+// generation, exactly one wins; the other gets a *GenerationError.
+func SetShardState(ctx context.Context, catalog *pgxpool.Pool, shard int, state State, want int64) (int64, error) {
+	if !state.Valid() {
+		return 0, fmt.Errorf("shard %d: invalid state %q (active, read-only, moving)", shard, state)
+	}
+	return changeCatalog(ctx, catalog, want, fmt.Sprintf("shard %d -> %s", shard, state), func(tx pgx.Tx, gen int64) error {
+		tag, err := tx.Exec(ctx, `UPDATE shardid.shards SET state = $2, changed_generation = $3 WHERE id = $1`, shard, string(state), gen)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return &ShardError{Shard: shard, Err: ErrUnknownShard}
+		}
+		return nil
+	})
+}
+
+// CatalogGeneration reads the catalog's current generation.
+func CatalogGeneration(ctx context.Context, q Querier) (int64, error) {
+	var gen int64
+	if err := q.QueryRow(ctx, `SELECT generation FROM shardid.cluster`).Scan(&gen); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) || isUndefinedTable(err) {
+			return 0, ErrNotInitialized
+		}
+		return 0, fmt.Errorf("read catalog generation: %w", err)
+	}
+	return gen, nil
+}
+
+func isUndefinedTable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "3F000")
+}

@@ -1,0 +1,266 @@
+package shardmgr
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/shardid/shardid/idgen/segment"
+	shsql "github.com/shardid/shardid/sql"
+	"go.yaml.in/yaml/v3"
+)
+
+// DefaultConfigPath is where commands look for the cluster file when
+// neither --config nor SHARDID_CONFIG says otherwise.
+const DefaultConfigPath = "shardid.yaml"
+
+// MaxShards is the largest number of logical shards: the 13 shard bits of
+// the default layout.
+const MaxShards = 1 << shsql.DefaultShardBits
+
+// Config is the cluster file. This shape is fixed:
+//
+//	cluster: demo
+//	shards: 64                 # logical shards 0..63 (at most 8192)
+//	epoch_ms: 1314220021721    # optional, default Instagram's; fixed once initialised
+//	catalog: postgres://postgres@127.0.0.1:5433/shardid_catalog
+//	hosts:
+//	  - name: pg1
+//	    dsn: postgres://postgres@127.0.0.1:5433/app
+//
+// ${VAR} in the catalog and host DSNs is replaced by the environment
+// variable VAR when the file is loaded; the PG* variables (PGPASSWORD, ...)
+// keep working because pgx reads them when it connects.
+type Config struct {
+	Cluster string `yaml:"cluster"`
+	Shards  int    `yaml:"shards"`
+	// EpochMS is the id epoch in milliseconds since the Unix epoch. Zero
+	// means Instagram's (1314220021721) for a new cluster, and whatever the
+	// catalog holds for an initialised one.
+	EpochMS int64  `yaml:"epoch_ms"`
+	Catalog string `yaml:"catalog"`
+	Hosts   []Host `yaml:"hosts"`
+	// Segments is the segment allocator's section, returned as written
+	// (call Segments.ExpandEnv for its ${VAR}s).
+	Segments *segment.Config `yaml:"segments"`
+
+	// Path is the file the configuration was loaded from, for messages.
+	Path string `yaml:"-"`
+}
+
+// Host is one physical PostgreSQL database that holds logical shards.
+type Host struct {
+	Name string `yaml:"name"`
+	DSN  string `yaml:"dsn"`
+	// Drain marks a host whose shards should move elsewhere.
+	Drain bool `yaml:"drain"`
+
+	// rawDSN is the DSN as written, before ${VAR} expansion: what the
+	// catalog records, so that passwords never land in it.
+	rawDSN string
+}
+
+// RawDSN is the DSN as written in the file, before ${VAR} expansion.
+func (h Host) RawDSN() string {
+	if h.rawDSN == "" {
+		return h.DSN
+	}
+	return h.rawDSN
+}
+
+// ErrConfig is wrapped by every error about the cluster file.
+var ErrConfig = errors.New("invalid cluster file")
+
+// LoadConfig reads and parses the cluster file at path, expanding ${VAR}
+// in DSNs from the process environment. It checks syntax and unknown keys
+// only; commands that manage the cluster call ValidateCluster.
+func LoadConfig(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%w: %s not found (use --config or SHARDID_CONFIG)", ErrConfig, path)
+		}
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	return ParseConfig(data, path, os.LookupEnv)
+}
+
+// ParseConfig parses a cluster file held in data; name is used in
+// messages and lookup resolves ${VAR} in DSNs (os.LookupEnv in commands).
+// Unknown keys are errors naming the key and its line.
+func ParseConfig(data []byte, name string, lookup func(string) (string, bool)) (*Config, error) {
+	cfg := &Config{Path: name}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%w: %s: %s", ErrConfig, name, yamlMessage(err))
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		return nil, fmt.Errorf("%w: %s: more than one YAML document", ErrConfig, name)
+	}
+	cfg.Path = name
+	var missing []string
+	expand := func(s string) string {
+		return envRef.ReplaceAllStringFunc(s, func(ref string) string {
+			v, ok := lookup(ref[2 : len(ref)-1])
+			if !ok {
+				missing = append(missing, ref[2:len(ref)-1])
+			}
+			return v
+		})
+	}
+	cfg.Catalog = expand(cfg.Catalog)
+	for i := range cfg.Hosts {
+		h := &cfg.Hosts[i]
+		h.rawDSN = h.DSN
+		h.DSN = expand(h.DSN)
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("%w: %s: environment variable %s not set", ErrConfig, name, strings.Join(dedupe(missing), ", "))
+	}
+	return cfg, nil
+}
+
+var envRef = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*\}`)
+
+var unknownField = regexp.MustCompile(`^line (\d+): field (\S+) not found in type \S+$`)
+
+// yamlMessage turns the decoder's errors into one line:
+// "line 4: unknown key \"shard\"".
+func yamlMessage(err error) string {
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		msgs := make([]string, len(te.Errors))
+		for i, e := range te.Errors {
+			if m := unknownField.FindStringSubmatch(e); m != nil {
+				msgs[i] = fmt.Sprintf("line %s: unknown key %q", m[1], m[2])
+			} else {
+				msgs[i] = e
+			}
+		}
+		return strings.Join(msgs, "; ")
+	}
+	return strings.TrimPrefix(err.Error(), "yaml: ")
+}
+
+var (
+	clusterName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,63}$`)
+	hostName    = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,63}$`)
+)
+
+// ValidateCluster checks the cluster part of the file (cluster, shards,
+// epoch_ms, catalog, hosts) and reports every problem in one error
+// wrapping ErrConfig.
+func (c *Config) ValidateCluster() error {
+	var probs []string
+	add := func(format string, args ...any) { probs = append(probs, fmt.Sprintf(format, args...)) }
+	if c.Cluster == "" {
+		add("cluster: missing (a name for the cluster)")
+	} else if !clusterName.MatchString(c.Cluster) {
+		add("cluster: %q must be 1-63 of A-Z a-z 0-9 _ . -", c.Cluster)
+	}
+	switch {
+	case c.Shards == 0:
+		add("shards: missing (the number of logical shards, 1..%d)", MaxShards)
+	case c.Shards < 1 || c.Shards > MaxShards:
+		add("shards: %d is impossible (1..%d)", c.Shards, MaxShards)
+	}
+	if c.EpochMS < 0 {
+		add("epoch_ms: %d is negative", c.EpochMS)
+	} else if c.EpochMS > time.Now().UnixMilli() {
+		add("epoch_ms: %d is in the future", c.EpochMS)
+	}
+	if c.Catalog == "" {
+		add("catalog: missing (the DSN of the catalog database)")
+	} else if _, err := pgconn.ParseConfig(c.Catalog); err != nil {
+		add("catalog: %s", dsnError(err))
+	}
+	if len(c.Hosts) == 0 {
+		add("hosts: at least one host is needed")
+	}
+	names := map[string]int{}
+	dsns := map[string]int{}
+	for i, h := range c.Hosts {
+		switch {
+		case h.Name == "":
+			add("hosts[%d].name: missing", i)
+		case !hostName.MatchString(h.Name):
+			add("hosts[%d].name: %q must be 1-63 of A-Z a-z 0-9 _ . -", i, h.Name)
+		default:
+			if j, dup := names[h.Name]; dup {
+				add("hosts[%d].name: duplicate host name %q (also hosts[%d])", i, h.Name, j)
+			} else {
+				names[h.Name] = i
+			}
+		}
+		if h.DSN == "" {
+			add("hosts[%d].dsn: missing", i)
+			continue
+		}
+		key, err := databaseKey(h.DSN)
+		if err != nil {
+			add("hosts[%d].dsn: %s", i, dsnError(err))
+			continue
+		}
+		if j, dup := dsns[key]; dup {
+			add("hosts[%d].dsn: duplicate DSN, same database as hosts[%d] (%s)", i, j, key)
+		} else {
+			dsns[key] = i
+		}
+	}
+	if len(probs) > 0 {
+		return fmt.Errorf("%w: %s: %s", ErrConfig, c.Path, strings.Join(probs, "; "))
+	}
+	return nil
+}
+
+// Host returns the host called name.
+func (c *Config) Host(name string) (Host, bool) {
+	for _, h := range c.Hosts {
+		if h.Name == name {
+			return h, true
+		}
+	}
+	return Host{}, false
+}
+
+// databaseKey names the database a DSN points at (host:port/database), so
+// that two spellings of one database count as duplicates.
+func databaseKey(dsn string) (string, error) {
+	pc, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s:%d/%s", pc.Host, pc.Port, pc.Database), nil
+}
+
+// dsnError keeps a DSN parse error on one line without repeating the DSN,
+// which may carry a password.
+func dsnError(err error) string {
+	var pe *pgconn.ParseConfigError
+	if errors.As(err, &pe) {
+		if inner := pe.Unwrap(); inner != nil {
+			return "cannot parse DSN: " + inner.Error()
+		}
+	}
+	return "cannot parse DSN: " + err.Error()
+}
+
+func dedupe(s []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, v := range s {
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	return out
+}

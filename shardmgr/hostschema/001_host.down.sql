@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS shardid.local_shards;
+DROP TABLE IF EXISTS shardid.host_info;

@@ -1,0 +1,424 @@
+package shardmgr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/shardid/shardid/migrations"
+	shsql "github.com/shardid/shardid/sql"
+	"golang.org/x/sync/errgroup"
+)
+
+// InitOptions adjust Init. The zero value is fine.
+type InitOptions struct {
+	// Progress, when set, is called after each shard is checked or
+	// installed, with the number done so far and the total. Calls are
+	// serialised.
+	Progress func(done, total int)
+	// Workers is the number of connections per host that install shards
+	// in parallel. Zero means 4.
+	Workers int
+	// Logger receives progress messages. Nil discards them.
+	Logger *slog.Logger
+}
+
+// InitResult is what Init did.
+type InitResult struct {
+	Cluster    string
+	Generation int64
+	// CreatedDatabases lists the databases Init created, as host:port/name.
+	CreatedDatabases []string
+	// CatalogCreated is true when this run created the cluster record.
+	CatalogCreated bool
+	// CatalogChanges describes the catalog changes this run made.
+	CatalogChanges []string
+	// Installed counts the shards whose generator or host record this run
+	// installed; Unchanged those that were already right.
+	Installed, Unchanged int
+	Elapsed              time.Duration
+}
+
+// Changed reports whether Init changed anything.
+func (r *InitResult) Changed() bool {
+	return len(r.CreatedDatabases) > 0 || r.CatalogCreated || len(r.CatalogChanges) > 0 || r.Installed > 0
+}
+
+// Init creates or completes the cluster described by cfg: the databases
+// named in the DSNs when missing, the catalog (migrations, cluster, hosts,
+// the balanced contiguous map of shards to hosts), every host's record and
+// every shard's schema and generator on its host, in parallel per host.
+//
+// Running it again is safe: it finishes what is missing and changes
+// nothing that is already right. It never replaces a generator whose
+// marker differs from what the catalog expects, and it refuses a cluster
+// file that contradicts the catalog on what is fixed once initialised
+// (cluster name, shard count, epoch) with an error wrapping
+// ErrClusterMismatch.
+func Init(ctx context.Context, cfg *Config, opts InitOptions) (*InitResult, error) {
+	start := time.Now()
+	if err := cfg.ValidateCluster(); err != nil {
+		return nil, err
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = 4
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	res := &InitResult{Cluster: cfg.Cluster}
+
+	// Databases first: the catalog and every host.
+	dsns := []string{cfg.Catalog}
+	for _, h := range cfg.Hosts {
+		dsns = append(dsns, h.DSN)
+	}
+	seen := map[string]bool{}
+	for _, dsn := range dsns {
+		key, _ := databaseKey(dsn)
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		created, err := ensureDatabase(ctx, dsn)
+		if err != nil {
+			return nil, err
+		}
+		if created {
+			log.Info("created database", "database", key)
+			res.CreatedDatabases = append(res.CreatedDatabases, key)
+		}
+	}
+
+	if err := migrations.Up(ctx, cfg.Catalog, migrations.Catalog); err != nil {
+		return nil, err
+	}
+	catalog, err := openPool(ctx, cfg.Catalog, 2)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	defer catalog.Close()
+	m, created, changes, err := planCatalog(ctx, catalog, cfg)
+	if err != nil {
+		return nil, err
+	}
+	res.CatalogCreated, res.CatalogChanges, res.Generation = created, changes, m.Generation
+	for _, c := range changes {
+		log.Info("catalog", "change", c, "generation", m.Generation)
+	}
+
+	var (
+		mu       sync.Mutex
+		done     int
+		failures []error
+	)
+	progress := func(installed bool, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		done++
+		switch {
+		case err != nil:
+			failures = append(failures, err)
+		case installed:
+			res.Installed++
+		default:
+			res.Unchanged++
+		}
+		if opts.Progress != nil {
+			opts.Progress(done, len(m.Shards))
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	for _, h := range cfg.Hosts {
+		g.Go(func() error {
+			return installHost(gctx, cfg, m, h, opts.Workers, progress)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	if len(failures) > 0 {
+		sort.Slice(failures, func(i, j int) bool { return failures[i].Error() < failures[j].Error() })
+		msgs := make([]string, 0, 5)
+		for i, f := range failures {
+			if i == 5 {
+				msgs = append(msgs, fmt.Sprintf("and %d more", len(failures)-5))
+				break
+			}
+			msgs = append(msgs, f.Error())
+		}
+		return res, fmt.Errorf("init: %d of %d shards not installed: %s", len(failures), len(m.Shards), strings.Join(msgs, "; "))
+	}
+	res.Elapsed = time.Since(start)
+	return res, nil
+}
+
+// planCatalog creates the cluster in the catalog, or checks it against cfg
+// and adds what cfg adds (hosts), in one transaction under the catalog lock.
+func planCatalog(ctx context.Context, pool *pgxpool.Pool, cfg *Config) (m *Map, created bool, changes []string, err error) {
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, 0)`, catalogLockClass); err != nil {
+			return err
+		}
+		cur, err := ReadMap(ctx, tx)
+		switch {
+		case errors.Is(err, ErrNotInitialized):
+			created = true
+			return createCluster(ctx, tx, cfg)
+		case err != nil:
+			return err
+		}
+		changes, err = reconcileCatalog(ctx, tx, cfg, cur)
+		return err
+	})
+	if err != nil {
+		return nil, false, nil, fmt.Errorf("catalog: %w", err)
+	}
+	m, err = ReadMap(ctx, pool)
+	if err != nil {
+		return nil, false, nil, err
+	}
+	return m, created, changes, nil
+}
+
+func createCluster(ctx context.Context, tx pgx.Tx, cfg *Config) error {
+	l := DefaultLayout
+	if cfg.EpochMS != 0 {
+		l.EpochMS = cfg.EpochMS
+	}
+	const gen = 1
+	if _, err := tx.Exec(ctx, `INSERT INTO shardid.cluster (name, shards, epoch_ms, time_bits, shard_bits, seq_bits, variant, generation)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, cfg.Cluster, cfg.Shards, l.EpochMS, l.TimeBits, l.ShardBits, l.SeqBits, shsql.Safe, gen); err != nil {
+		return err
+	}
+	for _, h := range cfg.Hosts {
+		if _, err := tx.Exec(ctx, `INSERT INTO shardid.hosts (name, dsn, drain, added_generation) VALUES ($1, $2, $3, $4)`,
+			h.Name, h.RawDSN(), h.Drain, gen); err != nil {
+			return err
+		}
+	}
+	ranges := balancedRanges(cfg.Shards, len(cfg.Hosts))
+	rows := make([][]any, 0, cfg.Shards)
+	for i, r := range ranges {
+		for id := r[0]; id < r[1]; id++ {
+			rows = append(rows, []any{id, shsql.DefaultSchema(id), cfg.Hosts[i].Name, string(StateActive), int64(gen)})
+		}
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"shardid", "shards"},
+		[]string{"id", "schema_name", "host", "state", "changed_generation"}, pgx.CopyFromRows(rows)); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO shardid.changes (generation, what) VALUES ($1, $2)`, gen,
+		fmt.Sprintf("init cluster %s: %d shards on %d hosts", cfg.Cluster, cfg.Shards, len(cfg.Hosts)))
+	return err
+}
+
+// balancedRanges splits shards 0..n-1 into h contiguous [from, to) ranges
+// whose sizes differ by at most one, the larger ones first.
+func balancedRanges(n, h int) [][2]int {
+	out := make([][2]int, h)
+	from := 0
+	for i := range out {
+		size := n / h
+		if i < n%h {
+			size++
+		}
+		out[i] = [2]int{from, from + size}
+		from += size
+	}
+	return out
+}
+
+// reconcileCatalog checks cfg against an initialised catalog and records
+// what cfg adds: new hosts, changed DSNs or drain flags. What is fixed once
+// initialised must match.
+func reconcileCatalog(ctx context.Context, tx pgx.Tx, cfg *Config, cur *Map) ([]string, error) {
+	var bad []string
+	if cur.Cluster != cfg.Cluster {
+		bad = append(bad, fmt.Sprintf("the catalog holds cluster %q, the file names %q", cur.Cluster, cfg.Cluster))
+	}
+	if len(cur.Shards) != cfg.Shards {
+		bad = append(bad, fmt.Sprintf("the catalog has %d shards, the file says %d (fixed once initialised)", len(cur.Shards), cfg.Shards))
+	}
+	if cfg.EpochMS != 0 && cfg.EpochMS != cur.Layout.EpochMS {
+		bad = append(bad, fmt.Sprintf("the catalog's epoch_ms is %d, the file says %d (fixed once initialised)", cur.Layout.EpochMS, cfg.EpochMS))
+	}
+	for _, ch := range cur.Hosts {
+		if _, ok := cfg.Host(ch.Name); !ok {
+			if n := len(cur.ShardsOn(ch.Name)); n > 0 {
+				bad = append(bad, fmt.Sprintf("host %s holds %d shards in the catalog but is not in the file", ch.Name, n))
+			}
+		}
+	}
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("%w: %s", ErrClusterMismatch, strings.Join(bad, "; "))
+	}
+	var changes []string
+	for _, h := range cfg.Hosts {
+		ch, ok := cur.Host(h.Name)
+		switch {
+		case !ok:
+			changes = append(changes, fmt.Sprintf("add host %s", h.Name))
+		case ch.DSN != h.RawDSN():
+			changes = append(changes, fmt.Sprintf("host %s: new DSN", h.Name))
+		case ch.Drain != h.Drain:
+			changes = append(changes, fmt.Sprintf("host %s: drain %t", h.Name, h.Drain))
+		}
+	}
+	if len(changes) == 0 {
+		return nil, nil
+	}
+	gen := cur.Generation + 1
+	for _, h := range cfg.Hosts {
+		if _, err := tx.Exec(ctx, `INSERT INTO shardid.hosts (name, dsn, drain, added_generation) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (name) DO UPDATE SET dsn = EXCLUDED.dsn, drain = EXCLUDED.drain
+			WHERE (hosts.dsn, hosts.drain) IS DISTINCT FROM (EXCLUDED.dsn, EXCLUDED.drain)`,
+			h.Name, h.RawDSN(), h.Drain, gen); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := tx.Exec(ctx, `UPDATE shardid.cluster SET generation = $1, updated_at = now()`, gen); err != nil {
+		return nil, err
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO shardid.changes (generation, what) VALUES ($1, $2)`, gen, strings.Join(changes, "; "))
+	return changes, err
+}
+
+// generatorParams is what the catalog expects shard id's generator to be.
+func generatorParams(m *Map, id int) shsql.Params {
+	return shsql.Params{
+		Shard: id, Schema: m.Shards[id].Schema, Variant: m.Variant, Epoch: m.Layout.EpochMS,
+		TimeBits: m.Layout.TimeBits, ShardBits: m.Layout.ShardBits, SeqBits: m.Layout.SeqBits,
+	}
+}
+
+// installHost writes host h's record and installs the generators of the
+// shards the map places on it, with workers connections. Per-shard
+// failures go to progress; host-wide ones are returned.
+func installHost(ctx context.Context, cfg *Config, m *Map, h Host, workers int, progress func(installed bool, err error)) error {
+	mine := m.ShardsOn(h.Name)
+	if err := migrations.Up(ctx, h.DSN, HostSchema); err != nil {
+		return fmt.Errorf("host %s: %w", h.Name, err)
+	}
+	pool, err := openPool(ctx, h.DSN, workers)
+	if err != nil {
+		return fmt.Errorf("host %s: %w", h.Name, err)
+	}
+	defer pool.Close()
+
+	var cluster, name string
+	err = pool.QueryRow(ctx, `INSERT INTO shardid.host_info (cluster, host) VALUES ($1, $2)
+		ON CONFLICT (id) DO UPDATE SET id = true RETURNING cluster, host`, cfg.Cluster, h.Name).Scan(&cluster, &name)
+	if err != nil {
+		return fmt.Errorf("host %s: record: %w", h.Name, err)
+	}
+	if cluster != cfg.Cluster || name != h.Name {
+		return fmt.Errorf("host %s: %w: its database belongs to cluster %q as host %q", h.Name, ErrClusterMismatch, cluster, name)
+	}
+
+	markers, err := readMarkers(ctx, pool)
+	if err != nil {
+		return fmt.Errorf("host %s: %w", h.Name, err)
+	}
+	recorded := map[int]bool{}
+	rows, err := pool.Query(ctx, `SELECT shard FROM shardid.local_shards WHERE state <> 'fenced'`)
+	if err != nil {
+		return fmt.Errorf("host %s: %w", h.Name, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		return fmt.Errorf("host %s: %w", h.Name, err)
+	}
+	for _, id := range ids {
+		recorded[id] = true
+	}
+
+	work := make(chan int)
+	g, gctx := errgroup.WithContext(ctx)
+	for range workers {
+		g.Go(func() error {
+			for id := range work {
+				marker, present := markers[m.Shards[id].Schema]
+				installed, err := installShard(gctx, pool, m, id, present, marker, recorded[id])
+				if err != nil {
+					err = &ShardError{Shard: id, Host: h.Name, Err: err}
+				}
+				progress(installed, err)
+			}
+			return nil
+		})
+	}
+	for _, id := range mine {
+		select {
+		case work <- id:
+		case <-ctx.Done():
+		}
+	}
+	close(work)
+	_ = g.Wait()
+	return ctx.Err()
+}
+
+// installShard installs shard id's generator and host record unless both
+// are already right. A generator with a different marker is left alone.
+func installShard(ctx context.Context, pool *pgxpool.Pool, m *Map, id int, present bool, marker string, recorded bool) (bool, error) {
+	p := generatorParams(m, id)
+	want, err := shsql.Marker(p)
+	if err != nil {
+		return false, err
+	}
+	if present && marker != want {
+		return false, fmt.Errorf("a different generator is already installed (marker %q, want %q); init does not replace it (run shardid verify)", marker, want)
+	}
+	if present && recorded {
+		return false, nil
+	}
+	ddl, err := shsql.Render(p)
+	if err != nil {
+		return false, err
+	}
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if !present {
+			if _, err := tx.Exec(ctx, ddl, pgx.QueryExecModeSimpleProtocol); err != nil {
+				return err
+			}
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO shardid.local_shards (shard, schema_name, state, generation)
+			VALUES ($1, $2, $3, $4) ON CONFLICT (shard) DO UPDATE SET state = EXCLUDED.state, generation = EXCLUDED.generation`,
+			id, p.Schema, string(m.Shards[id].State), m.Generation)
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// readMarkers returns the marker comment of every next_id() generator on
+// a host, by schema ("" when it has no comment).
+func readMarkers(ctx context.Context, q Querier) (map[string]string, error) {
+	rows, err := q.Query(ctx, `SELECT n.nspname, coalesce(pg_catalog.obj_description(p.oid, 'pg_proc'), '')
+		FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+		WHERE p.proname = 'next_id' AND p.pronargs = 0`)
+	if err != nil {
+		return nil, fmt.Errorf("read generators: %w", err)
+	}
+	out := map[string]string{}
+	var schema, comment string
+	_, err = pgx.ForEachRow(rows, []any{&schema, &comment}, func() error {
+		out[schema] = comment
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read generators: %w", err)
+	}
+	return out, nil
+}
