@@ -429,3 +429,73 @@ func TestSQLIsPsqlRunnable(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	require.Equal(t, "5", strings.TrimSpace(string(out)))
 }
+
+// On a 2-core machine a shard serves fewer than 1024 ids per real
+// millisecond, so the clock is frozen and jerked around instead: from the
+// generator's point of view that is the same as serving far more than 1024
+// ids per millisecond, with a clock stepping back and forth, while four
+// sessions draw ids concurrently and the pull-up races them.
+func TestSafeConcurrentWithFrozenAndJumpingClock(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Pool(t, pgtest.NewDB(t, pgtest.Servers(t, 1)[0]))
+	setClock := testClock(t, pool)
+	install(t, pool, shsql.Params{Shard: 13, Clock: "public.test_now_ms()"})
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC).UnixMilli()
+	setClock(t0)
+
+	const sessions, batches, batch = 4, 20, 1000
+	all := make([][]int64, sessions)
+	ticking, stop := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ticking)
+		// Forward in big steps (pull-ups), back in bigger ones (ignored).
+		steps := []int64{0, 5, 5, -20, 50, -100, 200, 1, 1, -300}
+		now := t0
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			now += steps[i%len(steps)]
+			pool.Exec(ctx, "UPDATE public.test_clock SET ms = $1", now)
+		}
+	}()
+	var g errgroup.Group
+	for s := range sessions {
+		g.Go(func() error {
+			conn, err := pool.Acquire(ctx)
+			if err != nil {
+				return err
+			}
+			defer conn.Release()
+			for range batches {
+				rows, err := conn.Query(ctx, "SELECT shard_0013.next_id() FROM generate_series(1, $1)", batch)
+				if err != nil {
+					return err
+				}
+				ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+				if err != nil {
+					return err
+				}
+				all[s] = append(all[s], ids...)
+			}
+			return nil
+		})
+	}
+	require.NoError(t, g.Wait())
+	close(stop)
+	<-ticking
+	var ids []int64
+	for s, got := range all {
+		require.True(t, sort.SliceIsSorted(got, func(i, j int) bool { return got[i] < got[j] }), "session %d strictly increasing", s)
+		ids = append(ids, got...)
+	}
+	require.Len(t, ids, sessions*batches*batch)
+	requireUnique(t, ids)
+	for _, id := range ids {
+		ms, shard, _ := decode(id)
+		require.EqualValues(t, 13, shard)
+		require.GreaterOrEqual(t, ms, t0)
+	}
+}
