@@ -4,10 +4,10 @@
 //
 // # The layout
 //
-// An id is a positive int64 (a PostgreSQL bigint). By default, following
+// An id is a non-negative int64 (a PostgreSQL bigint). By default, following
 // Instagram's scheme, its bits are, from the top:
 //
-//	 1 bit   always 0, so ids are positive and sort the same everywhere
+//	 1 bit   always 0, so ids are never negative and sort the same everywhere
 //	41 bits  milliseconds since the epoch (2011-08-24T21:07:01.721Z)
 //	13 bits  logical shard, 0..8191
 //	10 bits  sequence within the shard and millisecond, 0..1023

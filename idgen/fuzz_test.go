@@ -32,6 +32,7 @@ func FuzzRoundTrip(f *testing.F) {
 	f.Add(int64(0), 2, 31, 31, int64(0), int64(1<<31-1), int64(1<<31-1))
 	f.Add(int64(0), 41, 13, 0, int64(0), int64(0), int64(0))
 	f.Add(int64(0), -1, 33, 31, int64(0), int64(0), int64(0))
+	f.Add(int64(0), math.MaxInt, math.MaxInt, 66, int64(0), int64(0), int64(0))
 
 	f.Fuzz(func(t *testing.T, epoch int64, timeBits, shardBits, seqBits int, millis, shard, seq int64) {
 		l := Layout{Epoch: epoch, TimeBits: timeBits, ShardBits: shardBits, SeqBits: seqBits}

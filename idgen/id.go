@@ -134,7 +134,12 @@ func (id *ID) UnmarshalJSON(b []byte) error {
 		return nil
 	}
 	s := string(b)
-	if len(b) > 0 && b[0] == '"' {
+	if n := len(b); n >= 2 && b[0] == '"' && b[n-1] == '"' && bytes.IndexByte(b, '\\') < 0 {
+		// Without escapes the digits are the bytes between the quotes, and
+		// anything else there is refused by Parse; this spares the common
+		// case a trip through encoding/json.
+		s = string(b[1 : n-1])
+	} else if len(b) > 0 && b[0] == '"' {
 		// json.Unmarshal, not strconv.Unquote: JSON and Go escapes differ.
 		if err := json.Unmarshal(b, &s); err != nil {
 			return fmt.Errorf("%w: %s is not a JSON string", ErrSyntax, quote(string(b)))

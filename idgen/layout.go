@@ -87,10 +87,12 @@ func (l Layout) Validate() error {
 // the same numbers it validated.
 func (l Layout) check() (Layout, error) {
 	r := l.resolved()
-	sum := r.TimeBits + r.ShardBits + r.SeqBits
 	// TimeBits >= 2 matches the SQL renderer: with one time bit a 64-bit
-	// layout would have no usable time at all.
-	if r.TimeBits < 2 || r.ShardBits < 1 || r.SeqBits < 1 || (sum != 63 && sum != 64) {
+	// layout would have no usable time at all. The upper bounds come first
+	// so that the sum cannot overflow into a plausible 63 or 64.
+	in := func(w, lo int) bool { return w >= lo && w <= 64 }
+	sum := r.TimeBits + r.ShardBits + r.SeqBits
+	if !in(r.TimeBits, 2) || !in(r.ShardBits, 1) || !in(r.SeqBits, 1) || (sum != 63 && sum != 64) {
 		return r, fmt.Errorf("%w: widths %d/%d/%d must be positive (time at least 2) and add up to 63 or 64 (bit 63 stays 0)",
 			ErrInvalidLayout, r.TimeBits, r.ShardBits, r.SeqBits)
 	}

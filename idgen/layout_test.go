@@ -34,6 +34,7 @@ func TestValidate(t *testing.T) {
 		{"adds up to 62", Layout{TimeBits: 40, ShardBits: 12, SeqBits: 10}, false},
 		{"adds up to 65", Layout{TimeBits: 42, ShardBits: 13, SeqBits: 10}, false},
 		{"huge widths", Layout{TimeBits: 1000, ShardBits: -500, SeqBits: -436}, false},
+		{"widths whose sum wraps to 64", Layout{TimeBits: math.MaxInt, ShardBits: math.MaxInt, SeqBits: 66}, false},
 		{"negative epoch", Layout{Epoch: -1}, false},
 		{"epoch leaves no room", Layout{Epoch: math.MaxInt64 - (1<<40 - 2)}, false},
 		{"latest epoch that fits", Layout{Epoch: math.MaxInt64 - (1<<40 - 1)}, true},
