@@ -3,6 +3,7 @@ package sql_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -98,6 +99,7 @@ func TestRenderRejectsBadParams(t *testing.T) {
 		{"negative shard", shsql.Params{Shard: -1}, shsql.ErrLayout},
 		{"widths", shsql.Params{TimeBits: 40, ShardBits: 13, SeqBits: 9}, shsql.ErrLayout},
 		{"negative epoch", shsql.Params{Epoch: -5}, shsql.ErrLayout},
+		{"widths that wrap", shsql.Params{TimeBits: math.MaxInt, ShardBits: math.MaxInt, SeqBits: 66}, shsql.ErrLayout},
 		{"shard too big for 10 shard bits", shsql.Params{Shard: 1024, TimeBits: 41, ShardBits: 10, SeqBits: 12}, shsql.ErrLayout},
 		{"schema injection", shsql.Params{Schema: "x; DROP TABLE y"}, shsql.ErrSchema},
 		{"schema upper case", shsql.Params{Schema: "Shard"}, shsql.ErrSchema},

@@ -97,7 +97,9 @@ func (p Params) withDefaults() (Params, error) {
 	if p.LagMS == 0 {
 		p.LagMS = 1
 	}
-	if sum := p.TimeBits + p.ShardBits + p.SeqBits; p.TimeBits < 2 || p.ShardBits < 1 || p.SeqBits < 1 || (sum != 63 && sum != 64) {
+	// Bound each width before adding them, so huge values cannot wrap the sum.
+	if sum := p.TimeBits + p.ShardBits + p.SeqBits; p.TimeBits < 2 || p.ShardBits < 1 || p.SeqBits < 1 ||
+		p.TimeBits > 64 || p.ShardBits > 64 || p.SeqBits > 64 || (sum != 63 && sum != 64) {
 		return p, fmt.Errorf("%w: widths %d/%d/%d must be positive and add up to 63 or 64 (bit 63 stays 0)", ErrLayout, p.TimeBits, p.ShardBits, p.SeqBits)
 	}
 	if p.Epoch < 0 {
