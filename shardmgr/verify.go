@@ -1,0 +1,785 @@
+package shardmgr
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	shsql "github.com/shardid/shardid/sql"
+	"golang.org/x/sync/errgroup"
+)
+
+// The checks Verify runs, as they appear in Problem.Check.
+const (
+	// CheckCatalog: the catalog is reachable, initialised and agrees with
+	// the cluster file.
+	CheckCatalog = "catalog"
+	// CheckHost: the host is reachable and belongs to this cluster.
+	CheckHost = "host"
+	// CheckPlacement: every shard exists on exactly one host, its
+	// catalog's; a copy anywhere else is found by scanning every host.
+	CheckPlacement = "placement"
+	// CheckHostRecord: each host's record of the shards it holds agrees
+	// with the catalog.
+	CheckHostRecord = "host-record"
+	// CheckGenerator: the generator is present and its marker names the
+	// expected variant, shard, epoch and layout.
+	CheckGenerator = "generator"
+	// CheckGeneratorID: calling the generator returns an id carrying its
+	// own shard and a time, under the cluster's epoch, close to the host's
+	// clock.
+	CheckGeneratorID = "generator-id"
+	// CheckSequence: the counter sequence exists and has settings that
+	// cannot repeat values (CACHE 1, NO CYCLE, INCREMENT 1).
+	CheckSequence = "sequence"
+	// CheckCounter: the counter is ahead of every id already stored in
+	// the shard's tables (columns whose DEFAULT is its generator).
+	CheckCounter = "counter"
+	// CheckLock: no idle session holds the generator's advisory lock.
+	CheckLock = "lock"
+	// CheckClock: each host's clock agrees with the manager's and the
+	// others' within VerifyOptions.MaxClockSkew.
+	CheckClock = "clock"
+	// CheckProbe: ids drawn concurrently from every shard are unique
+	// across the cluster.
+	CheckProbe = "probe"
+	// CheckStoredShard (deep): every stored id decodes to the shard it is
+	// stored in.
+	CheckStoredShard = "stored-shard"
+	// CheckDuplicateID (deep): no stored id appears twice.
+	CheckDuplicateID = "duplicate-id"
+)
+
+// VerifyOptions adjust Verify. The zero value is fine.
+type VerifyOptions struct {
+	// Deep reads every id stored in a column whose DEFAULT is a shard
+	// generator (CheckStoredShard, CheckDuplicateID).
+	Deep bool
+	// MaxClockSkew is the largest clock difference tolerated between a
+	// host and the manager or two hosts. Zero means one second.
+	MaxClockSkew time.Duration
+	// ProbeIDs is the number of ids the live probe draws from every shard,
+	// in two concurrent sessions. Zero means 16.
+	ProbeIDs int
+	// Workers is the number of connections per host. Zero means 4.
+	Workers int
+	// Now is the manager's clock. Nil means time.Now.
+	Now func() time.Time
+
+	// hostClock, in tests, replaces a host's clock reading.
+	hostClock func(host string, t time.Time) time.Time
+}
+
+// Problem is one failed check. Shard is -1 when the problem is not about
+// one shard (JSON null); Host is empty when not about one host.
+type Problem struct {
+	Check  string
+	Shard  int
+	Host   string
+	Detail string
+}
+
+func (p Problem) String() string {
+	var b strings.Builder
+	b.WriteString(p.Check)
+	if p.Shard >= 0 {
+		fmt.Fprintf(&b, " shard %d", p.Shard)
+	}
+	if p.Host != "" {
+		fmt.Fprintf(&b, " on %s", p.Host)
+	}
+	b.WriteString(": ")
+	b.WriteString(p.Detail)
+	return b.String()
+}
+
+// MarshalJSON writes {"check":"...","shard":N,"host":"...","detail":"..."}
+// with "shard": null when the problem is not about one shard.
+func (p Problem) MarshalJSON() ([]byte, error) {
+	var shard *int
+	if p.Shard >= 0 {
+		shard = &p.Shard
+	}
+	return json.Marshal(struct {
+		Check  string `json:"check"`
+		Shard  *int   `json:"shard"`
+		Host   string `json:"host"`
+		Detail string `json:"detail"`
+	}{p.Check, shard, p.Host, p.Detail})
+}
+
+// Report is the outcome of Verify. JSON: {"ok":bool,"problems":[...]}.
+type Report struct {
+	OK       bool      `json:"ok"`
+	Problems []Problem `json:"problems"`
+	// Checks lists the checks that ran.
+	Checks []string `json:"-"`
+	// Shards and Hosts count what was verified.
+	Shards, Hosts int `json:"-"`
+	// ProbeIDs is how many ids the live probe drew.
+	ProbeIDs int           `json:"-"`
+	Elapsed  time.Duration `json:"-"`
+}
+
+// Failed returns the problems of one check.
+func (r *Report) Failed(check string) []Problem {
+	var out []Problem
+	for _, p := range r.Problems {
+		if p.Check == check {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Verify checks the cluster described by cfg against its catalog and the
+// catalog against the hosts, scanning every host for shard schemas and
+// generators. Problems are returned in the Report; the error is for input
+// that makes verifying impossible (an invalid cluster file, a cancelled
+// context).
+func Verify(ctx context.Context, cfg *Config, opts VerifyOptions) (*Report, error) {
+	start := time.Now()
+	if err := cfg.ValidateCluster(); err != nil {
+		return nil, err
+	}
+	if opts.MaxClockSkew <= 0 {
+		opts.MaxClockSkew = time.Second
+	}
+	if opts.ProbeIDs <= 0 {
+		opts.ProbeIDs = 16
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = 4
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	v := &verifier{cfg: cfg, opts: opts, rep: &Report{Problems: []Problem{}}}
+	v.run(ctx)
+	for _, h := range v.hosts {
+		if h.pool != nil {
+			h.pool.Close()
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	r := v.rep
+	slices.SortStableFunc(r.Problems, func(a, b Problem) int {
+		return cmp.Or(cmp.Compare(a.Shard, b.Shard), cmp.Compare(a.Host, b.Host),
+			cmp.Compare(checkOrder(a.Check), checkOrder(b.Check)), cmp.Compare(a.Detail, b.Detail))
+	})
+	r.OK = len(r.Problems) == 0
+	r.Elapsed = time.Since(start)
+	return r, nil
+}
+
+var allChecks = []string{CheckCatalog, CheckHost, CheckPlacement, CheckHostRecord, CheckGenerator, CheckGeneratorID,
+	CheckSequence, CheckCounter, CheckLock, CheckClock, CheckProbe, CheckStoredShard, CheckDuplicateID}
+
+func checkOrder(c string) int { return slices.Index(allChecks, c) }
+
+type verifier struct {
+	cfg   *Config
+	opts  VerifyOptions
+	m     *Map
+	hosts map[string]*hostScan // by name: the file's hosts
+
+	mu  sync.Mutex
+	rep *Report
+}
+
+func (v *verifier) problem(check string, shard int, host, format string, args ...any) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.rep.Problems = append(v.rep.Problems, Problem{Check: check, Shard: shard, Host: host, Detail: fmt.Sprintf(format, args...)})
+}
+
+// hostScan is what one host holds.
+type hostScan struct {
+	name string
+	pool *pgxpool.Pool
+	ok   bool // reachable and scanned
+
+	infoCluster, infoHost string // shardid.host_info; empty when missing
+	records               map[int]string
+	schemas               map[string]bool   // shard_NNNN schemas
+	generators            map[string]string // schema -> marker
+	sequences             map[string]seqInfo
+	columns               map[string][]idColumn // by generator schema
+	clockOffset           time.Duration
+	clockErr              time.Duration // half the round trip
+}
+
+type seqInfo struct {
+	cache, increment int64
+	cycle            bool
+}
+
+type idColumn struct {
+	table  string // regclass text, already quoted where needed
+	column string // quoted
+}
+
+func (c idColumn) String() string { return c.table + "." + c.column }
+
+var shardSchemaRE = regexp.MustCompile(`^shard_([0-9]{4})$`)
+
+func (v *verifier) run(ctx context.Context) {
+	v.rep.Checks = []string{CheckCatalog, CheckHost, CheckPlacement, CheckHostRecord, CheckGenerator, CheckGeneratorID,
+		CheckSequence, CheckCounter, CheckLock, CheckClock, CheckProbe}
+	if v.opts.Deep {
+		v.rep.Checks = append(v.rep.Checks, CheckStoredShard, CheckDuplicateID)
+	}
+	if !v.readCatalog(ctx) {
+		return
+	}
+	v.rep.Shards, v.rep.Hosts = len(v.m.Shards), len(v.cfg.Hosts)
+
+	v.hosts = map[string]*hostScan{}
+	var wg sync.WaitGroup
+	for _, h := range v.cfg.Hosts {
+		hs := &hostScan{name: h.Name}
+		v.hosts[h.Name] = hs
+		wg.Go(func() { v.scanHost(ctx, h, hs) })
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return
+	}
+	v.checkClocks()
+	v.checkPlacement()
+	v.checkShards(ctx)
+	if v.opts.Deep {
+		v.checkStored(ctx)
+	}
+}
+
+// readCatalog reads the map and compares it with the cluster file.
+func (v *verifier) readCatalog(ctx context.Context) bool {
+	pool, err := openPool(ctx, v.cfg.Catalog, 1)
+	if err == nil {
+		defer pool.Close()
+		v.m, err = ReadMap(ctx, pool)
+	}
+	if err != nil {
+		v.problem(CheckCatalog, -1, "", "%v", err)
+		return false
+	}
+	m := v.m
+	if m.Cluster != v.cfg.Cluster {
+		v.problem(CheckCatalog, -1, "", "the catalog holds cluster %q, the cluster file names %q", m.Cluster, v.cfg.Cluster)
+	}
+	if len(m.Shards) != v.cfg.Shards {
+		v.problem(CheckCatalog, -1, "", "the catalog has %d shards, the cluster file says %d", len(m.Shards), v.cfg.Shards)
+	}
+	if v.cfg.EpochMS != 0 && v.cfg.EpochMS != m.Layout.EpochMS {
+		v.problem(CheckCatalog, -1, "", "the catalog's epoch_ms is %d, the cluster file says %d", m.Layout.EpochMS, v.cfg.EpochMS)
+	}
+	for _, h := range v.cfg.Hosts {
+		ch, ok := m.Host(h.Name)
+		switch {
+		case !ok:
+			v.problem(CheckCatalog, -1, h.Name, "host is in the cluster file but not in the catalog (run shardid init)")
+		case ch.DSN != h.RawDSN():
+			v.problem(CheckCatalog, -1, h.Name, "the catalog records another DSN for this host (run shardid init)")
+		}
+	}
+	for _, ch := range m.Hosts {
+		if _, ok := v.cfg.Host(ch.Name); !ok {
+			v.problem(CheckCatalog, -1, ch.Name, "host is in the catalog (%d shards) but not in the cluster file, so it was not scanned", len(m.ShardsOn(ch.Name)))
+		}
+	}
+	return true
+}
+
+func (v *verifier) scanHost(ctx context.Context, h Host, hs *hostScan) {
+	pool, err := openPool(ctx, h.DSN, v.opts.Workers+1)
+	if err == nil {
+		err = pool.Ping(ctx)
+	}
+	if err != nil {
+		if pool != nil {
+			pool.Close()
+		}
+		v.problem(CheckHost, -1, h.Name, "unreachable: %s", oneLine(err))
+		return
+	}
+	hs.pool = pool
+	if err := v.scanHostObjects(ctx, hs); err != nil {
+		v.problem(CheckHost, -1, h.Name, "scan failed: %v", err)
+		return
+	}
+	hs.ok = true
+}
+
+func (v *verifier) scanHostObjects(ctx context.Context, hs *hostScan) error {
+	q := hs.pool
+	// Clock first, on a quiet connection.
+	t0 := v.opts.Now()
+	var hostNow time.Time
+	if err := q.QueryRow(ctx, `SELECT pg_catalog.clock_timestamp()`).Scan(&hostNow); err != nil {
+		return err
+	}
+	t1 := v.opts.Now()
+	if v.opts.hostClock != nil {
+		hostNow = v.opts.hostClock(hs.name, hostNow)
+	}
+	hs.clockErr = t1.Sub(t0) / 2
+	hs.clockOffset = hostNow.Sub(t0.Add(hs.clockErr))
+
+	err := q.QueryRow(ctx, `SELECT cluster, host FROM shardid.host_info`).Scan(&hs.infoCluster, &hs.infoHost)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) && !isUndefinedTable(err) {
+		return err
+	}
+	hs.records = map[int]string{}
+	if hs.infoCluster != "" {
+		rows, err := q.Query(ctx, `SELECT shard, state FROM shardid.local_shards`)
+		if err != nil && !isUndefinedTable(err) {
+			return err
+		}
+		if err == nil {
+			var id int
+			var state string
+			if _, err := pgx.ForEachRow(rows, []any{&id, &state}, func() error { hs.records[id] = state; return nil }); err != nil {
+				return err
+			}
+		}
+	}
+
+	hs.schemas = map[string]bool{}
+	rows, err := q.Query(ctx, `SELECT nspname FROM pg_catalog.pg_namespace WHERE nspname ~ '^shard_[0-9]{4}$'`)
+	if err != nil {
+		return err
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		hs.schemas[n] = true
+	}
+	if hs.generators, err = readMarkers(ctx, q); err != nil {
+		return err
+	}
+
+	hs.sequences = map[string]seqInfo{}
+	rows, err = q.Query(ctx, `SELECT schemaname || '.' || sequencename, cache_size, increment_by, cycle
+		FROM pg_catalog.pg_sequences WHERE sequencename IN ('next_id_counter', 'table_id_seq')`)
+	if err != nil {
+		return err
+	}
+	var name string
+	var si seqInfo
+	if _, err := pgx.ForEachRow(rows, []any{&name, &si.cache, &si.increment, &si.cycle}, func() error {
+		hs.sequences[name] = si
+		return nil
+	}); err != nil {
+		return err
+	}
+
+	// Columns whose DEFAULT calls a next_id() generator, by the
+	// generator's schema: the shard the column's ids belong to.
+	hs.columns = map[string][]idColumn{}
+	rows, err = q.Query(ctx, `SELECT gn.nspname, c.oid::pg_catalog.regclass::text, pg_catalog.quote_ident(a.attname)
+		FROM pg_catalog.pg_depend d
+		JOIN pg_catalog.pg_attrdef ad ON d.classid = 'pg_catalog.pg_attrdef'::pg_catalog.regclass AND d.objid = ad.oid
+		JOIN pg_catalog.pg_class c ON c.oid = ad.adrelid AND c.relkind = 'r'
+		JOIN pg_catalog.pg_attribute a ON a.attrelid = ad.adrelid AND a.attnum = ad.adnum
+		JOIN pg_catalog.pg_proc p ON d.refclassid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.refobjid = p.oid
+		JOIN pg_catalog.pg_namespace gn ON gn.oid = p.pronamespace
+		WHERE p.proname = 'next_id' AND p.pronargs = 0
+		ORDER BY 1, 2, 3`)
+	if err != nil {
+		return err
+	}
+	var gen string
+	var col idColumn
+	_, err = pgx.ForEachRow(rows, []any{&gen, &col.table, &col.column}, func() error {
+		hs.columns[gen] = append(hs.columns[gen], col)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+
+	// A generator's advisory lock held by an idle session: a leak that
+	// stops pull-ups (shared) or every next_id() (exclusive).
+	rows, err = q.Query(ctx, `SELECT l.objid::bigint, l.mode, a.pid, coalesce(a.state, '')
+		FROM pg_catalog.pg_locks l JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
+		WHERE l.locktype = 'advisory' AND l.granted AND l.classid = $1::bigint::oid AND l.objsubid = 2
+		  AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database())
+		  AND a.state LIKE 'idle%' AND a.pid <> pg_catalog.pg_backend_pid()`, int64(shsql.LockClass))
+	if err != nil {
+		return err
+	}
+	var shard int64
+	var mode, state string
+	var pid int32
+	_, err = pgx.ForEachRow(rows, []any{&shard, &mode, &pid, &state}, func() error {
+		v.problem(CheckLock, int(shard), hs.name, "session %d (%s) holds the generator's advisory lock (%s): pull-ups of the counter stop; end that session", pid, state, mode)
+		return nil
+	})
+	return err
+}
+
+func (v *verifier) checkClocks() {
+	skew := v.opts.MaxClockSkew
+	var lo, hi *hostScan
+	for _, h := range v.cfg.Hosts {
+		hs := v.hosts[h.Name]
+		if !hs.ok {
+			continue
+		}
+		if d := hs.clockOffset.Abs() - hs.clockErr; d > skew {
+			v.problem(CheckClock, -1, hs.name, "clock differs from the manager's by %s (tolerated: %s)", hs.clockOffset.Round(time.Millisecond), skew)
+		}
+		if lo == nil || hs.clockOffset < lo.clockOffset {
+			lo = hs
+		}
+		if hi == nil || hs.clockOffset > hi.clockOffset {
+			hi = hs
+		}
+	}
+	if lo != nil && hi != nil && hi.clockOffset-lo.clockOffset-hi.clockErr-lo.clockErr > skew {
+		v.problem(CheckClock, -1, hi.name, "clock is %s ahead of %s's (tolerated: %s)", (hi.clockOffset - lo.clockOffset).Round(time.Millisecond), lo.name, skew)
+	}
+}
+
+// shardOfSchema names the shard a generator schema stands for: from its
+// shard_NNNN name, else from its marker. ok is false when neither tells.
+func shardOfSchema(schema, marker string) (int, bool) {
+	if m := shardSchemaRE.FindStringSubmatch(schema); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		return n, true
+	}
+	if p, _, err := shsql.ParseMarker(marker); err == nil {
+		return p.Shard, true
+	}
+	return 0, false
+}
+
+// checkPlacement compares where shards are found with the catalog and
+// each host's record.
+func (v *verifier) checkPlacement() {
+	m := v.m
+	found := map[int][]string{} // shard -> hosts holding a schema or generator of it
+	for _, h := range v.cfg.Hosts {
+		hs := v.hosts[h.Name]
+		if !hs.ok {
+			continue
+		}
+		if hs.infoCluster == "" {
+			v.problem(CheckHostRecord, -1, hs.name, "the host has no shardid.host_info record (run shardid init)")
+		} else if hs.infoCluster != m.Cluster || hs.infoHost != hs.name {
+			v.problem(CheckHost, -1, hs.name, "the database belongs to cluster %q as host %q", hs.infoCluster, hs.infoHost)
+		}
+		here := map[int]bool{}
+		for schema := range hs.schemas {
+			if id, ok := shardOfSchema(schema, ""); ok {
+				here[id] = true
+			}
+		}
+		for schema, marker := range hs.generators {
+			if _, isShard := shardOfSchema(schema, ""); isShard {
+				continue
+			}
+			if id, ok := shardOfSchema(schema, marker); ok {
+				here[id] = true
+				v.problem(CheckPlacement, id, hs.name, "a generator for shard %d lives in schema %s", id, schema)
+			}
+		}
+		for id := range here {
+			found[id] = append(found[id], hs.name)
+		}
+		for id, state := range hs.records {
+			switch {
+			case id >= len(m.Shards):
+				v.problem(CheckHostRecord, id, hs.name, "the host records shard %d, beyond the cluster's %d shards", id, len(m.Shards))
+			case m.Shards[id].Host != hs.name && state != "fenced":
+				v.problem(CheckHostRecord, id, hs.name, "the host records shard %d as its own (%s), the catalog places it on %s", id, state, m.Shards[id].Host)
+			}
+		}
+	}
+	for id := range found {
+		slices.Sort(found[id])
+	}
+	for id := range max(len(m.Shards), 8192) {
+		hosts := found[id]
+		if id >= len(m.Shards) {
+			for _, h := range hosts {
+				v.problem(CheckPlacement, id, h, "shard %d exists here but the cluster has %d shards (0..%d)", id, len(m.Shards), len(m.Shards)-1)
+			}
+			continue
+		}
+		owner := m.Shards[id].Host
+		hs := v.hosts[owner]
+		if hs == nil || !hs.ok {
+			continue // reported as a host or catalog problem
+		}
+		if !slices.Contains(hosts, owner) {
+			v.problem(CheckPlacement, id, owner, "shard %d is missing from its host (no schema %s)", id, m.Shards[id].Schema)
+		}
+		if _, ok := hs.records[id]; !ok && hs.infoCluster != "" {
+			v.problem(CheckHostRecord, id, owner, "the catalog places shard %d here but the host does not record it", id)
+		}
+		for _, h := range hosts {
+			if h != owner {
+				v.problem(CheckPlacement, id, h, "stray copy of shard %d (the catalog places it on %s): it is on %d hosts (%s)", id, owner, len(hosts), strings.Join(hosts, ", "))
+			}
+		}
+	}
+}
+
+// shardTask is one shard checked on its host.
+type shardTask struct {
+	id     int
+	schema string
+	host   *hostScan
+	params shsql.Params // what the catalog expects
+	callOK bool         // a generator is there to call
+	safe   bool         // the installed generator is the safe variant
+}
+
+// checkShards runs the per-shard checks on every shard's host, Workers at a
+// time per host: generator marker and output, sequence settings, counter
+// against stored ids, and the live probe.
+func (v *verifier) checkShards(ctx context.Context) {
+	m := v.m
+	byHost := map[string][]*shardTask{}
+	for _, s := range m.Shards {
+		hs := v.hosts[s.Host]
+		if hs == nil || !hs.ok || !hs.schemas[s.Schema] {
+			continue
+		}
+		t := &shardTask{id: s.ID, schema: s.Schema, host: hs, params: generatorParams(m, s.ID)}
+		v.checkGenerator(t)
+		v.checkSequence(t)
+		byHost[s.Host] = append(byHost[s.Host], t)
+	}
+	type pair struct{ a, b int }
+	var (
+		pmu   sync.Mutex
+		drawn = map[int64]int{}    // id -> shard that returned it
+		dups  = map[pair][]int64{} // shards a < b -> ids both returned
+	)
+	record := func(t *shardTask, ids []int64) {
+		pmu.Lock()
+		defer pmu.Unlock()
+		for _, id := range ids {
+			if other, dup := drawn[id]; dup {
+				p := pair{min(t.id, other), max(t.id, other)}
+				dups[p] = append(dups[p], id)
+				continue
+			}
+			drawn[id] = t.id
+		}
+		v.rep.ProbeIDs += len(ids)
+	}
+	defer func() {
+		for p, ids := range dups {
+			slices.Sort(ids)
+			v.problem(CheckProbe, p.a, m.Shards[p.a].Host, "%d ids drawn from shard %d were also drawn from shard %d on %s, e.g. %d",
+				len(ids), p.a, p.b, m.Shards[p.b].Host, ids[0])
+		}
+	}()
+	var wg sync.WaitGroup
+	for _, tasks := range byHost {
+		work := make(chan *shardTask)
+		for range v.opts.Workers {
+			wg.Go(func() {
+				for t := range work {
+					v.checkCounter(ctx, t)
+					v.checkOutput(ctx, t)
+					v.probe(ctx, t, record)
+				}
+			})
+		}
+		wg.Go(func() {
+			defer close(work)
+			for _, t := range tasks {
+				select {
+				case work <- t:
+				case <-ctx.Done():
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func (v *verifier) checkGenerator(t *shardTask) {
+	marker, ok := t.host.generators[t.schema]
+	if !ok {
+		v.problem(CheckGenerator, t.id, t.host.name, "%s.next_id() is missing", t.schema)
+		return
+	}
+	t.callOK = true
+	got, _, err := shsql.ParseMarker(marker)
+	if err != nil {
+		v.problem(CheckGenerator, t.id, t.host.name, "%s.next_id() is not a shardid generator (comment %q)", t.schema, marker)
+		return
+	}
+	want := t.params
+	t.safe = got.Variant == shsql.Safe
+	if got.Variant != want.Variant {
+		v.problem(CheckGenerator, t.id, t.host.name, "generator variant is %s, want %s", got.Variant, want.Variant)
+	}
+	if got.Shard != want.Shard {
+		v.problem(CheckGenerator, t.id, t.host.name, "generator is installed for shard %d", got.Shard)
+	}
+	if got.Epoch != want.Epoch || got.TimeBits != want.TimeBits || got.ShardBits != want.ShardBits || got.SeqBits != want.SeqBits {
+		v.problem(CheckGenerator, t.id, t.host.name, "generator epoch/layout is %d %d/%d/%d, want %d %d/%d/%d",
+			got.Epoch, got.TimeBits, got.ShardBits, got.SeqBits, want.Epoch, want.TimeBits, want.ShardBits, want.SeqBits)
+	}
+}
+
+func (v *verifier) checkSequence(t *shardTask) {
+	name := t.schema + "." + shsql.CounterName
+	if !t.safe {
+		if _, ok := t.host.sequences[t.schema+"."+shsql.InstagramSeqName]; ok {
+			name = t.schema + "." + shsql.InstagramSeqName
+		}
+	}
+	s, ok := t.host.sequences[name]
+	if !ok {
+		if t.callOK {
+			v.problem(CheckSequence, t.id, t.host.name, "counter sequence %s is missing", name)
+		}
+		return
+	}
+	if s.cache > 1 {
+		v.problem(CheckSequence, t.id, t.host.name, "%s has CACHE %d: sessions hand out values out of order, which the fence relies on (want CACHE 1)", name, s.cache)
+	}
+	if s.cycle {
+		v.problem(CheckSequence, t.id, t.host.name, "%s has CYCLE: it would start over and repeat ids (want NO CYCLE)", name)
+	}
+	if s.increment != 1 {
+		v.problem(CheckSequence, t.id, t.host.name, "%s has INCREMENT %d (want 1)", name, s.increment)
+	}
+}
+
+// checkCounter compares the safe counter with the largest id stored in the
+// shard's tables on its host. The stored ids are read first: anything
+// inserted meanwhile came from a counter value the later read sees.
+func (v *verifier) checkCounter(ctx context.Context, t *shardTask) {
+	cols := t.host.columns[t.schema]
+	if !t.safe || len(cols) == 0 {
+		return
+	}
+	if _, ok := t.host.sequences[t.schema+"."+shsql.CounterName]; !ok {
+		return
+	}
+	var maxID *int64
+	var where idColumn
+	for _, c := range cols {
+		var m *int64
+		if err := t.host.pool.QueryRow(ctx, fmt.Sprintf("SELECT max(%s)::bigint FROM ONLY %s", c.column, c.table)).Scan(&m); err != nil {
+			v.problem(CheckCounter, t.id, t.host.name, "read max(%s): %v", c, err)
+			return
+		}
+		if m != nil && (maxID == nil || *m > *maxID) {
+			maxID, where = m, c
+		}
+	}
+	if maxID == nil {
+		return
+	}
+	var last int64
+	var called bool
+	seq := pgx.Identifier{t.schema, shsql.CounterName}.Sanitize()
+	if err := t.host.pool.QueryRow(ctx, "SELECT last_value, is_called FROM "+seq).Scan(&last, &called); err != nil {
+		v.problem(CheckCounter, t.id, t.host.name, "read %s: %v", seq, err)
+		return
+	}
+	next := last
+	if called {
+		next++
+	}
+	if nextID := v.m.Layout.idOfCounter(next, t.id); nextID <= *maxID {
+		v.problem(CheckCounter, t.id, t.host.name, "counter is behind stored ids: the next id would be %d but %s already holds %d (rewound or restored sequence; repair with %s.next_id_advance(%d))",
+			nextID, where, *maxID, t.schema, *maxID)
+	}
+}
+
+// checkOutput calls the generator and decodes its id.
+func (v *verifier) checkOutput(ctx context.Context, t *shardTask) {
+	if !t.callOK {
+		return
+	}
+	var id, hostMS int64
+	q := fmt.Sprintf("SELECT %s(), pg_catalog.floor(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) * 1000)::bigint",
+		pgx.Identifier{t.schema, shsql.FunctionName}.Sanitize())
+	if err := t.host.pool.QueryRow(ctx, q).Scan(&id, &hostMS); err != nil {
+		v.problem(CheckGeneratorID, t.id, t.host.name, "calling %s.next_id() failed: %v", t.schema, oneLine(err))
+		return
+	}
+	l := v.m.Layout
+	if got := l.ShardOf(id); got != t.id {
+		v.problem(CheckGeneratorID, t.id, t.host.name, "next_id() returned %d, which carries shard %d", id, got)
+	}
+	tol := max(v.opts.MaxClockSkew, 2*time.Second)
+	if diff := time.Duration(l.UnixMilli(id)-hostMS) * time.Millisecond; id < 0 || diff.Abs() > tol {
+		v.problem(CheckGeneratorID, t.id, t.host.name, "next_id() returned %d, whose time under the cluster's epoch is %s off the host's clock (wrong epoch or layout?)", id, diff.Round(time.Millisecond))
+	}
+}
+
+// probe draws ids from the shard in two concurrent sessions.
+func (v *verifier) probe(ctx context.Context, t *shardTask, record func(*shardTask, []int64)) {
+	if !t.callOK {
+		return
+	}
+	q := fmt.Sprintf("SELECT %s() FROM pg_catalog.generate_series(1, $1)", pgx.Identifier{t.schema, shsql.FunctionName}.Sanitize())
+	n := (v.opts.ProbeIDs + 1) / 2
+	var g errgroup.Group
+	res := make([][]int64, 2)
+	for i := range res {
+		g.Go(func() error {
+			rows, err := t.host.pool.Query(ctx, q, n)
+			if err != nil {
+				return err
+			}
+			res[i], err = pgx.CollectRows(rows, pgx.RowTo[int64])
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		v.problem(CheckProbe, t.id, t.host.name, "drawing ids failed: %v", oneLine(err))
+		return
+	}
+	// Within one shard a repeat is the shard's own; across shards the
+	// cluster-wide map finds it.
+	seen := map[int64]bool{}
+	var ids []int64
+	for _, r := range res {
+		for _, id := range r {
+			if seen[id] {
+				v.problem(CheckProbe, t.id, t.host.name, "shard %d returned id %d twice", t.id, id)
+				continue
+			}
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	record(t, ids)
+}
+
+func oneLine(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Message + " (SQLSTATE " + pe.Code + ")"
+	}
+	return strings.Join(strings.Fields(err.Error()), " ")
+}
