@@ -21,7 +21,9 @@ type storedAt struct {
 	column idColumn
 }
 
-func (s storedAt) String() string { return fmt.Sprintf("%s on %s (shard %d)", s.column, s.host, s.shard) }
+func (s storedAt) String() string {
+	return fmt.Sprintf("%s on %s (shard %d)", s.column, s.host, s.shard)
+}
 
 // checkStored reads every id stored in a column whose DEFAULT is a shard
 // generator, on every host. An id that appears twice across shards has at

@@ -64,9 +64,9 @@ func TestVerifyFindsEveryProblem(t *testing.T) {
 		host  string
 	}
 	cases := []struct {
-		name  string
+		name   string
 		break_ func(t *testing.T, cfg *Config, m *Map) VerifyOptions
-		want  want
+		want   want
 	}{
 		{"stray copy on a second host", func(t *testing.T, cfg *Config, m *Map) VerifyOptions {
 			exec(t, cfg, "pg2", render(t, shsql.Params{Shard: 1}))
