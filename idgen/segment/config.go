@@ -3,7 +3,6 @@ package segment
 import (
 	"errors"
 	"fmt"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -145,13 +144,15 @@ func (t TagConfig) withDefaults() TagConfig {
 	return t
 }
 
-// ExpandEnv replaces ${VAR} and $VAR in the source DSNs with the values
-// lookup returns (os.LookupEnv in a command); a variable lookup does not
-// know is an error, so that a missing password is not silently empty.
+// ExpandEnv replaces ${VAR} in the source DSNs with the values lookup
+// returns (os.LookupEnv in a command). A variable lookup does not know is
+// an error, so that a missing password is not silently empty; a bare $
+// (in a password, say) is left alone.
 func (c *Config) ExpandEnv(lookup func(string) (string, bool)) error {
 	var missing []string
 	for i, s := range c.Sources {
-		c.Sources[i] = os.Expand(s, func(name string) string {
+		c.Sources[i] = envRef.ReplaceAllStringFunc(s, func(ref string) string {
+			name := ref[2 : len(ref)-1]
 			v, ok := lookup(name)
 			if !ok {
 				missing = append(missing, name)
@@ -164,6 +165,8 @@ func (c *Config) ExpandEnv(lookup func(string) (string, bool)) error {
 	}
 	return nil
 }
+
+var envRef = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*\}`)
 
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))

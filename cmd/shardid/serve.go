@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"github.com/shardid/shardid/idgen/segment"
+	"github.com/shardid/shardid/idgen/segment/httpapi"
+	"github.com/shardid/shardid/migrations"
+	"github.com/shardid/shardid/shardmgr"
+)
+
+func init() { commands = append(commands, newServeCmd) }
+
+func newServeCmd() *cobra.Command {
+	var (
+		configPath string
+		listen     string
+		grace      time.Duration
+	)
+	defaultConfig := shardmgr.DefaultConfigPath
+	if env := os.Getenv("SHARDID_CONFIG"); env != "" {
+		defaultConfig = env
+	}
+	cmd := &cobra.Command{
+		Use:   "serve [--config FILE] [--listen ADDR]",
+		Short: "Serve business ids from the segments: section of the cluster file over HTTP",
+		Long: `Serves GET /v1/ids/{tag}?count=N, GET /healthz and GET /metrics, handing out
+ids from number segments taken from the source databases of the segments:
+section of the cluster file (which may hold only that section). Each source
+gets the shardid.segments table on first use. Stops gracefully on SIGINT or
+SIGTERM. See docs/segments.md.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if grace <= 0 {
+				return usagef("--grace must be positive")
+			}
+			return serve(cmd.Context(), configPath, listen, grace)
+		},
+	}
+	cmd.Flags().StringVar(&configPath, "config", defaultConfig, "cluster file (env SHARDID_CONFIG)")
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8080", "address to serve HTTP on")
+	cmd.Flags().DurationVar(&grace, "grace", 10*time.Second, "how long shutdown waits for requests in flight")
+	return cmd
+}
+
+func serve(ctx context.Context, configPath, listen string, grace time.Duration) error {
+	cfg, err := shardmgr.LoadConfig(configPath)
+	if err != nil {
+		return err
+	}
+	seg := cfg.Segments
+	if seg == nil {
+		return fmt.Errorf("%s: no segments: section", configPath)
+	}
+	if err := seg.ExpandEnv(os.LookupEnv); err != nil {
+		return fmt.Errorf("%s: %w", configPath, err)
+	}
+	if err := seg.Validate(); err != nil {
+		return fmt.Errorf("%s: %w", configPath, err)
+	}
+	pools := make([]*pgxpool.Pool, len(seg.Sources))
+	defer func() {
+		for _, p := range pools {
+			if p != nil {
+				p.Close()
+			}
+		}
+	}()
+	for i, dsn := range seg.Sources {
+		pc, err := pgxpool.ParseConfig(dsn)
+		if err != nil {
+			return fmt.Errorf("%s: segments.sources[%d]: %w", configPath, i, err)
+		}
+		// One loader per tag talks to a source at a time; a few
+		// connections are plenty, and a dead source must fail fast.
+		pc.MaxConns = 4
+		pc.ConnConfig.ConnectTimeout = 2 * time.Second
+		if pools[i], err = pgxpool.NewWithConfig(ctx, pc); err != nil {
+			return fmt.Errorf("segments.sources[%d]: %w", i, err)
+		}
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	alloc, err := segment.New(pools, seg.Tags,
+		segment.WithLogger(logger),
+		segment.WithPrepare(func(ctx context.Context, i int) error {
+			return migrations.Up(ctx, seg.Sources[i], migrations.Segment)
+		}))
+	if err != nil {
+		return err
+	}
+	defer alloc.Close()
+	h, err := httpapi.New(alloc, httpapi.WithLogger(logger))
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return err
+	}
+	logger.Info("serving ids", "addr", ln.Addr().String(), "tags", alloc.Tags(), "sources", len(pools))
+	err = httpapi.Serve(ctx, ln, h, grace)
+	if err == nil || errors.Is(err, context.Canceled) {
+		logger.Info("stopped")
+		return nil
+	}
+	return err
+}
