@@ -98,6 +98,16 @@ func Init(ctx context.Context, cfg *Config, opts InitOptions) (*InitResult, erro
 		}
 	}
 
+	// One init at a time per catalog: a second manager waits, then finds
+	// everything done. The lock is the session's, so it goes with a crash.
+	lock, err := pgx.Connect(ctx, cfg.Catalog)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	defer lock.Close(context.WithoutCancel(ctx))
+	if _, err := lock.Exec(ctx, `SELECT pg_advisory_lock($1, 1)`, catalogLockClass); err != nil {
+		return nil, fmt.Errorf("catalog: wait for another init: %w", err)
+	}
 	if err := migrations.Up(ctx, cfg.Catalog, migrations.Catalog); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,375 @@
+package shardmgr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	shsql "github.com/shardid/shardid/sql"
+)
+
+// Shard is a logical shard as the router sees it at one generation.
+type Shard struct {
+	ID         int
+	Schema     string
+	Host       string
+	State      State
+	Generation int64 // catalog generation of this view
+}
+
+// Table returns the schema-qualified, quoted name of table name in the
+// shard: `"shard_0005"."likes"`. Use it for every table name built at run
+// time.
+func (s Shard) Table(name string) string { return pgx.Identifier{s.Schema, name}.Sanitize() }
+
+// NextID returns the SQL call of the shard's generator, `"shard_0005"."next_id"()`,
+// for a column DEFAULT or an INSERT.
+func (s Shard) NextID() string { return pgx.Identifier{s.Schema, shsql.FunctionName}.Sanitize() + "()" }
+
+// RouterOption adjusts a Router.
+type RouterOption func(*routerOptions)
+
+type routerOptions struct {
+	refresh    time.Duration
+	poolConfig func(host string, cfg *pgxpool.Config)
+	lookup     func(string) (string, bool)
+}
+
+// WithRefreshInterval sets how often the router compares its generation
+// with the catalog's before handing out a shard (one cheap query; a new
+// generation reloads the map). Zero checks on every call; a negative
+// interval never checks, leaving it to Reload. The default is one second.
+func WithRefreshInterval(d time.Duration) RouterOption {
+	return func(o *routerOptions) { o.refresh = d }
+}
+
+// WithPoolConfig adjusts each host's pool configuration before the pool is
+// created (MaxConns, hooks, tracers).
+func WithPoolConfig(f func(host string, cfg *pgxpool.Config)) RouterOption {
+	return func(o *routerOptions) { o.poolConfig = f }
+}
+
+// WithLookupEnv resolves ${VAR} in host DSNs that the router reads from
+// the catalog (OpenCatalog, or hosts added after Open); pass os.LookupEnv
+// to use the environment. Without it such a DSN is an error.
+func WithLookupEnv(lookup func(string) (string, bool)) RouterOption {
+	return func(o *routerOptions) { o.lookup = lookup }
+}
+
+// Router routes application work to logical shards. It holds the map read
+// from the catalog, one pgx pool per host, and reloads the map when the
+// catalog's generation changes. It is safe for concurrent use.
+//
+// Keys map to shards by key mod shards (the key taken as an unsigned
+// 64-bit number), so a key's shard never changes: moving a shard moves
+// its keys with it. Ids map to the shard they carry.
+type Router struct {
+	catalog *pgxpool.Pool
+	dsns    map[string]string // host -> DSN from the cluster file
+	opts    routerOptions
+
+	reloadMu sync.Mutex // one reload at a time
+
+	mu      sync.RWMutex
+	m       *Map
+	pools   map[string]*pgxpool.Pool
+	checked time.Time
+	closed  bool
+}
+
+// Open opens a router on the cluster described by cfg: the map from its
+// catalog, host DSNs from the file.
+func Open(ctx context.Context, cfg *Config, opts ...RouterOption) (*Router, error) {
+	if err := cfg.ValidateCluster(); err != nil {
+		return nil, err
+	}
+	dsns := map[string]string{}
+	for _, h := range cfg.Hosts {
+		dsns[h.Name] = h.DSN
+	}
+	return open(ctx, cfg.Catalog, dsns, opts)
+}
+
+// OpenCatalog opens a router from the catalog alone: host DSNs are the
+// ones the catalog records (see WithLookupEnv for their ${VAR}s).
+func OpenCatalog(ctx context.Context, catalogDSN string, opts ...RouterOption) (*Router, error) {
+	return open(ctx, catalogDSN, map[string]string{}, opts)
+}
+
+func open(ctx context.Context, catalogDSN string, dsns map[string]string, opts []RouterOption) (*Router, error) {
+	r := &Router{dsns: dsns, pools: map[string]*pgxpool.Pool{}, opts: routerOptions{refresh: time.Second}}
+	for _, o := range opts {
+		o(&r.opts)
+	}
+	var err error
+	if r.catalog, err = openPool(ctx, catalogDSN, 2); err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	if _, err := r.Reload(ctx); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// Close closes every pool. Work in flight finishes first.
+func (r *Router) Close() {
+	r.mu.Lock()
+	pools := r.pools
+	r.pools, r.closed = nil, true
+	r.mu.Unlock()
+	for _, p := range pools {
+		p.Close()
+	}
+	r.catalog.Close()
+}
+
+// Reload reads the map from the catalog when its generation differs from
+// the router's, opening pools for new hosts. It reports whether the map
+// changed.
+func (r *Router) Reload(ctx context.Context) (bool, error) {
+	r.reloadMu.Lock()
+	defer r.reloadMu.Unlock()
+	gen, err := CatalogGeneration(ctx, r.catalog)
+	if err != nil {
+		return false, err
+	}
+	r.mu.RLock()
+	cur, closed := r.m, r.closed
+	r.mu.RUnlock()
+	if closed {
+		return false, ErrClosed
+	}
+	if cur != nil && cur.Generation == gen {
+		r.mu.Lock()
+		r.checked = time.Now()
+		r.mu.Unlock()
+		return false, nil
+	}
+	m, err := ReadMap(ctx, r.catalog)
+	if err != nil {
+		return false, err
+	}
+	fresh := map[string]*pgxpool.Pool{}
+	for _, h := range m.Hosts {
+		if r.hasPool(h.Name) {
+			continue
+		}
+		p, err := r.newPool(ctx, h)
+		if err != nil {
+			for _, p := range fresh {
+				p.Close()
+			}
+			return false, err
+		}
+		fresh[h.Name] = p
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		for _, p := range fresh {
+			p.Close()
+		}
+		return false, ErrClosed
+	}
+	for name, p := range fresh {
+		r.pools[name] = p
+	}
+	r.m, r.checked = m, time.Now()
+	return true, nil
+}
+
+func (r *Router) hasPool(host string) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	_, ok := r.pools[host]
+	return ok
+}
+
+var envRefFull = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+func (r *Router) newPool(ctx context.Context, h CatalogHost) (*pgxpool.Pool, error) {
+	dsn, ok := r.dsns[h.Name]
+	if !ok {
+		var missing error
+		dsn = envRefFull.ReplaceAllStringFunc(h.DSN, func(ref string) string {
+			name := ref[2 : len(ref)-1]
+			if r.opts.lookup != nil {
+				if v, ok := r.opts.lookup(name); ok {
+					return v
+				}
+			}
+			missing = fmt.Errorf("host %s: DSN needs ${%s} (see WithLookupEnv)", h.Name, name)
+			return ""
+		})
+		if missing != nil {
+			return nil, missing
+		}
+	}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("host %s: cannot parse DSN: %w", h.Name, err)
+	}
+	if r.opts.poolConfig != nil {
+		r.opts.poolConfig(h.Name, cfg)
+	}
+	p, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("host %s: %w", h.Name, err)
+	}
+	return p, nil
+}
+
+// refresh reloads the map when the refresh interval has passed and the
+// catalog's generation moved.
+func (r *Router) refresh(ctx context.Context) error {
+	if r.opts.refresh < 0 {
+		return nil
+	}
+	r.mu.RLock()
+	due := time.Since(r.checked) >= r.opts.refresh
+	r.mu.RUnlock()
+	if !due {
+		return nil
+	}
+	_, err := r.Reload(ctx)
+	return err
+}
+
+// Map returns the router's current map. Callers must not modify it.
+func (r *Router) Map() *Map {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.m
+}
+
+// Generation is the catalog generation of the router's map.
+func (r *Router) Generation() int64 { return r.Map().Generation }
+
+// Shards is the number of logical shards.
+func (r *Router) Shards() int { return len(r.Map().Shards) }
+
+// Layout is the cluster's id layout.
+func (r *Router) Layout() Layout { return r.Map().Layout }
+
+// ShardForKey maps an application key (a user id, an account id) to its
+// logical shard: key mod shards, with the key taken as an unsigned 64-bit
+// number so that negative keys map too.
+func (r *Router) ShardForKey(key int64) int {
+	return int(uint64(key) % uint64(r.Shards()))
+}
+
+// ShardForID returns the logical shard an id was generated in, by decoding
+// it; an id carrying a shard outside the cluster is ErrUnknownShard.
+func (r *Router) ShardForID(id int64) (int, error) {
+	m := r.Map()
+	if id < 0 {
+		return 0, fmt.Errorf("id %d: negative ids are never generated: %w", id, ErrUnknownShard)
+	}
+	s := m.Layout.ShardOf(id)
+	if s >= len(m.Shards) {
+		return 0, &ShardError{Shard: s, Err: fmt.Errorf("%w: id %d carries shard %d, the cluster has %d", ErrUnknownShard, id, s, len(m.Shards))}
+	}
+	return s, nil
+}
+
+// Shard returns shard id's place in the current map.
+func (r *Router) Shard(id int) (Shard, error) {
+	m := r.Map()
+	if id < 0 || id >= len(m.Shards) {
+		return Shard{}, &ShardError{Shard: id, Err: ErrUnknownShard}
+	}
+	s := m.Shards[id]
+	return Shard{ID: s.ID, Schema: s.Schema, Host: s.Host, State: s.State, Generation: m.Generation}, nil
+}
+
+// route refreshes the map when due and returns the shard and its host's
+// pool; write refuses shards that are read-only or moving.
+func (r *Router) route(ctx context.Context, id int, write bool) (Shard, *pgxpool.Pool, error) {
+	if err := r.refresh(ctx); err != nil {
+		return Shard{}, nil, err
+	}
+	s, err := r.Shard(id)
+	if err != nil {
+		return s, nil, err
+	}
+	if write {
+		switch s.State {
+		case StateReadOnly:
+			return s, nil, &ShardError{Shard: id, Host: s.Host, Err: ErrShardReadOnly}
+		case StateMoving:
+			return s, nil, &ShardError{Shard: id, Host: s.Host, Err: ErrShardMoving}
+		}
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.closed {
+		return s, nil, ErrClosed
+	}
+	p, ok := r.pools[s.Host]
+	if !ok {
+		return s, nil, &ShardError{Shard: id, Host: s.Host, Err: ErrUnknownHost}
+	}
+	return s, p, nil
+}
+
+// Pool returns the pool of the host that holds shard id, for reads or for
+// work the caller scopes to the shard itself (use Shard.Table). It does not
+// refuse read-only or moving shards: use Tx for writes.
+func (r *Router) Pool(ctx context.Context, id int) (*pgxpool.Pool, Shard, error) {
+	s, p, err := r.route(ctx, id, false)
+	return p, s, err
+}
+
+// Acquire returns a pooled connection to the host that holds shard id; the
+// caller releases it. Like Pool, it is for reads.
+func (r *Router) Acquire(ctx context.Context, id int) (*pgxpool.Conn, Shard, error) {
+	s, p, err := r.route(ctx, id, false)
+	if err != nil {
+		return nil, s, err
+	}
+	c, err := p.Acquire(ctx)
+	if err != nil {
+		return nil, s, &ShardError{Shard: id, Host: s.Host, Err: err}
+	}
+	return c, s, nil
+}
+
+// Tx runs fn in a read-write transaction on the host of shard id and
+// commits when fn returns nil. It refuses a shard that is read-only
+// (ErrShardReadOnly) or moving (ErrShardMoving) with a *ShardError. A
+// state change reaches the router within the refresh interval.
+func (r *Router) Tx(ctx context.Context, id int, fn func(ctx context.Context, tx pgx.Tx, s Shard) error) error {
+	return r.tx(ctx, id, true, fn)
+}
+
+// ReadTx runs fn in a read-only transaction on the host of shard id; it
+// works in every state.
+func (r *Router) ReadTx(ctx context.Context, id int, fn func(ctx context.Context, tx pgx.Tx, s Shard) error) error {
+	return r.tx(ctx, id, false, fn)
+}
+
+func (r *Router) tx(ctx context.Context, id int, write bool, fn func(ctx context.Context, tx pgx.Tx, s Shard) error) error {
+	s, p, err := r.route(ctx, id, write)
+	if err != nil {
+		return err
+	}
+	mode := pgx.ReadOnly
+	if write {
+		mode = pgx.ReadWrite
+	}
+	err = pgx.BeginTxFunc(ctx, p, pgx.TxOptions{AccessMode: mode}, func(tx pgx.Tx) error { return fn(ctx, tx, s) })
+	if err != nil {
+		var se *ShardError
+		if errors.As(err, &se) {
+			return err
+		}
+		return &ShardError{Shard: id, Host: s.Host, Err: err}
+	}
+	return nil
+}

@@ -1,0 +1,187 @@
+package shardmgr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+)
+
+func TestRouterByKeyAndByID(t *testing.T) {
+	t.Parallel()
+	cfg := initCluster(t, 8)
+	r, err := Open(ctx(t), cfg)
+	require.NoError(t, err)
+	defer r.Close()
+	require.Equal(t, 8, r.Shards())
+	require.EqualValues(t, 1, r.Generation())
+
+	for id := range r.Shards() {
+		require.NoError(t, r.Tx(ctx(t), id, func(ctx context.Context, tx pgx.Tx, s Shard) error {
+			_, err := tx.Exec(ctx, fmt.Sprintf("CREATE TABLE %s (id bigint PRIMARY KEY DEFAULT %s, user_id bigint NOT NULL)",
+				s.Table("posts"), s.NextID()))
+			return err
+		}))
+	}
+
+	for _, key := range []int64{0, 1, 7, 8, 13, 1 << 40, -1} {
+		shard := r.ShardForKey(key)
+		require.Equal(t, int(uint64(key)%8), shard)
+		var id int64
+		require.NoError(t, r.Tx(ctx(t), shard, func(ctx context.Context, tx pgx.Tx, s Shard) error {
+			return tx.QueryRow(ctx, "INSERT INTO "+s.Table("posts")+" (user_id) VALUES ($1) RETURNING id", key).Scan(&id)
+		}))
+		byID, err := r.ShardForID(id)
+		require.NoError(t, err)
+		require.Equal(t, shard, byID)
+
+		conn, s, err := r.Acquire(ctx(t), byID)
+		require.NoError(t, err)
+		var user int64
+		require.NoError(t, conn.QueryRow(ctx(t), "SELECT user_id FROM "+s.Table("posts")+" WHERE id = $1", id).Scan(&user))
+		conn.Release()
+		require.Equal(t, key, user)
+		require.Equal(t, r.Map().Shards[shard].Host, s.Host)
+	}
+
+	_, err = r.Shard(8)
+	require.ErrorIs(t, err, ErrUnknownShard)
+	_, err = r.ShardForID(int64(9) << 10) // carries shard 9 of 8
+	require.ErrorIs(t, err, ErrUnknownShard)
+	_, err = r.ShardForID(-5)
+	require.ErrorIs(t, err, ErrUnknownShard)
+	require.ErrorIs(t, r.Tx(ctx(t), -1, nil), ErrUnknownShard)
+}
+
+func TestRouterRefusesReadOnlyAndMovingShards(t *testing.T) {
+	t.Parallel()
+	cfg := initCluster(t, 4)
+	r, err := Open(ctx(t), cfg, WithRefreshInterval(0))
+	require.NoError(t, err)
+	defer r.Close()
+	catalog := pool(t, cfg.Catalog)
+	nop := func(context.Context, pgx.Tx, Shard) error { return nil }
+
+	gen, err := SetShardState(ctx(t), catalog, 1, StateReadOnly, r.Generation())
+	require.NoError(t, err)
+	require.EqualValues(t, 2, gen)
+	_, err = SetShardState(ctx(t), catalog, 2, StateMoving, gen)
+	require.NoError(t, err)
+
+	err = r.Tx(ctx(t), 1, nop)
+	require.ErrorIs(t, err, ErrShardReadOnly)
+	var se *ShardError
+	require.True(t, errors.As(err, &se))
+	require.Equal(t, 1, se.Shard)
+	require.Equal(t, "pg1", se.Host)
+	require.ErrorIs(t, r.Tx(ctx(t), 2, nop), ErrShardMoving)
+	require.EqualValues(t, 3, r.Generation(), "the router reloaded the map")
+
+	// Reads still work; other shards still take writes.
+	require.NoError(t, r.ReadTx(ctx(t), 1, nop))
+	require.NoError(t, r.ReadTx(ctx(t), 2, nop))
+	require.NoError(t, r.Tx(ctx(t), 0, nop))
+	require.Error(t, r.ReadTx(ctx(t), 0, func(ctx context.Context, tx pgx.Tx, s Shard) error {
+		_, err := tx.Exec(ctx, "CREATE TABLE "+s.Table("nope")+" (x int)")
+		return err
+	}), "a read transaction refuses writes")
+
+	_, err = SetShardState(ctx(t), catalog, 1, StateActive, 0)
+	require.NoError(t, err)
+	require.NoError(t, r.Tx(ctx(t), 1, nop))
+
+	_, err = SetShardState(ctx(t), catalog, 9, StateActive, 0)
+	require.ErrorIs(t, err, ErrUnknownShard)
+	_, err = SetShardState(ctx(t), catalog, 0, State("frozen"), 0)
+	require.Error(t, err)
+}
+
+func TestRouterWithoutRefreshWaitsForReload(t *testing.T) {
+	t.Parallel()
+	cfg := initCluster(t, 2)
+	r, err := Open(ctx(t), cfg, WithRefreshInterval(-1))
+	require.NoError(t, err)
+	defer r.Close()
+	nop := func(context.Context, pgx.Tx, Shard) error { return nil }
+	_, err = SetShardState(ctx(t), pool(t, cfg.Catalog), 0, StateReadOnly, 0)
+	require.NoError(t, err)
+	require.NoError(t, r.Tx(ctx(t), 0, nop), "stale map until Reload")
+	changed, err := r.Reload(ctx(t))
+	require.NoError(t, err)
+	require.True(t, changed)
+	require.ErrorIs(t, r.Tx(ctx(t), 0, nop), ErrShardReadOnly)
+}
+
+func TestRouterOpenCatalog(t *testing.T) {
+	t.Parallel()
+	cfg := initCluster(t, 3)
+	r, err := OpenCatalog(ctx(t), cfg.Catalog)
+	require.NoError(t, err)
+	defer r.Close()
+	require.NoError(t, r.Tx(ctx(t), 2, func(ctx context.Context, tx pgx.Tx, s Shard) error {
+		var id int64
+		return tx.QueryRow(ctx, "SELECT "+s.NextID()).Scan(&id)
+	}))
+}
+
+func TestTwoManagersCannotBothWin(t *testing.T) {
+	t.Parallel()
+	cfg := initCluster(t, 4)
+	catalog := pool(t, cfg.Catalog)
+	const managers = 8
+	var wg sync.WaitGroup
+	errs := make([]error, managers)
+	for i := range managers {
+		wg.Go(func() {
+			state := StateReadOnly
+			if i%2 == 0 {
+				state = StateMoving
+			}
+			_, errs[i] = SetShardState(context.Background(), catalog, i%4, state, 1)
+		})
+	}
+	wg.Wait()
+	won := 0
+	for _, err := range errs {
+		if err == nil {
+			won++
+			continue
+		}
+		var ge *GenerationError
+		require.True(t, errors.As(err, &ge), "%v", err)
+		require.ErrorIs(t, err, ErrGenerationChanged)
+		require.EqualValues(t, 2, ge.Got)
+	}
+	require.Equal(t, 1, won)
+	gen, err := CatalogGeneration(ctx(t), catalog)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, gen)
+}
+
+func TestConcurrentInitCreatesOnce(t *testing.T) {
+	t.Parallel()
+	cfg := testCluster(t, 16, true)
+	var wg sync.WaitGroup
+	res := make([]*InitResult, 3)
+	errs := make([]error, 3)
+	for i := range res {
+		wg.Go(func() { res[i], errs[i] = Init(context.Background(), cfg, InitOptions{}) })
+	}
+	wg.Wait()
+	created := 0
+	for i := range res {
+		require.NoError(t, errs[i])
+		require.EqualValues(t, 1, res[i].Generation)
+		if res[i].CatalogCreated {
+			created++
+		}
+	}
+	require.Equal(t, 1, created)
+	rep, err := Verify(ctx(t), cfg, VerifyOptions{})
+	require.NoError(t, err)
+	require.True(t, rep.OK, "%v", rep.Problems)
+}
