@@ -1,0 +1,86 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shardid/shardid/shardmgr"
+)
+
+func init() { commands = append(commands, newInitCmd) }
+
+func newInitCmd() *cobra.Command {
+	var (
+		workers int
+		asJSON  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "init [--config FILE]",
+		Short: "Create the catalog and every logical shard on its host, or finish what is missing",
+		Long: `Creates the databases named in the cluster file when they are missing, the
+catalog (shardid schema, golang-migrate), the map of logical shards to hosts in
+balanced contiguous ranges, and every shard's schema and generator on its host,
+in parallel per host. Running it again is safe: it finishes what is missing and
+changes nothing else. It refuses a cluster file that contradicts the catalog on
+what is fixed once initialised (cluster name, shard count, epoch).`,
+		Args: cobra.NoArgs,
+	}
+	configPath := addClusterConfigFlag(cmd)
+	cmd.Flags().IntVar(&workers, "workers", 4, "connections per host installing shards in parallel")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if workers < 1 {
+			return usagef("--workers must be at least 1")
+		}
+		cfg, err := loadCluster(*configPath)
+		if err != nil {
+			return err
+		}
+		bar := newProgressBar(os.Stderr, "installing shards")
+		res, err := shardmgr.Init(cmd.Context(), cfg, shardmgr.InitOptions{
+			Workers:  workers,
+			Progress: bar.Update,
+			Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		})
+		bar.Done()
+		if err != nil {
+			return err
+		}
+		out := cmd.OutOrStdout()
+		if asJSON {
+			return writeJSON(out, map[string]any{
+				"cluster": res.Cluster, "generation": res.Generation, "created_databases": nonNil(res.CreatedDatabases),
+				"catalog_created": res.CatalogCreated, "catalog_changes": nonNil(res.CatalogChanges),
+				"installed": res.Installed, "unchanged": res.Unchanged, "seconds": res.Elapsed.Seconds(),
+			})
+		}
+		for _, db := range res.CreatedDatabases {
+			fmt.Fprintf(out, "created database %s\n", db)
+		}
+		switch {
+		case res.CatalogCreated:
+			fmt.Fprintf(out, "created cluster %s in the catalog: %d shards on %d hosts\n", res.Cluster, res.Installed+res.Unchanged, len(cfg.Hosts))
+		case len(res.CatalogChanges) > 0:
+			fmt.Fprintf(out, "catalog: %s\n", strings.Join(res.CatalogChanges, "; "))
+		}
+		if !res.Changed() {
+			fmt.Fprintf(out, "cluster %s is complete: nothing to do (generation %d, %d shards)\n", res.Cluster, res.Generation, res.Unchanged)
+			return nil
+		}
+		fmt.Fprintf(out, "installed %d shards, %d already in place; generation %d; %.2fs\n",
+			res.Installed, res.Unchanged, res.Generation, res.Elapsed.Seconds())
+		return nil
+	}
+	return cmd
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
