@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	shsql "github.com/shardid/shardid/sql"
+	"github.com/shardid/shardid/idgen"
 )
 
 // State is a logical shard's state in the catalog.
@@ -31,29 +31,29 @@ func (s State) Valid() bool {
 	return s == StateActive || s == StateReadOnly || s == StateMoving
 }
 
-// Layout is how an id splits into time, shard and sequence bits.
-type Layout struct {
-	EpochMS   int64 // ms since the Unix epoch
-	TimeBits  int
-	ShardBits int
-	SeqBits   int
+// shardOf returns the logical shard an id carries (-1 for a negative id,
+// which no generator makes).
+func shardOf(l idgen.Layout, id int64) int {
+	p, err := l.Decompose(idgen.ID(id))
+	if err != nil {
+		return -1
+	}
+	return int(p.Shard)
 }
 
-// DefaultLayout is Instagram's: 41/13/10 bits from 1314220021721 ms.
-var DefaultLayout = Layout{EpochMS: shsql.DefaultEpoch, TimeBits: shsql.DefaultTimeBits, ShardBits: shsql.DefaultShardBits, SeqBits: shsql.DefaultSeqBits}
-
-// ShardOf returns the logical shard an id carries.
-func (l Layout) ShardOf(id int64) int {
-	return int((uint64(id) >> l.SeqBits) & (1<<l.ShardBits - 1))
+// unixMilli returns the time an id carries, in ms since the Unix epoch.
+func unixMilli(l idgen.Layout, id int64) int64 {
+	p, err := l.Decompose(idgen.ID(id))
+	if err != nil {
+		return 0
+	}
+	return p.Time.UnixMilli()
 }
 
-// UnixMilli returns the time an id carries, in ms since the Unix epoch.
-func (l Layout) UnixMilli(id int64) int64 {
-	return int64(uint64(id)>>(l.ShardBits+l.SeqBits)) + l.EpochMS
-}
-
-// idOfCounter is the id the safe generator derives from counter value c.
-func (l Layout) idOfCounter(c int64, shard int) int64 {
+// idOfCounter is the id the safe generator derives from counter value c:
+// the counter's time and sequence parts with the shard bits between them.
+func idOfCounter(l idgen.Layout, c int64, shard int) int64 {
+	l = l.Resolved()
 	seqMask := int64(1)<<l.SeqBits - 1
 	return (c>>l.SeqBits)<<(l.ShardBits+l.SeqBits) | int64(shard)<<l.SeqBits | (c & seqMask)
 }
@@ -78,7 +78,7 @@ type ShardInfo struct {
 type Map struct {
 	Cluster    string
 	Generation int64
-	Layout     Layout
+	Layout     idgen.Layout
 	Variant    string
 	Hosts      []CatalogHost // sorted by name
 	Shards     []ShardInfo   // index = shard id
@@ -124,7 +124,7 @@ func ReadMap(ctx context.Context, q Querier) (*Map, error) {
 	m := &Map{}
 	var n int
 	err := q.QueryRow(ctx, `SELECT name, generation, epoch_ms, time_bits, shard_bits, seq_bits, variant, shards
-		FROM shardid.cluster`).Scan(&m.Cluster, &m.Generation, &m.Layout.EpochMS, &m.Layout.TimeBits,
+		FROM shardid.cluster`).Scan(&m.Cluster, &m.Generation, &m.Layout.Epoch, &m.Layout.TimeBits,
 		&m.Layout.ShardBits, &m.Layout.SeqBits, &m.Variant, &n)
 	if err != nil {
 		if errors.Is(err, pgx.ErrNoRows) || isUndefinedTable(err) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/shardid/shardid/idgen"
 	"github.com/shardid/shardid/migrations"
 	shsql "github.com/shardid/shardid/sql"
 	"golang.org/x/sync/errgroup"
@@ -200,13 +201,13 @@ func planCatalog(ctx context.Context, pool *pgxpool.Pool, cfg *Config) (m *Map, 
 }
 
 func createCluster(ctx context.Context, tx pgx.Tx, cfg *Config) error {
-	l := DefaultLayout
+	l := idgen.DefaultLayout().Resolved()
 	if cfg.EpochMS != 0 {
-		l.EpochMS = cfg.EpochMS
+		l.Epoch = cfg.EpochMS
 	}
 	const gen = 1
 	if _, err := tx.Exec(ctx, `INSERT INTO shardid.cluster (name, shards, epoch_ms, time_bits, shard_bits, seq_bits, variant, generation)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, cfg.Cluster, cfg.Shards, l.EpochMS, l.TimeBits, l.ShardBits, l.SeqBits, shsql.Safe, gen); err != nil {
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, cfg.Cluster, cfg.Shards, l.Epoch, l.TimeBits, l.ShardBits, l.SeqBits, shsql.Safe, gen); err != nil {
 		return err
 	}
 	for _, h := range cfg.Hosts {
@@ -258,8 +259,8 @@ func reconcileCatalog(ctx context.Context, tx pgx.Tx, cfg *Config, cur *Map) ([]
 	if len(cur.Shards) != cfg.Shards {
 		bad = append(bad, fmt.Sprintf("the catalog has %d shards, the file says %d (fixed once initialised)", len(cur.Shards), cfg.Shards))
 	}
-	if cfg.EpochMS != 0 && cfg.EpochMS != cur.Layout.EpochMS {
-		bad = append(bad, fmt.Sprintf("the catalog's epoch_ms is %d, the file says %d (fixed once initialised)", cur.Layout.EpochMS, cfg.EpochMS))
+	if cfg.EpochMS != 0 && cfg.EpochMS != cur.Layout.Epoch {
+		bad = append(bad, fmt.Sprintf("the catalog's epoch_ms is %d, the file says %d (fixed once initialised)", cur.Layout.Epoch, cfg.EpochMS))
 	}
 	for _, ch := range cur.Hosts {
 		if _, ok := cfg.Host(ch.Name); !ok {
@@ -305,7 +306,7 @@ func reconcileCatalog(ctx context.Context, tx pgx.Tx, cfg *Config, cur *Map) ([]
 // generatorParams is what the catalog expects shard id's generator to be.
 func generatorParams(m *Map, id int) shsql.Params {
 	return shsql.Params{
-		Shard: id, Schema: m.Shards[id].Schema, Variant: m.Variant, Epoch: m.Layout.EpochMS,
+		Shard: id, Schema: m.Shards[id].Schema, Variant: m.Variant, Epoch: m.Layout.Epoch,
 		TimeBits: m.Layout.TimeBits, ShardBits: m.Layout.ShardBits, SeqBits: m.Layout.SeqBits,
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/shardid/shardid/idgen"
 	shsql "github.com/shardid/shardid/sql"
 )
 
@@ -255,7 +256,7 @@ func (r *Router) Generation() int64 { return r.Map().Generation }
 func (r *Router) Shards() int { return len(r.Map().Shards) }
 
 // Layout is the cluster's id layout.
-func (r *Router) Layout() Layout { return r.Map().Layout }
+func (r *Router) Layout() idgen.Layout { return r.Map().Layout }
 
 // ShardForKey maps an application key (a user id, an account id) to its
 // logical shard: key mod shards, with the key taken as an unsigned 64-bit
@@ -265,13 +266,15 @@ func (r *Router) ShardForKey(key int64) int {
 }
 
 // ShardForID returns the logical shard an id was generated in, by decoding
-// it; an id carrying a shard outside the cluster is ErrUnknownShard.
-func (r *Router) ShardForID(id int64) (int, error) {
+// it with the cluster's layout; a negative id, or one carrying a shard
+// outside the cluster, is ErrUnknownShard.
+func (r *Router) ShardForID(id idgen.ID) (int, error) {
 	m := r.Map()
-	if id < 0 {
-		return 0, fmt.Errorf("id %d: negative ids are never generated: %w", id, ErrUnknownShard)
+	p, err := m.Layout.Decompose(id)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrUnknownShard, err)
 	}
-	s := m.Layout.ShardOf(id)
+	s := int(p.Shard)
 	if s >= len(m.Shards) {
 		return 0, &ShardError{Shard: s, Err: fmt.Errorf("%w: id %d carries shard %d, the cluster has %d", ErrUnknownShard, id, s, len(m.Shards))}
 	}

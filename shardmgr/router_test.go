@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/shardid/shardid/idgen"
 	"github.com/stretchr/testify/require"
 )
 
@@ -31,7 +32,7 @@ func TestRouterByKeyAndByID(t *testing.T) {
 	for _, key := range []int64{0, 1, 7, 8, 13, 1 << 40, -1} {
 		shard := r.ShardForKey(key)
 		require.Equal(t, int(uint64(key)%8), shard)
-		var id int64
+		var id idgen.ID
 		require.NoError(t, r.Tx(ctx(t), shard, func(ctx context.Context, tx pgx.Tx, s Shard) error {
 			return tx.QueryRow(ctx, "INSERT INTO "+s.Table("posts")+" (user_id) VALUES ($1) RETURNING id", key).Scan(&id)
 		}))
@@ -50,7 +51,7 @@ func TestRouterByKeyAndByID(t *testing.T) {
 
 	_, err = r.Shard(8)
 	require.ErrorIs(t, err, ErrUnknownShard)
-	_, err = r.ShardForID(int64(9) << 10) // carries shard 9 of 8
+	_, err = r.ShardForID(idgen.ID(9) << 10) // carries shard 9 of 8
 	require.ErrorIs(t, err, ErrUnknownShard)
 	_, err = r.ShardForID(-5)
 	require.ErrorIs(t, err, ErrUnknownShard)

@@ -284,8 +284,8 @@ func (v *verifier) readCatalog(ctx context.Context) bool {
 	if len(m.Shards) != v.cfg.Shards {
 		v.problem(CheckCatalog, -1, "", "the catalog has %d shards, the cluster file says %d", len(m.Shards), v.cfg.Shards)
 	}
-	if v.cfg.EpochMS != 0 && v.cfg.EpochMS != m.Layout.EpochMS {
-		v.problem(CheckCatalog, -1, "", "the catalog's epoch_ms is %d, the cluster file says %d", m.Layout.EpochMS, v.cfg.EpochMS)
+	if v.cfg.EpochMS != 0 && v.cfg.EpochMS != m.Layout.Epoch {
+		v.problem(CheckCatalog, -1, "", "the catalog's epoch_ms is %d, the cluster file says %d", m.Layout.Epoch, v.cfg.EpochMS)
 	}
 	for _, h := range v.cfg.Hosts {
 		ch, ok := m.Host(h.Name)
@@ -708,7 +708,7 @@ func (v *verifier) checkCounter(ctx context.Context, t *shardTask) {
 	if called {
 		next++
 	}
-	if nextID := v.m.Layout.idOfCounter(next, t.id); nextID <= *maxID {
+	if nextID := idOfCounter(v.m.Layout, next, t.id); nextID <= *maxID {
 		v.problem(CheckCounter, t.id, t.host.name, "counter is behind stored ids: the next id would be %d but %s already holds %d (rewound or restored sequence; repair with %s.next_id_advance(%d))",
 			nextID, where, *maxID, t.schema, *maxID)
 	}
@@ -727,11 +727,11 @@ func (v *verifier) checkOutput(ctx context.Context, t *shardTask) {
 		return
 	}
 	l := v.m.Layout
-	if got := l.ShardOf(id); got != t.id {
+	if got := shardOf(l, id); got != t.id {
 		v.problem(CheckGeneratorID, t.id, t.host.name, "next_id() returned %d, which carries shard %d", id, got)
 	}
 	tol := max(v.opts.MaxClockSkew, 2*time.Second)
-	if diff := time.Duration(l.UnixMilli(id)-hostMS) * time.Millisecond; id < 0 || diff.Abs() > tol {
+	if diff := time.Duration(unixMilli(l, id)-hostMS) * time.Millisecond; id < 0 || diff.Abs() > tol {
 		v.problem(CheckGeneratorID, t.id, t.host.name, "next_id() returned %d, whose time under the cluster's epoch is %s off the host's clock (wrong epoch or layout?)", id, diff.Round(time.Millisecond))
 	}
 }
