@@ -1,0 +1,785 @@
+package shardmgr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Direction of a migration run.
+type Direction string
+
+// Directions.
+const (
+	Up   Direction = "up"
+	Down Direction = "down"
+)
+
+// Tables a migrated shard keeps in its own schema.
+const (
+	// VersionTable is tern's version table, <schema>.schema_version
+	// (version int4 not null, one row), so the plain tern CLI agrees on
+	// the version: tern migrate --version-table shard_0005.schema_version.
+	VersionTable = "schema_version"
+	// FailureTable holds at most one row: the last migration that failed
+	// on the shard, or a disable-tx migration that is running or was
+	// interrupted. A successful step removes it.
+	FailureTable = "schema_version_failure"
+)
+
+// migrateLockClass is the first key of the session advisory lock that a
+// run holds on one shard (the second key is the shard id): 'shmg'. tern's
+// own MigrateTo takes one lock per database, which would serialise every
+// shard of a host; this one lets shards of a host migrate in parallel
+// while two runs can never interleave on one shard.
+const migrateLockClass int32 = 0x73686d67
+
+// DefaultMigrateWorkers is the number of connections per host that
+// migrate shards in parallel when MigrateOptions.Workers is zero.
+const DefaultMigrateWorkers = 4
+
+// ErrShardSchemaMissing: the shard's schema is not on its host (run
+// shardid init).
+var ErrShardSchemaMissing = errors.New("shard schema missing on its host (run shardid init)")
+
+// ErrIrreversible: a migration to undo has no down SQL.
+var ErrIrreversible = errors.New("migration has no down SQL (irreversible)")
+
+// MigrateOptions adjust Migrate. The zero value migrates every shard up
+// to the latest version with DefaultMigrateWorkers connections per host.
+type MigrateOptions struct {
+	// Direction is Up (the zero value) or Down. Up never moves a shard
+	// down, Down never moves one up: shards already past the target are
+	// left alone.
+	Direction Direction
+	// To is the target version. For Up, zero means the latest. For Down,
+	// zero means before the first migration.
+	To int
+	// Shards limits the run to these logical shards; nil means all.
+	Shards []int
+	// Workers is the number of connections per host, each migrating one
+	// shard at a time. Zero means DefaultMigrateWorkers.
+	Workers int
+	// FailFast stops the run at the first failure: shards not yet started
+	// are not run, shards in progress stop after their current migration.
+	FailFast bool
+	// Progress, when set, is called after each shard with its host's
+	// counts. Calls are serialised.
+	Progress func(HostProgress)
+	// Waiting, when set, is called when a shard is locked by another run
+	// and this one starts to wait for it. Calls are serialised.
+	Waiting func(LockWait)
+	// Logger receives a line per shard migrated. Nil discards them.
+	Logger *slog.Logger
+}
+
+// HostProgress is how far a run is on one host.
+type HostProgress struct {
+	Host   string
+	Done   int // shards finished, failed ones included
+	Total  int
+	Failed int
+}
+
+// LockWait says that a run waits for another one holding a shard's lock.
+type LockWait struct {
+	Shard     int
+	Host      string
+	HolderPID int // the backend holding the lock, 0 when unknown
+}
+
+// MigrateResult is what a run did, per shard.
+type MigrateResult struct {
+	Direction Direction `json:"direction"`
+	// Target is the version the run brought shards to.
+	Target int `json:"target"`
+	// Latest is the number of migrations in the directory.
+	Latest int              `json:"latest"`
+	Shards []ShardMigration `json:"shards"` // ascending by id
+	// Elapsed is the wall time of the run.
+	Elapsed time.Duration `json:"-"`
+}
+
+// ShardMigration is what a run did on one shard.
+type ShardMigration struct {
+	ID   int    `json:"id"`
+	Host string `json:"host"`
+	// From and To are the shard's versions before and after the run; -1
+	// when the version could not be read.
+	From int `json:"from"`
+	To   int `json:"to"`
+	// Applied is the number of migrations run on the shard.
+	Applied int `json:"applied"`
+	// Stopped is set when --fail-fast stopped the shard before its target.
+	Stopped bool `json:"stopped,omitempty"`
+	// Err is why the shard stopped before its target.
+	Err *MigrationError `json:"error,omitempty"`
+}
+
+// Counts sums a result up: shards changed, already at the target, failed,
+// and stopped by --fail-fast.
+func (r *MigrateResult) Counts() (changed, unchanged, failed, stopped int) {
+	for _, s := range r.Shards {
+		switch {
+		case s.Err != nil:
+			failed++
+		case s.Stopped:
+			stopped++
+		case s.Applied > 0:
+			changed++
+		default:
+			unchanged++
+		}
+	}
+	return
+}
+
+// MigrationError is one shard's failure: where it stopped, which
+// migration failed and the database's error.
+type MigrationError struct {
+	Shard int    `json:"shard"`
+	Host  string `json:"host"`
+	// Version is the version the shard stays at, -1 when unknown (the
+	// host could not be reached).
+	Version int `json:"version"`
+	// Migration is the file that failed; empty when the shard failed
+	// before any migration ran (connection, lock, version table).
+	Migration string    `json:"migration,omitempty"`
+	Direction Direction `json:"direction,omitempty"`
+	SQLState  string    `json:"sqlstate,omitempty"`
+	Message   string    `json:"message"`
+	// Partial is set when the migration ran without a transaction
+	// (disable-tx) and some of its statements may have committed.
+	Partial bool  `json:"partial,omitempty"`
+	Err     error `json:"-"`
+}
+
+func (e *MigrationError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "shard %d on %s ", e.Shard, e.Host)
+	if e.Version < 0 {
+		b.WriteString("at unknown version")
+	} else {
+		fmt.Fprintf(&b, "stopped at version %d", e.Version)
+	}
+	if e.Migration != "" {
+		fmt.Fprintf(&b, ": %s (%s)", e.Migration, e.Direction)
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Message)
+	if e.SQLState != "" {
+		fmt.Fprintf(&b, " (SQLSTATE %s)", e.SQLState)
+	}
+	if e.Partial {
+		b.WriteString(" [ran without a transaction: partly applied]")
+	}
+	return b.String()
+}
+
+func (e *MigrationError) Unwrap() error { return e.Err }
+
+// PartialError is returned with the result when some shards failed: the
+// others were migrated (or, with FailFast, stopped).
+type PartialError struct {
+	Direction Direction
+	Total     int
+	Failed    []*MigrationError // ascending by shard
+	Stopped   int               // shards that FailFast stopped
+}
+
+func (e *PartialError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "migrate %s: %d of %d shards failed", e.Direction, len(e.Failed), e.Total)
+	if e.Stopped > 0 {
+		fmt.Fprintf(&b, ", %d stopped by --fail-fast", e.Stopped)
+	}
+	for i, f := range e.Failed {
+		if i == 3 {
+			fmt.Fprintf(&b, "; and %d more", len(e.Failed)-3)
+			break
+		}
+		b.WriteString("; ")
+		b.WriteString(f.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the shards' errors, so errors.As finds a *MigrationError.
+func (e *PartialError) Unwrap() []error {
+	out := make([]error, len(e.Failed))
+	for i, f := range e.Failed {
+		out[i] = f
+	}
+	return out
+}
+
+// Migrate runs set on the logical shards of the cluster (opts.Shards, or
+// all) on their hosts as the catalog places them: hosts in parallel,
+// opts.Workers shards at a time per host, each shard under its own lock,
+// each migration in one transaction with its version update (unless it
+// says `---- tern: disable-tx ----`).
+//
+// Every shard's SQL is rendered before anything runs: a template that
+// does not render for some shard is an error wrapping ErrMigrationSet and
+// nothing is changed. A migration that fails rolls back on its shard, is
+// recorded in the shard's FailureTable for MigrationStatus, and the run
+// carries on with the other shards (or stops, with FailFast); Migrate
+// then returns the result and a *PartialError. Running it again finishes
+// what is left.
+func Migrate(ctx context.Context, cfg *Config, set *MigrationSet, opts MigrateOptions) (*MigrateResult, error) {
+	start := time.Now()
+	if err := cfg.ValidateCluster(); err != nil {
+		return nil, err
+	}
+	if opts.Direction == "" {
+		opts.Direction = Up
+	}
+	target, err := migrateTarget(set, opts)
+	if err != nil {
+		return nil, err
+	}
+	m, err := readClusterMap(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	shards, err := selectShards(m, opts.Shards)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := hostsOf(cfg, shards); err != nil {
+		return nil, err
+	}
+	rendered, err := set.RenderAll(shards)
+	if err != nil {
+		return nil, err
+	}
+	res, err := runMigrations(ctx, cfg, shards, rendered, target, opts)
+	if res != nil {
+		res.Latest = set.Latest()
+		res.Elapsed = time.Since(start)
+	}
+	return res, err
+}
+
+// MigrateShards brings logical shards (nil: every shard) to the version
+// the rest of the cluster is at: shardid init --dir calls it after
+// installing new shards. With opts.To zero the target is the highest
+// version any other shard has (every shard's when shards is nil), or the
+// latest in dir when no shard has been migrated yet; a non-zero opts.To
+// is used as given. It only moves shards up.
+func MigrateShards(ctx context.Context, cfg *Config, dir fs.FS, shards []int, opts MigrateOptions) (*MigrateResult, error) {
+	set, err := LoadMigrationSet(dir)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Direction == Down {
+		return nil, errors.New("MigrateShards only migrates up")
+	}
+	opts.Direction, opts.Shards = Up, shards
+	if opts.To == 0 {
+		st, err := ReadMigrationStatus(ctx, cfg, set)
+		if err != nil {
+			return nil, err
+		}
+		mine := map[int]bool{}
+		for _, id := range shards {
+			mine[id] = true
+		}
+		for _, s := range st.Shards {
+			if (shards == nil || !mine[s.ID]) && s.Version > opts.To {
+				opts.To = s.Version
+			}
+		}
+	}
+	return Migrate(ctx, cfg, set, opts)
+}
+
+// MigrateShardOn runs set on one shard through conn, a connection to any
+// database that holds the shard's schema: also one the catalog does not
+// name yet, when a move builds the shard on its new host. It takes the
+// shard's migration lock on that database and moves the shard to version
+// to (up or down as opts.Direction says; To zero with Up means latest).
+// The error is a *MigrationError.
+func MigrateShardOn(ctx context.Context, conn *pgx.Conn, host string, set *MigrationSet, shard ShardInfo, opts MigrateOptions) (ShardMigration, error) {
+	if opts.Direction == "" {
+		opts.Direction = Up
+	}
+	target, err := migrateTarget(set, opts)
+	if err != nil {
+		return ShardMigration{}, err
+	}
+	migs, err := set.Render(shard.ID, shard.Schema)
+	if err != nil {
+		return ShardMigration{}, err
+	}
+	waiting := func(w LockWait) {
+		if opts.Waiting != nil {
+			opts.Waiting(w)
+		}
+	}
+	res := migrateShard(ctx, conn, host, shard, migs, target, opts.Direction, waiting, &atomic.Bool{})
+	if res.Err != nil {
+		return res, res.Err
+	}
+	return res, nil
+}
+
+// migrateTarget checks opts.To against set and returns the target.
+func migrateTarget(set *MigrationSet, opts MigrateOptions) (int, error) {
+	switch opts.Direction {
+	case Up:
+		if opts.To < 0 || opts.To > set.Latest() {
+			return 0, fmt.Errorf("target version %d is outside 0..%d (the migrations in the directory)", opts.To, set.Latest())
+		}
+		if opts.To == 0 {
+			return set.Latest(), nil
+		}
+		return opts.To, nil
+	case Down:
+		if opts.To < 0 || opts.To > set.Latest() {
+			return 0, fmt.Errorf("target version %d is outside 0..%d (the migrations in the directory)", opts.To, set.Latest())
+		}
+		return opts.To, nil
+	}
+	return 0, fmt.Errorf("unknown direction %q (up or down)", opts.Direction)
+}
+
+// readClusterMap reads the map from the catalog named in cfg.
+func readClusterMap(ctx context.Context, cfg *Config) (*Map, error) {
+	pool, err := openPool(ctx, cfg.Catalog, 1)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	defer pool.Close()
+	m, err := ReadMap(ctx, pool)
+	if err != nil {
+		if errors.Is(err, ErrNotInitialized) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	return m, nil
+}
+
+// selectShards returns the shards ids names (nil: all), ascending, or an
+// error wrapping ErrUnknownShard.
+func selectShards(m *Map, ids []int) ([]ShardInfo, error) {
+	if ids == nil {
+		return m.Shards, nil
+	}
+	ids = slices.Clone(ids)
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	out := make([]ShardInfo, 0, len(ids))
+	for _, id := range ids {
+		if id < 0 || id >= len(m.Shards) {
+			return nil, fmt.Errorf("%w: %d (the cluster has shards 0..%d)", ErrUnknownShard, id, len(m.Shards)-1)
+		}
+		out = append(out, m.Shards[id])
+	}
+	return out, nil
+}
+
+// hostsOf returns the cluster file's entry of every host the shards are
+// on; a host the catalog names but the file does not is an error.
+func hostsOf(cfg *Config, shards []ShardInfo) (map[string]Host, error) {
+	out := map[string]Host{}
+	for _, s := range shards {
+		if _, ok := out[s.Host]; ok {
+			continue
+		}
+		h, ok := cfg.Host(s.Host)
+		if !ok {
+			return nil, fmt.Errorf("%w: %s holds shards in the catalog but is not in %s", ErrUnknownHost, s.Host, cfg.Path)
+		}
+		out[s.Host] = h
+	}
+	return out, nil
+}
+
+// runMigrations migrates shards, hosts in parallel, and collects results.
+func runMigrations(ctx context.Context, cfg *Config, shards []ShardInfo, rendered map[int][]RenderedMigration, target int, opts MigrateOptions) (*MigrateResult, error) {
+	if opts.Workers <= 0 {
+		opts.Workers = DefaultMigrateWorkers
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	hosts, err := hostsOf(cfg, shards)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		mu       sync.Mutex
+		results  = make([]ShardMigration, 0, len(shards))
+		progress = hostProgress(shards)
+		stop     atomic.Bool
+	)
+	report := func(r ShardMigration) {
+		mu.Lock()
+		defer mu.Unlock()
+		results = append(results, r)
+		p := progress[r.Host]
+		p.Done++
+		if r.Err != nil {
+			p.Failed++
+			log.Warn("shard failed", "shard", r.ID, "host", r.Host, "err", r.Err)
+			if opts.FailFast {
+				stop.Store(true)
+			}
+		} else if r.Applied > 0 {
+			log.Info("shard migrated", "shard", r.ID, "host", r.Host, "from", r.From, "to", r.To)
+		}
+		if opts.Progress != nil {
+			opts.Progress(*p)
+		}
+	}
+	waiting := func(w LockWait) {
+		log.Info("waiting for lock", "shard", w.Shard, "host", w.Host, "holder_pid", w.HolderPID)
+		if opts.Waiting != nil {
+			mu.Lock()
+			defer mu.Unlock()
+			opts.Waiting(w)
+		}
+	}
+
+	eachShard(ctx, hosts, shards, opts.Workers, func(host string, sh ShardInfo, conn func() (*pgx.Conn, error)) {
+		if stop.Load() {
+			report(ShardMigration{ID: sh.ID, Host: host, From: -1, To: -1, Stopped: true})
+			return
+		}
+		if sh.State == StateMoving {
+			report(failedShard(sh, host, -1, nil, "", fmt.Errorf("%w: migrate it after the move", ErrShardMoving)))
+			return
+		}
+		c, err := conn()
+		if err != nil {
+			report(failedShard(sh, host, -1, nil, "", err))
+			return
+		}
+		report(migrateShard(ctx, c, host, sh, rendered[sh.ID], target, opts.Direction, waiting, &stop))
+	})
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+
+	slices.SortFunc(results, func(a, b ShardMigration) int { return a.ID - b.ID })
+	res := &MigrateResult{Direction: opts.Direction, Target: target, Shards: results}
+	perr := &PartialError{Direction: opts.Direction, Total: len(results)}
+	for _, r := range results {
+		if r.Err != nil {
+			perr.Failed = append(perr.Failed, r.Err)
+		}
+		if r.Stopped {
+			perr.Stopped++
+		}
+	}
+	if len(perr.Failed) > 0 || perr.Stopped > 0 {
+		return res, perr
+	}
+	return res, nil
+}
+
+// eachShard calls fn for every shard: hosts in parallel, and on each host
+// up to workers shards at a time, each worker with a connection of its own
+// that fn gets from conn (opened on first use; once opening fails, conn
+// returns that error for the worker's later shards too).
+func eachShard(ctx context.Context, hosts map[string]Host, shards []ShardInfo, workers int, fn func(host string, sh ShardInfo, conn func() (*pgx.Conn, error))) {
+	byHost := map[string][]ShardInfo{}
+	for _, s := range shards {
+		byHost[s.Host] = append(byHost[s.Host], s)
+	}
+	var hostsWG sync.WaitGroup
+	for name, list := range byHost {
+		h := hosts[name]
+		hostsWG.Go(func() {
+			work := make(chan ShardInfo)
+			var wg sync.WaitGroup
+			for range min(workers, len(list)) {
+				wg.Go(func() {
+					var (
+						c       *pgx.Conn
+						connErr error
+					)
+					defer func() {
+						if c != nil {
+							c.Close(context.WithoutCancel(ctx))
+						}
+					}()
+					conn := func() (*pgx.Conn, error) {
+						if (c == nil || c.IsClosed()) && connErr == nil {
+							c, connErr = pgx.Connect(ctx, h.DSN)
+							if connErr != nil {
+								c, connErr = nil, fmt.Errorf("connect to host %s: %w", h.Name, connErr)
+							}
+						}
+						return c, connErr
+					}
+					for sh := range work {
+						fn(h.Name, sh, conn)
+					}
+				})
+			}
+			for _, sh := range list {
+				select {
+				case work <- sh:
+				case <-ctx.Done():
+				}
+			}
+			close(work)
+			wg.Wait()
+		})
+	}
+	hostsWG.Wait()
+}
+
+// failedShard is the result of a shard that stopped at version with err.
+func failedShard(sh ShardInfo, host string, version int, mig *RenderedMigration, dir Direction, err error) ShardMigration {
+	me := &MigrationError{Shard: sh.ID, Host: host, Version: version, Err: err, Message: err.Error()}
+	if mig != nil {
+		me.Migration, me.Direction = mig.Name, dir
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		me.SQLState = pe.Code
+		me.Message = pgMessage(pe)
+	}
+	var step *noTxStepError
+	if errors.As(err, &step) {
+		me.Partial = true
+		me.Message = fmt.Sprintf("statement %d of %d: %s", step.index+1, step.of, me.Message)
+	}
+	return ShardMigration{ID: sh.ID, Host: host, From: version, To: version, Err: me}
+}
+
+// pgMessage is a PostgreSQL error on one line: severity, message, and
+// where it points in the SQL.
+func pgMessage(pe *pgconn.PgError) string {
+	msg := pe.Severity + ": " + pe.Message
+	if pe.Detail != "" {
+		msg += " (" + pe.Detail + ")"
+	}
+	if pe.Position > 0 {
+		msg += fmt.Sprintf(" at character %d", pe.Position)
+	}
+	return msg
+}
+
+// noTxStepError is a statement of a disable-tx migration that failed after
+// the statements before it committed.
+type noTxStepError struct {
+	index, of int
+	err       error
+}
+
+func (e *noTxStepError) Error() string { return e.err.Error() }
+func (e *noTxStepError) Unwrap() error { return e.err }
+
+// hostProgress starts the counts of every host the shards are on.
+func hostProgress(shards []ShardInfo) map[string]*HostProgress {
+	out := map[string]*HostProgress{}
+	for _, s := range shards {
+		if out[s.Host] == nil {
+			out[s.Host] = &HostProgress{Host: s.Host}
+		}
+		out[s.Host].Total++
+	}
+	return out
+}
+
+// migrateShard moves one shard to target under its lock. A failure is in
+// the result's Err, and recorded in the shard's FailureTable.
+func migrateShard(ctx context.Context, conn *pgx.Conn, host string, sh ShardInfo, migs []RenderedMigration, target int, dir Direction, waiting func(LockWait), stop *atomic.Bool) ShardMigration {
+	unlock, err := lockShard(ctx, conn, host, sh.ID, waiting)
+	if err != nil {
+		return failedShard(sh, host, -1, nil, "", fmt.Errorf("lock: %w", err))
+	}
+	defer unlock()
+	cur, err := prepareShard(ctx, conn, sh.Schema)
+	if err != nil {
+		return failedShard(sh, host, -1, nil, "", err)
+	}
+	res := ShardMigration{ID: sh.ID, Host: host, From: cur, To: cur}
+	if cur > len(migs) {
+		return failedShard(sh, host, cur, nil, "", fmt.Errorf("the shard is at version %d but the directory has %d migrations (wrong --dir?)", cur, len(migs)))
+	}
+	for (dir == Up && cur < target) || (dir == Down && cur > target) {
+		if stop.Load() {
+			res.Stopped = true
+			return res
+		}
+		var (
+			mig  *RenderedMigration
+			sql  string
+			noTx bool
+			next int
+		)
+		if dir == Up {
+			mig, next = &migs[cur], cur+1
+			sql, noTx = mig.Up, mig.UpNoTx
+		} else {
+			mig, next = &migs[cur-1], cur-1
+			sql, noTx = mig.Down, mig.DownNoTx
+			if sql == "" {
+				r := failedShard(sh, host, cur, mig, dir, ErrIrreversible)
+				r.From = res.From
+				return r
+			}
+		}
+		if err := applyStep(ctx, conn, sh.Schema, cur, next, mig.Name, dir, sql, noTx); err != nil {
+			r := failedShard(sh, host, cur, mig, dir, err)
+			r.From, r.Applied = res.From, res.Applied
+			if ctx.Err() == nil {
+				recordFailure(ctx, conn, sh.Schema, r.Err)
+			}
+			return r
+		}
+		cur = next
+		res.To = cur
+		res.Applied++
+	}
+	return res
+}
+
+// lockShard takes the shard's migration lock on conn: first without
+// waiting, then, when another run holds it, saying so and waiting. The
+// returned function releases it.
+func lockShard(ctx context.Context, conn *pgx.Conn, host string, shard int, waiting func(LockWait)) (func(), error) {
+	var ok bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, $2)`, migrateLockClass, int32(shard)).Scan(&ok); err != nil {
+		return nil, err
+	}
+	if !ok {
+		var pid int
+		_ = conn.QueryRow(ctx, `SELECT pid FROM pg_catalog.pg_locks
+			WHERE locktype = 'advisory' AND granted AND objsubid = 2
+			  AND classid::bigint = $1 AND objid::bigint = $2
+			  AND database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())
+			LIMIT 1`, int64(migrateLockClass), int64(shard)).Scan(&pid)
+		waiting(LockWait{Shard: shard, Host: host, HolderPID: pid})
+		if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1, $2)`, migrateLockClass, int32(shard)); err != nil {
+			return nil, err
+		}
+	}
+	return func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(uctx, `SELECT pg_advisory_unlock($1, $2)`, migrateLockClass, int32(shard)); err != nil {
+			// A session lock must not outlive the run: closing the
+			// connection releases it.
+			conn.Close(uctx)
+		}
+	}, nil
+}
+
+// prepareShard checks that the shard's schema exists, creates its version
+// and failure tables when missing and returns its version.
+func prepareShard(ctx context.Context, conn *pgx.Conn, schema string) (int, error) {
+	vt, ft := pgx.Identifier{schema, VersionTable}.Sanitize(), pgx.Identifier{schema, FailureTable}.Sanitize()
+	var hasSchema, hasVT, hasFT bool
+	if err := conn.QueryRow(ctx, `SELECT to_regnamespace($1) IS NOT NULL, to_regclass($2) IS NOT NULL, to_regclass($3) IS NOT NULL`,
+		pgx.Identifier{schema}.Sanitize(), vt, ft).Scan(&hasSchema, &hasVT, &hasFT); err != nil {
+		return 0, err
+	}
+	if !hasSchema {
+		return 0, fmt.Errorf("%w: no schema %s", ErrShardSchemaMissing, schema)
+	}
+	if !hasVT {
+		// tern's own statements, so that tern and shardid share the table.
+		if _, err := conn.Exec(ctx, fmt.Sprintf(`create table if not exists %s(version int4 not null);
+			insert into %s(version) select 0 where 0=(select count(*) from %s);`, vt, vt, vt)); err != nil {
+			return 0, fmt.Errorf("create %s: %w", vt, err)
+		}
+	}
+	if !hasFT {
+		if _, err := conn.Exec(ctx, fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
+			id        boolean     PRIMARY KEY DEFAULT true CHECK (id),
+			version   int4        NOT NULL,
+			migration text        NOT NULL,
+			direction text        NOT NULL,
+			state     text        NOT NULL CHECK (state IN ('failed', 'running')),
+			partial   boolean     NOT NULL,
+			sqlstate  text        NOT NULL,
+			message   text        NOT NULL,
+			at        timestamptz NOT NULL DEFAULT now())`, ft)); err != nil {
+			return 0, fmt.Errorf("create %s: %w", ft, err)
+		}
+	}
+	rows, err := conn.Query(ctx, `SELECT version FROM `+vt)
+	if err != nil {
+		return 0, err
+	}
+	versions, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return 0, err
+	}
+	if len(versions) != 1 {
+		return 0, fmt.Errorf("%s has %d rows, want one", vt, len(versions))
+	}
+	return int(versions[0]), nil
+}
+
+// applyStep runs one migration's half on the shard at version cur and sets
+// the version to next in the same transaction. A disable-tx half runs
+// statement by statement; a row in the failure table says so while it runs
+// and stays if it is interrupted.
+func applyStep(ctx context.Context, conn *pgx.Conn, schema string, cur, next int, name string, dir Direction, sql string, noTx bool) error {
+	vt, ft := pgx.Identifier{schema, VersionTable}.Sanitize(), pgx.Identifier{schema, FailureTable}.Sanitize()
+	if noTx {
+		if _, err := conn.Exec(ctx, `INSERT INTO `+ft+` (version, migration, direction, state, partial, sqlstate, message)
+			VALUES ($1, $2, $3, 'running', true, '', 'running without a transaction; if no run holds the shard, it was interrupted')
+			ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version, migration = EXCLUDED.migration, direction = EXCLUDED.direction,
+			  state = EXCLUDED.state, partial = EXCLUDED.partial, sqlstate = EXCLUDED.sqlstate, message = EXCLUDED.message, at = now()`,
+			cur, name, string(dir)); err != nil {
+			return err
+		}
+		stmts := splitSQL(sql)
+		for i, s := range stmts {
+			if _, err := conn.Exec(ctx, s); err != nil {
+				return &noTxStepError{index: i, of: len(stmts), err: err}
+			}
+		}
+	}
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if !noTx {
+			if _, err := tx.Exec(ctx, sql); err != nil {
+				return err
+			}
+		}
+		// A migration may SET search_path or other settings; the version
+		// update must not depend on them (tern does the same).
+		if _, err := tx.Exec(ctx, `RESET ALL`); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE `+vt+` SET version = $1`, next); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `DELETE FROM `+ft)
+		return err
+	})
+}
+
+// recordFailure writes a shard's failure where MigrationStatus reads it.
+// It is best effort: the run reports the failure anyway.
+func recordFailure(ctx context.Context, conn *pgx.Conn, schema string, e *MigrationError) {
+	if conn.IsClosed() {
+		return
+	}
+	ft := pgx.Identifier{schema, FailureTable}.Sanitize()
+	_, _ = conn.Exec(ctx, `INSERT INTO `+ft+` (version, migration, direction, state, partial, sqlstate, message)
+		VALUES ($1, $2, $3, 'failed', $4, $5, $6)
+		ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version, migration = EXCLUDED.migration, direction = EXCLUDED.direction,
+		  state = EXCLUDED.state, partial = EXCLUDED.partial, sqlstate = EXCLUDED.sqlstate, message = EXCLUDED.message, at = now()`,
+		e.Version, e.Migration, string(e.Direction), e.Partial, e.SQLState, e.Message)
+}

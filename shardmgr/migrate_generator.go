@@ -1,0 +1,301 @@
+package shardmgr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	shsql "github.com/shardid/shardid/sql"
+)
+
+// ErrNoGenerator: a shard has no next_id() to upgrade (run shardid init).
+var ErrNoGenerator = errors.New("no generator installed (run shardid init)")
+
+// ErrForeignGenerator: a shard's next_id() is not one shardid can upgrade:
+// no shardid marker, or one for another shard, epoch or layout, which an
+// upgrade must not change (run shardid verify).
+var ErrForeignGenerator = errors.New("generator cannot be upgraded")
+
+// GeneratorOptions adjust UpgradeGenerators. The zero value upgrades every
+// shard with DefaultMigrateWorkers connections per host.
+type GeneratorOptions struct {
+	// Shards limits the upgrade to these logical shards; nil means all.
+	Shards []int
+	// Workers is the number of connections per host. Zero means
+	// DefaultMigrateWorkers.
+	Workers int
+	// DryRun reports what would be upgraded and changes nothing.
+	DryRun bool
+	// LockTimeout bounds the wait for the write lock on a shard's tables;
+	// the shard fails (and can be retried) rather than queueing every
+	// writer behind a long transaction. Zero means 10 s.
+	LockTimeout time.Duration
+	// Progress and Waiting are as in MigrateOptions.
+	Progress func(HostProgress)
+	Waiting  func(LockWait)
+	// Logger receives a line per shard upgraded. Nil discards them.
+	Logger *slog.Logger
+}
+
+// GeneratorResult is what UpgradeGenerators did, per shard.
+type GeneratorResult struct {
+	Shards  []GeneratorUpgrade `json:"shards"` // ascending by id
+	Elapsed time.Duration      `json:"-"`
+}
+
+// GeneratorUpgrade is one shard's generator before and after.
+type GeneratorUpgrade struct {
+	ID   int    `json:"id"`
+	Host string `json:"host"`
+	// From is the marker found; To the marker of this release's generator.
+	From string `json:"from"`
+	To   string `json:"to"`
+	// Upgraded is set when the generator was (or, in a dry run, would be)
+	// re-installed.
+	Upgraded bool `json:"upgraded"`
+	// MaxID is the highest id stored in a column whose DEFAULT calls the
+	// shard's next_id(); the counter was carried past it. Zero when none.
+	MaxID   int64    `json:"max_id,omitempty"`
+	Columns []string `json:"columns,omitempty"` // table.column
+	Error   string   `json:"error,omitempty"`
+}
+
+// Counts sums a result up: upgraded, unchanged, failed.
+func (r *GeneratorResult) Counts() (upgraded, unchanged, failed int) {
+	for _, s := range r.Shards {
+		switch {
+		case s.Error != "":
+			failed++
+		case s.Upgraded:
+			upgraded++
+		default:
+			unchanged++
+		}
+	}
+	return
+}
+
+// GeneratorError lists the shards whose generator could not be upgraded;
+// the others were.
+type GeneratorError struct {
+	Total  int
+	Failed []GeneratorUpgrade
+}
+
+func (e *GeneratorError) Error() string {
+	msg := fmt.Sprintf("generator upgrade: %d of %d shards failed", len(e.Failed), e.Total)
+	for i, f := range e.Failed {
+		if i == 3 {
+			return msg + fmt.Sprintf("; and %d more", len(e.Failed)-3)
+		}
+		msg += fmt.Sprintf("; shard %d on %s: %s", f.ID, f.Host, f.Error)
+	}
+	return msg
+}
+
+// UpgradeGenerators re-installs this release's generator (sql.Render with
+// the catalog's variant and layout) in every shard whose installed marker
+// differs: an older generator version, or another variant (Instagram's).
+// The counter is never reset: in one transaction per shard, writes to the
+// tables whose id columns default to the shard's next_id() are locked out,
+// the highest id stored there is read, the generator is re-installed and
+// the counter is carried past that id (next_id_advance), so every id after
+// the upgrade is greater than every id before. Ids stored in columns
+// without such a DEFAULT are not seen.
+//
+// A generator for another shard, epoch or layout is never replaced
+// (ErrForeignGenerator). Shards already current are left alone, so running
+// it again changes nothing. Failed shards are listed in a *GeneratorError
+// returned with the result.
+func UpgradeGenerators(ctx context.Context, cfg *Config, opts GeneratorOptions) (*GeneratorResult, error) {
+	start := time.Now()
+	if err := cfg.ValidateCluster(); err != nil {
+		return nil, err
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = DefaultMigrateWorkers
+	}
+	if opts.LockTimeout <= 0 {
+		opts.LockTimeout = 10 * time.Second
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m, err := readClusterMap(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	shards, err := selectShards(m, opts.Shards)
+	if err != nil {
+		return nil, err
+	}
+	hosts, err := hostsOf(cfg, shards)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		mu       sync.Mutex
+		results  []GeneratorUpgrade
+		progress = hostProgress(shards)
+	)
+	report := func(r GeneratorUpgrade) {
+		mu.Lock()
+		defer mu.Unlock()
+		results = append(results, r)
+		p := progress[r.Host]
+		p.Done++
+		if r.Error != "" {
+			p.Failed++
+			log.Warn("generator upgrade failed", "shard", r.ID, "host", r.Host, "err", r.Error)
+		} else if r.Upgraded {
+			log.Info("generator upgraded", "shard", r.ID, "host", r.Host, "from", r.From, "to", r.To, "max_id", r.MaxID)
+		}
+		if opts.Progress != nil {
+			opts.Progress(*p)
+		}
+	}
+	waiting := func(w LockWait) {
+		if opts.Waiting != nil {
+			mu.Lock()
+			defer mu.Unlock()
+			opts.Waiting(w)
+		}
+	}
+	eachShard(ctx, hosts, shards, opts.Workers, func(host string, sh ShardInfo, conn func() (*pgx.Conn, error)) {
+		r := GeneratorUpgrade{ID: sh.ID, Host: host}
+		c, err := conn()
+		if err == nil {
+			err = upgradeGenerator(ctx, c, m, sh, opts, waiting, &r)
+		}
+		if err != nil {
+			r.Error = err.Error()
+		}
+		report(r)
+	})
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(results, func(a, b GeneratorUpgrade) int { return a.ID - b.ID })
+	res := &GeneratorResult{Shards: results, Elapsed: time.Since(start)}
+	gerr := &GeneratorError{Total: len(results)}
+	for _, r := range results {
+		if r.Error != "" {
+			gerr.Failed = append(gerr.Failed, r)
+		}
+	}
+	if len(gerr.Failed) > 0 {
+		return res, gerr
+	}
+	return res, nil
+}
+
+// upgradeGenerator upgrades one shard's generator under the shard's
+// migration lock, filling r.
+func upgradeGenerator(ctx context.Context, conn *pgx.Conn, m *Map, sh ShardInfo, opts GeneratorOptions, waiting func(LockWait), r *GeneratorUpgrade) error {
+	unlock, err := lockShard(ctx, conn, r.Host, sh.ID, waiting)
+	if err != nil {
+		return fmt.Errorf("lock: %w", err)
+	}
+	defer unlock()
+
+	p := generatorParams(m, sh.ID)
+	want, err := shsql.Marker(p)
+	if err != nil {
+		return err
+	}
+	r.To = want
+	fn := pgx.Identifier{sh.Schema, shsql.FunctionName}.Sanitize() + "()"
+	var found bool
+	if err := conn.QueryRow(ctx, `SELECT to_regprocedure($1) IS NOT NULL, coalesce(pg_catalog.obj_description(to_regprocedure($1), 'pg_proc'), '')`,
+		fn).Scan(&found, &r.From); err != nil {
+		return err
+	}
+	if !found {
+		return fmt.Errorf("%w: no %s", ErrNoGenerator, fn)
+	}
+	if r.From == want {
+		return nil
+	}
+	have, _, err := shsql.ParseMarker(r.From)
+	if err != nil {
+		return fmt.Errorf("%w: %s has no shardid marker (%q)", ErrForeignGenerator, fn, r.From)
+	}
+	wantP, _, _ := shsql.ParseMarker(want)
+	if have.Shard != wantP.Shard || have.Epoch != wantP.Epoch || have.TimeBits != wantP.TimeBits || have.ShardBits != wantP.ShardBits || have.SeqBits != wantP.SeqBits {
+		return fmt.Errorf("%w: installed %q, the catalog expects %q: shard, epoch and layout must not change (run shardid verify)", ErrForeignGenerator, r.From, want)
+	}
+	ddl, err := shsql.Render(p)
+	if err != nil {
+		return err
+	}
+	if opts.DryRun {
+		r.Upgraded = true
+		return nil
+	}
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = %d`, opts.LockTimeout.Milliseconds())); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT c.oid::regclass::text, pg_catalog.quote_ident(a.attname)
+			FROM pg_catalog.pg_depend d
+			JOIN pg_catalog.pg_attrdef ad ON ad.oid = d.objid
+			JOIN pg_catalog.pg_class c ON c.oid = ad.adrelid
+			JOIN pg_catalog.pg_attribute a ON a.attrelid = ad.adrelid AND a.attnum = ad.adnum AND NOT a.attisdropped
+			WHERE d.classid = 'pg_catalog.pg_attrdef'::regclass AND d.refclassid = 'pg_catalog.pg_proc'::regclass
+			  AND d.refobjid = $1::text::regprocedure
+			ORDER BY 1, 2`, fn)
+		if err != nil {
+			return err
+		}
+		type column struct{ table, name string }
+		cols, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (column, error) {
+			var c column
+			return c, row.Scan(&c.table, &c.name)
+		})
+		if err != nil {
+			return err
+		}
+		tables := []string{}
+		for _, c := range cols {
+			if !slices.Contains(tables, c.table) {
+				tables = append(tables, c.table)
+			}
+			r.Columns = append(r.Columns, c.table+"."+c.name)
+		}
+		if len(tables) > 0 {
+			// EXCLUSIVE: reads go on, writes wait, so no id is taken from the
+			// old generator between reading the maximum and advancing.
+			if _, err := tx.Exec(ctx, `LOCK TABLE `+strings.Join(tables, ", ")+` IN EXCLUSIVE MODE`); err != nil {
+				return fmt.Errorf("lock the tables using %s: %w", fn, err)
+			}
+		}
+		for _, c := range cols {
+			var mx *int64
+			if err := tx.QueryRow(ctx, fmt.Sprintf(`SELECT max(%s)::bigint FROM %s`, c.name, c.table)).Scan(&mx); err != nil {
+				return fmt.Errorf("max(%s) of %s: %w", c.name, c.table, err)
+			}
+			if mx != nil && *mx > r.MaxID {
+				r.MaxID = *mx
+			}
+		}
+		if _, err := tx.Exec(ctx, ddl, pgx.QueryExecModeSimpleProtocol); err != nil {
+			return fmt.Errorf("install generator: %w", err)
+		}
+		if r.MaxID > 0 && p.Variant != shsql.Instagram {
+			advance := pgx.Identifier{sh.Schema, "next_id_advance"}.Sanitize()
+			if _, err := tx.Exec(ctx, `SELECT `+advance+`($1)`, r.MaxID); err != nil {
+				return fmt.Errorf("carry the counter past %d: %w", r.MaxID, err)
+			}
+		}
+		return nil
+	})
+	r.Upgraded = err == nil
+	return err
+}
