@@ -195,21 +195,21 @@ func (s *MigrationSet) strictTemplates(data map[string]any) ([][2]*template.Temp
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMigrationSet, err)
+		return nil, err
 	}
 	out := make([][2]*template.Template, len(s.names))
 	for i, name := range s.names {
 		body, err := fs.ReadFile(s.fsys, name)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrMigrationSet, err)
+			return nil, err
 		}
 		up, down, hasDown := strings.Cut(string(body), ternSeparator)
 		if out[i][0], err = root.New(filepath.Base(name) + " up").Parse(strings.TrimSpace(up)); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrMigrationSet, err)
+			return nil, err
 		}
 		if hasDown {
 			if out[i][1], err = root.New(filepath.Base(name) + " down").Parse(strings.TrimSpace(down)); err != nil {
-				return nil, fmt.Errorf("%w: %v", ErrMigrationSet, err)
+				return nil, err
 			}
 		}
 	}

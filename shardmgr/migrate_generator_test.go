@@ -1,0 +1,149 @@
+package shardmgr
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	shsql "github.com/shardid/shardid/sql"
+	"github.com/stretchr/testify/require"
+)
+
+// futureID is an id of shard made at now+ahead, sequence seq: stored ids
+// can be ahead of the clock (bursts, a clock that stepped back), and an
+// upgrade must still never hand out an id at or below them.
+func futureID(shard int, ahead time.Duration, seq int64) int64 {
+	ms := time.Now().Add(ahead).UnixMilli() - shsql.DefaultEpoch
+	return ms<<(shsql.DefaultShardBits+shsql.DefaultSeqBits) | int64(shard)<<shsql.DefaultSeqBits | seq
+}
+
+func insertLikes(t testing.TB, p *pgxpool.Pool, schema string, n int) []int64 {
+	t.Helper()
+	rows, err := p.Query(ctx(t), fmt.Sprintf(`INSERT INTO %s.likes (user_id, post_id) SELECT 1, g FROM generate_series(1, %d) g RETURNING id`, schema, n))
+	require.NoError(t, err)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	require.NoError(t, err)
+	return ids
+}
+
+func maxID(t testing.TB, p *pgxpool.Pool, table string) int64 {
+	t.Helper()
+	var mx int64
+	require.NoError(t, p.QueryRow(ctx(t), `SELECT max(id) FROM `+table).Scan(&mx))
+	return mx
+}
+
+func marker(t testing.TB, p *pgxpool.Pool, schema string) string {
+	t.Helper()
+	var m string
+	require.NoError(t, p.QueryRow(ctx(t), `SELECT coalesce(obj_description(($1 || '.next_id()')::regprocedure, 'pg_proc'), '')`, schema).Scan(&m))
+	return m
+}
+
+func TestUpgradeGenerators(t *testing.T) {
+	t.Parallel()
+	cfg := initCluster(t, 6)
+	m := clusterMap(t, cfg)
+	_, err := Migrate(ctx(t), cfg, sampleSet(t), MigrateOptions{})
+	require.NoError(t, err)
+	want := func(id int) string {
+		s, err := shsql.Marker(generatorParams(m, id))
+		require.NoError(t, err)
+		return s
+	}
+
+	// Nothing to do on a fresh cluster.
+	res, err := UpgradeGenerators(ctx(t), cfg, GeneratorOptions{})
+	require.NoError(t, err)
+	up, unchanged, failed := res.Counts()
+	require.Equal(t, [3]int{0, 6, 0}, [3]int{up, unchanged, failed})
+
+	// Shard 1 runs Instagram's function (as a cluster made before shardid
+	// would), shard 2 an older release's marker; both hold ids ahead of
+	// the clock.
+	p1, p2 := shardPool(t, cfg, m, 1), shardPool(t, cfg, m, 2)
+	insta := generatorParams(m, 1)
+	insta.Variant = shsql.Instagram
+	ddl, err := shsql.Render(insta)
+	require.NoError(t, err)
+	_, err = p1.Exec(ctx(t), `DROP FUNCTION shard_0001.next_id() CASCADE`)
+	require.NoError(t, err)
+	_, err = p1.Exec(ctx(t), ddl, pgx.QueryExecModeSimpleProtocol)
+	require.NoError(t, err)
+	_, err = p1.Exec(ctx(t), `ALTER TABLE shard_0001.likes ALTER COLUMN id SET DEFAULT shard_0001.next_id()`)
+	require.NoError(t, err)
+	insertLikes(t, p1, "shard_0001", 500)
+	_, err = p1.Exec(ctx(t), `INSERT INTO shard_0001.likes (id, user_id, post_id) VALUES ($1, 1, 1)`, futureID(1, time.Minute, 1023))
+	require.NoError(t, err)
+	old1 := marker(t, p1, "shard_0001")
+	require.Contains(t, old1, "variant=instagram")
+
+	old2 := want(2)
+	old2 = "shardid generator v0" + old2[len("shardid generator v1"):]
+	_, err = p2.Exec(ctx(t), fmt.Sprintf(`COMMENT ON FUNCTION shard_0002.next_id() IS '%s'`, old2))
+	require.NoError(t, err)
+	insertLikes(t, p2, "shard_0002", 500)
+	_, err = p2.Exec(ctx(t), `INSERT INTO shard_0002.likes (id, user_id, post_id) VALUES ($1, 1, 1)`, futureID(2, 2*time.Minute, 7))
+	require.NoError(t, err)
+	before1, before2 := maxID(t, p1, "shard_0001.likes"), maxID(t, p2, "shard_0002.likes")
+
+	// A dry run changes nothing.
+	res, err = UpgradeGenerators(ctx(t), cfg, GeneratorOptions{DryRun: true})
+	require.NoError(t, err)
+	up, _, _ = res.Counts()
+	require.Equal(t, 2, up)
+	require.Equal(t, old1, marker(t, p1, "shard_0001"))
+
+	res, err = UpgradeGenerators(ctx(t), cfg, GeneratorOptions{})
+	require.NoError(t, err)
+	up, unchanged, failed = res.Counts()
+	require.Equal(t, [3]int{2, 4, 0}, [3]int{up, unchanged, failed})
+	require.Equal(t, GeneratorUpgrade{ID: 1, Host: m.Shards[1].Host, From: old1, To: want(1), Upgraded: true, MaxID: before1,
+		Columns: []string{"shard_0001.likes.id"}}, res.Shards[1])
+	require.Equal(t, before2, res.Shards[2].MaxID)
+	require.Equal(t, want(1), marker(t, p1, "shard_0001"))
+	require.Equal(t, want(2), marker(t, p2, "shard_0002"))
+
+	// Every id after the upgrade is greater than every id before, and
+	// still carries its shard.
+	for _, c := range []struct {
+		p      *pgxpool.Pool
+		schema string
+		shard  int
+		before int64
+	}{{p1, "shard_0001", 1, before1}, {p2, "shard_0002", 2, before2}} {
+		ids := insertLikes(t, c.p, c.schema, 2000)
+		for _, id := range ids {
+			require.Greater(t, id, c.before)
+			require.Equal(t, c.shard, defaultShardOf(id))
+		}
+	}
+
+	// Again: nothing to do; init agrees with the new markers.
+	res, err = UpgradeGenerators(ctx(t), cfg, GeneratorOptions{})
+	require.NoError(t, err)
+	up, _, _ = res.Counts()
+	require.Zero(t, up)
+	_, err = Init(ctx(t), cfg, InitOptions{})
+	require.NoError(t, err)
+
+	// A generator for another epoch is not the same generator: refused.
+	foreign := generatorParams(m, 3)
+	foreign.Epoch = 1
+	fm, err := shsql.Marker(foreign)
+	require.NoError(t, err)
+	p3 := shardPool(t, cfg, m, 3)
+	_, err = p3.Exec(ctx(t), fmt.Sprintf(`COMMENT ON FUNCTION shard_0003.next_id() IS '%s'`, fm))
+	require.NoError(t, err)
+	res, err = UpgradeGenerators(ctx(t), cfg, GeneratorOptions{})
+	var gerr *GeneratorError
+	require.ErrorAs(t, err, &gerr)
+	require.Len(t, gerr.Failed, 1)
+	require.Equal(t, 3, gerr.Failed[0].ID)
+	require.Contains(t, gerr.Failed[0].Error, "shard, epoch and layout must not change")
+	require.Equal(t, fm, marker(t, p3, "shard_0003"))
+	_, _, failed = res.Counts()
+	require.Equal(t, 1, failed)
+}
