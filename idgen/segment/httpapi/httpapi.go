@@ -198,6 +198,11 @@ func (h *Handler) serveIDs(w http.ResponseWriter, r *http.Request, name string) 
 	hdr := w.Header()
 	hdr["Content-Type"] = jsonType
 	hdr["Cache-Control"] = noStore
+	if len(out) >= 2048 {
+		// net/http sets it itself for short bodies; a long one would be
+		// chunked without it.
+		hdr["Content-Length"] = []string{strconv.Itoa(len(out))}
+	}
 	w.WriteHeader(http.StatusOK)
 	w.Write(out)
 	h.served[name].Add(float64(count))
