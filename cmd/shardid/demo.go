@@ -12,23 +12,29 @@ func newDemoCmd() *cobra.Command {
 	var opts demo.Options
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Start local PostgreSQL, install shards, insert from many sessions, check every id, clean up",
-		Long: `The main job on an embedded default: needs no arguments and nothing running.
-It starts a local PostgreSQL server from the system's binaries, installs the
-safe generator in a few logical shards, creates a table whose id column uses it
-as DEFAULT, inserts rows from several concurrent sessions, prints sample ids
-decoded, ids per second and the duplicates found (0), and removes everything.`,
+		Short: "Start three local PostgreSQL hosts, spread 64 shards, insert through the router, verify, clean up",
+		Long: `The shard manager's main job on an embedded default: needs no arguments and
+nothing running. It starts three local PostgreSQL servers from the system's
+binaries (the hosts), writes a cluster file for them, runs init (64 logical
+shards in balanced ranges, a generator in each), creates a table whose id
+column uses the shard's generator as DEFAULT, inserts rows through the router
+from several goroutines, prints sample ids decoded, ids per second and the
+duplicates found (0), runs verify --deep, and removes everything.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if opts.Shards < 0 || opts.Sessions < 0 || opts.Rows < 0 {
-				return usagef("--shards, --sessions and --rows must not be negative")
+			if opts.Hosts < 0 || opts.Shards < 0 || opts.Sessions < 0 || opts.Rows < 0 {
+				return usagef("--hosts, --shards, --sessions and --rows must not be negative")
+			}
+			if opts.Shards > 8192 {
+				return usagef("--shards must be at most 8192")
 			}
 			_, err := demo.Run(cmd.Context(), cmd.OutOrStdout(), opts)
 			return err
 		},
 	}
-	cmd.Flags().IntVar(&opts.Shards, "shards", 4, "logical shards to install")
-	cmd.Flags().IntVar(&opts.Sessions, "sessions", 8, "concurrent sessions inserting")
+	cmd.Flags().IntVar(&opts.Hosts, "hosts", 3, "local PostgreSQL servers to start")
+	cmd.Flags().IntVar(&opts.Shards, "shards", 64, "logical shards to spread over them")
+	cmd.Flags().IntVar(&opts.Sessions, "sessions", 8, "goroutines inserting through the router")
 	cmd.Flags().IntVar(&opts.Rows, "rows", 200_000, "rows to insert in all")
 	return cmd
 }
