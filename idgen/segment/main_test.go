@@ -2,6 +2,7 @@ package segment_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -99,4 +100,23 @@ func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// localSources starts a throwaway PostgreSQL server with n databases for
+// the example, which has no *testing.T; cleanup stops it.
+func localSources(n int) (dsns []string, cleanup func()) {
+	ctx := context.Background()
+	srv, err := localpg.Start(ctx, localpg.Options{})
+	if err != nil {
+		panic(err)
+	}
+	for i := range n {
+		dsn, err := srv.CreateDatabase(ctx, fmt.Sprintf("example_seg%d", i))
+		if err != nil {
+			srv.Stop()
+			panic(err)
+		}
+		dsns = append(dsns, dsn)
+	}
+	return dsns, func() { srv.Stop() }
 }
