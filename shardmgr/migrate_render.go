@@ -83,12 +83,12 @@ func LoadMigrationDir(dir string) (*MigrationSet, error) {
 	st, err := os.Stat(dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%w: %s: directory not found", ErrMigrationSet, dir)
+			return nil, fmt.Errorf("%s: %w: directory not found", dir, ErrMigrationSet)
 		}
 		return nil, fmt.Errorf("%w: %v", ErrMigrationSet, err)
 	}
 	if !st.IsDir() {
-		return nil, fmt.Errorf("%w: %s is not a directory", ErrMigrationSet, dir)
+		return nil, fmt.Errorf("%s: %w: not a directory", dir, ErrMigrationSet)
 	}
 	s, err := LoadMigrationSet(os.DirFS(dir))
 	if err != nil {
@@ -122,6 +122,10 @@ type RenderedMigration struct {
 	// a transaction.
 	UpNoTx, DownNoTx bool
 }
+
+// ShardSchema is the schema shardid init gives logical shard id
+// (shard_0005 for 5); the catalog records it per shard.
+func ShardSchema(id int) string { return shsql.DefaultSchema(id) }
 
 // TemplateData is what a shard's migrations see as template values.
 func TemplateData(shard int, schema string) map[string]any {

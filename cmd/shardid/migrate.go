@@ -1,0 +1,470 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shardid/shardid/shardmgr"
+)
+
+func init() { commands = append(commands, newMigrateCmd) }
+
+func newMigrateCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply the application's migrations to every logical shard on every host",
+		Long: `Migrations are tern files (NNN_name.sql: up SQL, then a line
+"---- create above / drop below ----", then down SQL), written once and rendered
+per shard with the template values {{.schema}} (shard_0005), {{.shard_id}} (5)
+and {{.next_id}} (shard_0005.next_id()):
+
+  CREATE TABLE {{.schema}}.likes (id bigint PRIMARY KEY DEFAULT {{.next_id}}, ...);
+
+Each shard keeps its version in <schema>.schema_version (tern's table, so the
+plain tern CLI agrees) and the last failure in <schema>.schema_version_failure.
+See docs/migrations.md.`,
+		Args: cobra.NoArgs,
+	}
+	cmd.AddCommand(newMigrateRunCmd(shardmgr.Up), newMigrateRunCmd(shardmgr.Down), newMigrateStatusCmd(),
+		newMigrateRenderCmd(), newMigrateGeneratorCmd())
+	return cmd
+}
+
+// migrateDirFlag adds the required --dir flag.
+func migrateDirFlag(cmd *cobra.Command) *string {
+	dir := new(string)
+	cmd.Flags().StringVar(dir, "dir", "", "directory of tern migration files (required)")
+	return dir
+}
+
+// loadMigrationDir loads --dir, a usage error when it is not given.
+func loadMigrationDir(cmd *cobra.Command, dir string) (*shardmgr.MigrationSet, error) {
+	if !cmd.Flags().Changed("dir") || dir == "" {
+		return nil, usagef("--dir is required")
+	}
+	return shardmgr.LoadMigrationDir(dir)
+}
+
+func migrateLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn + 1}))
+}
+
+func newMigrateRunCmd(dir shardmgr.Direction) *cobra.Command {
+	var (
+		to       int
+		workers  int
+		failFast bool
+		asJSON   bool
+	)
+	cmd := &cobra.Command{Args: cobra.NoArgs}
+	if dir == shardmgr.Up {
+		cmd.Use = "up --dir DIR [--to N] [--fail-fast] [--workers N] [--json]"
+		cmd.Short = "Apply migrations to every shard, up to the latest or to version N"
+		cmd.Long = `Brings every logical shard on every host up to version N (default: the latest
+in --dir). Hosts run in parallel, and on each host --workers shards at a time,
+each under a lock of its own: a second run waits shard by shard (and says so)
+instead of interleaving. Each migration runs in one transaction with its
+version update, unless it says "---- tern: disable-tx ----".
+
+A migration that fails rolls back on its shard; the others carry on (with
+--fail-fast, the run stops early). The command then lists every shard that
+stopped, at which version, with the database's error, records the failure
+where 'shardid migrate status' shows it, and exits 1. Running it again after
+the fix finishes the rest. Shards already past N are left alone.`
+	} else {
+		cmd.Use = "down --to N --dir DIR [--fail-fast] [--workers N] [--json]"
+		cmd.Short = "Undo migrations on every shard down to version N"
+		cmd.Long = `Runs the down SQL of every migration above N on every logical shard, newest
+first, with the same locking, transactions and failure handling as up. --to is
+required (0 undoes everything). Shards already at or below N are left alone.`
+	}
+	dirPath := migrateDirFlag(cmd)
+	configPath := addClusterConfigFlag(cmd)
+	cmd.Flags().IntVar(&to, "to", 0, "target version (up: default the latest)")
+	cmd.Flags().IntVar(&workers, "workers", shardmgr.DefaultMigrateWorkers, "connections per host migrating shards in parallel")
+	cmd.Flags().BoolVar(&failFast, "fail-fast", false, "stop at the first failure instead of carrying on with the other shards")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if dir == shardmgr.Down && !cmd.Flags().Changed("to") {
+			return usagef("--to is required for down (0 undoes every migration)")
+		}
+		if to < 0 {
+			return usagef("--to must not be negative")
+		}
+		if workers < 1 {
+			return usagef("--workers must be at least 1")
+		}
+		set, err := loadMigrationDir(cmd, *dirPath)
+		if err != nil {
+			return err
+		}
+		if to > set.Latest() {
+			return usagef("--to %d: %s has %d migrations", to, *dirPath, set.Latest())
+		}
+		cfg, err := loadCluster(*configPath)
+		if err != nil {
+			return err
+		}
+		bars := newHostBars(os.Stderr, "migrate "+string(dir))
+		res, err := shardmgr.Migrate(cmd.Context(), cfg, set, shardmgr.MigrateOptions{
+			Direction: dir, To: to, Workers: workers, FailFast: failFast,
+			Progress: bars.Update, Waiting: bars.Waiting, Logger: migrateLogger(),
+		})
+		bars.Done()
+		var perr *shardmgr.PartialError
+		if err != nil && !errors.As(err, &perr) {
+			return err
+		}
+		if asJSON {
+			if werr := writeJSON(cmd.OutOrStdout(), res); werr != nil {
+				return werr
+			}
+		} else {
+			printMigrateResult(cmd.OutOrStdout(), set, res)
+		}
+		return err
+	}
+	return cmd
+}
+
+func printMigrateResult(w io.Writer, set *shardmgr.MigrationSet, res *shardmgr.MigrateResult) {
+	changed, unchanged, failed, stopped := res.Counts()
+	target := fmt.Sprintf("version %d", res.Target)
+	if name := set.Name(res.Target); name != "" {
+		target += " (" + name + ")"
+	}
+	applied := 0
+	for _, s := range res.Shards {
+		applied += s.Applied
+	}
+	fmt.Fprintf(w, "migrate %s to %s: %d shards in %.2fs\n", res.Direction, target, len(res.Shards), res.Elapsed.Seconds())
+	fmt.Fprintf(w, "  migrated %d (%d migrations run), already there %d, failed %d", changed, applied, unchanged, failed)
+	if stopped > 0 {
+		fmt.Fprintf(w, ", stopped by --fail-fast %d", stopped)
+	}
+	fmt.Fprintln(w)
+	if failed > 0 {
+		fmt.Fprintln(w, "failed:")
+		for _, s := range res.Shards {
+			if s.Err != nil {
+				fmt.Fprintf(w, "  %s\n", s.Err)
+			}
+		}
+	}
+	if stopped > 0 {
+		fmt.Fprintln(w, "stopped by --fail-fast (run up again to finish):")
+		var ids []int
+		for _, s := range res.Shards {
+			if s.Stopped {
+				ids = append(ids, s.ID)
+			}
+		}
+		fmt.Fprintf(w, "  shards %s\n", idRanges(ids))
+	}
+}
+
+func newMigrateStatusCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status --dir DIR [--json]",
+		Short: "Show each shard's version, and which shards are behind or failed",
+		Long: `Reads every shard's version and recorded failure from its host, and compares
+them with the latest migration in --dir. Prints a summary (shards per version,
+which are behind, which failed and why) and each shard's version as runs of
+consecutive shards. --json prints
+{"latest":N,"shards":[{"id":5,"host":"pg1","version":2}]}
+where a shard with a recorded failure also has "failure":{...} and a shard
+whose version could not be read has "version":-1 and "error". Exits 1 when
+some shard could not be read.`,
+		Args: cobra.NoArgs,
+	}
+	dirPath := migrateDirFlag(cmd)
+	configPath := addClusterConfigFlag(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		set, err := loadMigrationDir(cmd, *dirPath)
+		if err != nil {
+			return err
+		}
+		cfg, err := loadCluster(*configPath)
+		if err != nil {
+			return err
+		}
+		st, err := shardmgr.ReadMigrationStatus(cmd.Context(), cfg, set)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			err = writeJSON(cmd.OutOrStdout(), st)
+		} else {
+			printMigrationStatus(cmd.OutOrStdout(), set, st)
+		}
+		if err != nil {
+			return err
+		}
+		if n := len(st.Summary().Unreadable); n > 0 {
+			return fmt.Errorf("migrate status: the version of %d shards could not be read", n)
+		}
+		return nil
+	}
+	return cmd
+}
+
+func printMigrationStatus(w io.Writer, set *shardmgr.MigrationSet, st *shardmgr.MigrationStatus) {
+	sum := st.Summary()
+	hosts := map[string]bool{}
+	for _, s := range st.Shards {
+		hosts[s.Host] = true
+	}
+	latest := fmt.Sprintf("latest version %d", st.Latest)
+	if name := set.Name(st.Latest); name != "" {
+		latest += " (" + name + ")"
+	}
+	fmt.Fprintf(w, "%s; %d shards on %d hosts\n\n", latest, len(st.Shards), len(hosts))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "VERSION\tSHARDS")
+	vs := sum.Versions()
+	for i := len(vs) - 1; i >= 0; i-- {
+		fmt.Fprintf(tw, "%d\t%d\n", vs[i], sum.AtVersion[vs[i]])
+	}
+	if n := len(sum.Unreadable); n > 0 {
+		fmt.Fprintf(tw, "unknown\t%d\n", n)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	if len(sum.Behind) == 0 && len(sum.Failed) == 0 && len(sum.Ahead) == 0 && len(sum.Unreadable) == 0 {
+		fmt.Fprintf(w, "every shard is at version %d\n\n", st.Latest)
+	}
+	if len(sum.Behind) > 0 {
+		fmt.Fprintf(w, "behind (%d): shards %s\n", len(sum.Behind), idRanges(sum.Behind))
+	}
+	if len(sum.Ahead) > 0 {
+		fmt.Fprintf(w, "ahead of --dir (%d): shards %s (is --dir out of date?)\n", len(sum.Ahead), idRanges(sum.Ahead))
+	}
+	if len(sum.Failed) > 0 {
+		fmt.Fprintf(w, "failed (%d):\n", len(sum.Failed))
+		for _, id := range sum.Failed {
+			s := st.Shards[id]
+			f := s.Failure
+			state := f.State
+			if f.Partial {
+				state += ", partly applied (ran without a transaction)"
+			}
+			code := ""
+			if f.SQLState != "" {
+				code = " (SQLSTATE " + f.SQLState + ")"
+			}
+			fmt.Fprintf(w, "  shard %d on %s at version %d: %s (%s) %s %s: %s%s\n", s.ID, s.Host, s.Version, f.Migration, f.Direction,
+				state, f.At.UTC().Format(time.RFC3339), f.Message, code)
+		}
+	}
+	if len(sum.Unreadable) > 0 {
+		fmt.Fprintf(w, "unreadable (%d):\n", len(sum.Unreadable))
+		for _, id := range sum.Unreadable {
+			fmt.Fprintf(w, "  shard %d on %s: %s\n", id, st.Shards[id].Host, st.Shards[id].Error)
+		}
+	}
+	if len(sum.Behind)+len(sum.Failed)+len(sum.Ahead)+len(sum.Unreadable) > 0 {
+		fmt.Fprintln(w)
+	}
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SHARDS\tHOST\tVERSION")
+	key := func(s shardmgr.ShardVersion) string {
+		k := fmt.Sprintf("%s\t%d", s.Host, s.Version)
+		if s.Version < 0 {
+			k = s.Host + "\tunknown"
+		}
+		if s.Failure != nil {
+			k += " (" + s.Failure.State + ")"
+		}
+		return k
+	}
+	for i := 0; i < len(st.Shards); {
+		j := i
+		for j+1 < len(st.Shards) && key(st.Shards[j+1]) == key(st.Shards[i]) && st.Shards[j+1].ID == st.Shards[j].ID+1 {
+			j++
+		}
+		ids := fmt.Sprint(st.Shards[i].ID)
+		if j > i {
+			ids = fmt.Sprintf("%d-%d", st.Shards[i].ID, st.Shards[j].ID)
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", ids, key(st.Shards[i]))
+		i = j + 1
+	}
+	tw.Flush()
+}
+
+// idRanges writes ascending ids as runs: 0-3,7,9-10.
+func idRanges(ids []int) string {
+	var parts []string
+	for i := 0; i < len(ids); {
+		j := i
+		for j+1 < len(ids) && ids[j+1] == ids[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d-%d", ids[i], ids[j]))
+		} else {
+			parts = append(parts, fmt.Sprint(ids[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}
+
+func newMigrateRenderCmd() *cobra.Command {
+	var (
+		shard  int
+		out    string
+		format string
+	)
+	cmd := &cobra.Command{
+		Use:   "render --shard N --dir DIR [--out DIR2] [--format tern|golang-migrate]",
+		Short: "Print or write the SQL one shard would run",
+		Long: `Renders every migration in --dir for logical shard N, as 'migrate up' would run
+it there. Without --out it prints them. With --out it writes files into DIR2:
+--format tern (default) writes NNN_name.sql files the plain tern CLI applies
+(tern migrate --version-table shard_0005.schema_version); --format
+golang-migrate writes NNN_name.up.sql and NNN_name.down.sql for golang-migrate's
+migrate CLI, e.g.
+
+  migrate -path DIR2 -database 'pgx5://user@host/app?x-migrations-table=%22shard_0005%22.%22schema_migrations%22&x-migrations-table-quoted=1' up
+
+Nothing connects to a database: the cluster file gives the number of shards.`,
+		Args: cobra.NoArgs,
+	}
+	dirPath := migrateDirFlag(cmd)
+	configPath := addClusterConfigFlag(cmd)
+	cmd.Flags().IntVar(&shard, "shard", 0, "logical shard id")
+	cmd.Flags().StringVar(&out, "out", "", "write files into this directory instead of printing")
+	cmd.Flags().StringVar(&format, "format", shardmgr.FormatTern, "file format with --out: tern or golang-migrate")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if !cmd.Flags().Changed("shard") {
+			return usagef("--shard is required")
+		}
+		if format != shardmgr.FormatTern && format != shardmgr.FormatGolangMigrate {
+			return usagef("--format %q: want tern or golang-migrate", format)
+		}
+		set, err := loadMigrationDir(cmd, *dirPath)
+		if err != nil {
+			return err
+		}
+		cfg, err := loadCluster(*configPath)
+		if err != nil {
+			return err
+		}
+		if shard < 0 || shard >= cfg.Shards {
+			return fmt.Errorf("%w: %d (the cluster has shards 0..%d)", shardmgr.ErrUnknownShard, shard, cfg.Shards-1)
+		}
+		migs, err := set.Render(shard, shardmgr.ShardSchema(shard))
+		if err != nil {
+			return err
+		}
+		w := cmd.OutOrStdout()
+		if out == "" {
+			for i, m := range migs {
+				if i > 0 {
+					fmt.Fprintln(w)
+				}
+				fmt.Fprintf(w, "-- %s (version %d), up:\n%s\n", m.Name, m.Version, m.Up)
+				if m.Down != "" {
+					fmt.Fprintf(w, "-- %s (version %d), down:\n%s\n", m.Name, m.Version, m.Down)
+				}
+			}
+			return nil
+		}
+		paths, err := shardmgr.WriteRendered(out, format, migs)
+		if err != nil {
+			return err
+		}
+		for _, p := range paths {
+			fmt.Fprintln(w, p)
+		}
+		return nil
+	}
+	return cmd
+}
+
+func newMigrateGeneratorCmd() *cobra.Command {
+	var (
+		workers     int
+		dryRun      bool
+		asJSON      bool
+		lockTimeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "generator [--dry-run] [--workers N] [--json]",
+		Short: "Upgrade the id generator in every shard to this release's, never resetting a counter",
+		Long: `Re-installs this release's generator (the one 'shardid sql function' prints)
+in every shard whose installed version or variant differs, e.g. after
+upgrading shardid, or to replace Instagram's original function. Per shard, in
+one transaction: writes to the tables whose id column defaults to the shard's
+next_id() are held, the highest id stored there is read, the generator is
+replaced and its counter carried past that id, so every id after the upgrade
+is greater than every id before. A generator for another shard, epoch or
+layout is refused. Shards already current are left alone.`,
+		Args: cobra.NoArgs,
+	}
+	configPath := addClusterConfigFlag(cmd)
+	cmd.Flags().IntVar(&workers, "workers", shardmgr.DefaultMigrateWorkers, "connections per host upgrading shards in parallel")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "report what would be upgraded, change nothing")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	cmd.Flags().DurationVar(&lockTimeout, "lock-timeout", 10*time.Second, "longest wait for the write lock on a shard's tables")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if workers < 1 {
+			return usagef("--workers must be at least 1")
+		}
+		if lockTimeout <= 0 {
+			return usagef("--lock-timeout must be positive")
+		}
+		cfg, err := loadCluster(*configPath)
+		if err != nil {
+			return err
+		}
+		bars := newHostBars(os.Stderr, "generator")
+		res, err := shardmgr.UpgradeGenerators(cmd.Context(), cfg, shardmgr.GeneratorOptions{
+			Workers: workers, DryRun: dryRun, LockTimeout: lockTimeout,
+			Progress: bars.Update, Waiting: bars.Waiting, Logger: migrateLogger(),
+		})
+		bars.Done()
+		var gerr *shardmgr.GeneratorError
+		if err != nil && !errors.As(err, &gerr) {
+			return err
+		}
+		w := cmd.OutOrStdout()
+		if asJSON {
+			if werr := writeJSON(w, res); werr != nil {
+				return werr
+			}
+			return err
+		}
+		up, unchanged, failed := res.Counts()
+		verb := "upgraded"
+		if dryRun {
+			verb = "would upgrade"
+		}
+		fmt.Fprintf(w, "generator: %s %d shards, %d already current, %d failed (%.2fs)\n", verb, up, unchanged, failed, res.Elapsed.Seconds())
+		for _, s := range res.Shards {
+			switch {
+			case s.Error != "":
+				fmt.Fprintf(w, "  shard %d on %s: failed: %s\n", s.ID, s.Host, s.Error)
+			case s.Upgraded:
+				fmt.Fprintf(w, "  shard %d on %s: %q -> %q", s.ID, s.Host, s.From, s.To)
+				if s.MaxID > 0 {
+					fmt.Fprintf(w, "; counter carried past %d (%s)", s.MaxID, strings.Join(s.Columns, ", "))
+				}
+				fmt.Fprintln(w)
+			}
+		}
+		return err
+	}
+	return cmd
+}
