@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -69,6 +70,11 @@ func openPool(ctx context.Context, dsn string, maxConns int) (*pgxpool.Pool, err
 	}
 	if maxConns > 0 {
 		cfg.MaxConns = int32(maxConns)
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		// An unreachable host is a finding, not a hang (connect_timeout in
+		// the DSN overrides this).
+		cfg.ConnConfig.ConnectTimeout = 10 * time.Second
 	}
 	return pgxpool.NewWithConfig(ctx, cfg)
 }
