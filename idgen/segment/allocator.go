@@ -185,7 +185,7 @@ func (a *Allocator) load(t *Tag, step int64) (*segment, error) {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(a.ctx, a.opts.callTimeout)
-		seg, err := s.load(ctx, a.opts.prepare, t.name, step, n)
+		seg, err := a.loadFrom(ctx, s, t.name, step)
 		cancel()
 		if err == nil {
 			s.loads.Add(1)
@@ -211,11 +211,11 @@ func (a *Allocator) load(t *Tag, step int64) (*segment, error) {
 	return nil, fmt.Errorf("tag %s: %w: %w", t.name, ErrUnavailable, errors.Join(errs...))
 }
 
-func (s *source) load(ctx context.Context, hook func(context.Context, int) error, tag string, step int64, stride int) (*segment, error) {
-	if err := s.prepare(ctx, hook); err != nil {
+func (a *Allocator) loadFrom(ctx context.Context, s *source, tag string, step int64) (*segment, error) {
+	if err := s.prepare(ctx, a.opts.prepare); err != nil {
 		return nil, err
 	}
-	return s.take(ctx, tag, step, stride)
+	return a.take(ctx, s, tag, step, len(a.sources))
 }
 
 // Tag is one business tag: its current segment, the preloaded next one,

@@ -71,7 +71,8 @@ func TestModuloRuleWithoutGaps(t *testing.T) {
 
 	// One consumer uses each segment up before the next, and segments of one
 	// source are consecutive in its residue class: so what source r handed
-	// out is exactly r+n, r+2n, ... without a gap.
+	// out is a run of its class without a gap (the first row created starts
+	// at r; the others above what that one had reserved).
 	byResidue := make([][]int64, n)
 	for _, id := range ids {
 		byResidue[id%n] = append(byResidue[id%n], id)
@@ -80,7 +81,7 @@ func TestModuloRuleWithoutGaps(t *testing.T) {
 		require.NotEmpty(t, class, "residue %d", r)
 		slices.Sort(class)
 		for k, id := range class {
-			require.Equal(t, int64(r+(k+1)*n), id, "residue %d, position %d", r, k)
+			require.Equal(t, class[0]+int64(k*n), id, "residue %d, position %d", r, k)
 		}
 		max := f.maxID(t, r, "pay")
 		require.Equal(t, int64(r), max%n, "the row stays in its residue class")

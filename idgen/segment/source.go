@@ -8,7 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -22,7 +24,8 @@ const (
 RETURNING max_id`
 	createSQL = `INSERT INTO shardid.segments (tag, max_id, step, stride, residue)
 VALUES ($1, $5, $2, $3, $4) ON CONFLICT (tag) DO NOTHING`
-	layoutSQL = `SELECT stride, residue, fenced FROM shardid.segments WHERE tag = $1`
+	layoutSQL  = `SELECT stride, residue, fenced FROM shardid.segments WHERE tag = $1`
+	highestSQL = `SELECT max_id FROM shardid.segments WHERE tag = $1`
 )
 
 // source is one database handing out the ids congruent to index modulo
@@ -69,13 +72,13 @@ func (s *source) prepare(ctx context.Context, hook func(context.Context, int) er
 }
 
 // take moves the tag's row forward by step ids of this source and returns
-// the new segment.
-func (s *source) take(ctx context.Context, tag string, step int64, stride int) (*segment, error) {
+// the new segment. A missing row is created first (see createRow).
+func (a *Allocator) take(ctx context.Context, s *source, tag string, step int64, stride int) (*segment, error) {
 	var maxID int64
 	err := s.pool.QueryRow(ctx, takeSQL, tag, step, stride, s.index).Scan(&maxID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// First use of the tag here, or a layout mismatch.
-		if _, err := s.pool.Exec(ctx, createSQL, tag, step, stride, s.index, int64(s.index)); err != nil {
+		if err := a.createRow(ctx, s, tag, step, stride); err != nil {
 			return nil, err
 		}
 		err = s.pool.QueryRow(ctx, takeSQL, tag, step, stride, s.index).Scan(&maxID)
@@ -91,6 +94,53 @@ func (s *source) take(ctx context.Context, tag string, step int64, stride int) (
 		return nil, err
 	}
 	return newSegment(maxID-step*int64(stride), int64(stride), step, s.index), nil
+}
+
+// createRow creates the tag's row on s, starting above every id any other
+// source has handed out for the tag: on a fresh tag that changes nothing
+// of substance, and on a source added to a running layout it keeps the
+// new source from handing out ids an old one already did. So it needs
+// every other source to answer; until they do, s cannot serve the tag.
+func (a *Allocator) createRow(ctx context.Context, s *source, tag string, step int64, stride int) error {
+	var floor int64
+	for _, o := range a.sources {
+		if o == s {
+			continue
+		}
+		v, err := highest(ctx, o.pool, tag)
+		if err != nil {
+			return fmt.Errorf("create tag %s here needs the highest id of every other source; %s: %w", tag, o.name, err)
+		}
+		floor = max(floor, v)
+	}
+	start := alignUp(floor, int64(stride), int64(s.index))
+	_, err := s.pool.Exec(ctx, createSQL, tag, step, stride, s.index, start)
+	return err
+}
+
+// highest returns the tag's max_id on a source, 0 when it has no row or
+// no table yet.
+func highest(ctx context.Context, pool *pgxpool.Pool, tag string) (int64, error) {
+	var v int64
+	err := pool.QueryRow(ctx, highestSQL, tag).Scan(&v)
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return 0, nil
+	case errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UndefinedTable:
+		return 0, nil
+	}
+	return v, err
+}
+
+// alignUp returns the smallest v >= floor with v % stride == residue.
+func alignUp(floor, stride, residue int64) int64 {
+	r := ((floor-residue)%stride + stride) % stride
+	v := floor - r
+	if v < floor {
+		v += stride
+	}
+	return v
 }
 
 func (s *source) ping(ctx context.Context, hook func(context.Context, int) error) error {
