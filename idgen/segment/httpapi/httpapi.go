@@ -149,8 +149,10 @@ func (h *Handler) ids(w http.ResponseWriter, r *http.Request, name string) {
 }
 
 func (h *Handler) serveIDs(w http.ResponseWriter, r *http.Request, name string) int {
-	if !allowGet(w, r) {
-		return http.StatusMethodNotAllowed
+	if r.Method != http.MethodGet {
+		// Not even HEAD: it would use up ids nobody sees.
+		w.Header().Set("Allow", "GET")
+		return writeError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed")
 	}
 	if r.ContentLength > maxBody {
 		return writeError(w, http.StatusRequestEntityTooLarge, "the id API takes no request body")
