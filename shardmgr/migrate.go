@@ -751,23 +751,37 @@ func applyStep(ctx context.Context, conn *pgx.Conn, schema string, cur, next int
 			}
 		}
 	}
-	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if !noTx {
-			if _, err := tx.Exec(ctx, sql); err != nil {
-				return err
-			}
-		}
-		// A migration may SET search_path or other settings; the version
-		// update must not depend on them (tern does the same).
-		if _, err := tx.Exec(ctx, `RESET ALL`); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `UPDATE `+vt+` SET version = $1`, next); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, `DELETE FROM `+ft)
+	// A migration may SET search_path or other settings; the version
+	// update must not depend on them (tern resets them too). The finishing
+	// statements travel with COMMIT in one round trip.
+	finish := fmt.Sprintf(`RESET ALL; UPDATE %s SET version = %d; DELETE FROM %s`, vt, next, ft)
+	if noTx {
+		// One simple query is one implicit transaction: atomic.
+		_, err := conn.Exec(ctx, finish)
 		return err
-	})
+	}
+	if _, err := conn.Exec(ctx, `BEGIN`); err != nil {
+		return err
+	}
+	if _, err := conn.Exec(ctx, sql); err != nil {
+		rollback(ctx, conn)
+		return err
+	}
+	if _, err := conn.Exec(ctx, finish+`; COMMIT`); err != nil {
+		rollback(ctx, conn)
+		return err
+	}
+	return nil
+}
+
+// rollback ends a failed transaction on conn, or closes conn when it
+// cannot, so that the connection never carries a transaction on.
+func rollback(ctx context.Context, conn *pgx.Conn) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if _, err := conn.Exec(rctx, `ROLLBACK`); err != nil {
+		conn.Close(rctx)
+	}
 }
 
 // recordFailure writes a shard's failure where MigrationStatus reads it.

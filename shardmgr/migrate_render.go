@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"text/template"
 
 	"github.com/Masterminds/sprig/v3"
@@ -52,6 +53,13 @@ var disableTxRE = regexp.MustCompile(`(?m)^---- tern: disable-tx ----$`)
 type MigrationSet struct {
 	fsys  fs.FS
 	names []string // index = version - 1
+
+	// strict are the templates parsed once with missingkey=error, per
+	// migration up and down; mu guards their execution, since
+	// install_snapshot reads data.
+	mu     sync.Mutex
+	strict [][2]*template.Template
+	data   map[string]any
 }
 
 // LoadMigrationSet reads the migrations held at the root of fsys. It fails
@@ -69,8 +77,11 @@ func LoadMigrationSet(fsys fs.FS) (*MigrationSet, error) {
 		return nil, fmt.Errorf("%w: no migration files (NNN_name.sql)", ErrMigrationSet)
 	}
 	s := &MigrationSet{fsys: fsys, names: names}
-	// Parse errors and most template errors do not depend on the shard:
-	// find them once, here, for shard 0. Render checks each shard again.
+	if s.strict, err = s.strictTemplates(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMigrationSet, err)
+	}
+	// Most template errors do not depend on the shard: find them here,
+	// for shard 0. Render checks each shard again.
 	if err := s.strictCheck(TemplateData(0, shsql.DefaultSchema(0))); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrMigrationSet, err)
 	}
@@ -169,8 +180,8 @@ func (s *MigrationSet) Render(shard int, schema string) ([]RenderedMigration, er
 // strictTemplates parses the files as tern does (sprig functions, shared
 // templates from subfolders, the same template names) but with
 // missingkey=error, which tern does not set. It returns, per migration,
-// the up and down templates; install_snapshot evaluates with data.
-func (s *MigrationSet) strictTemplates(data map[string]any) ([][2]*template.Template, error) {
+// the up and down templates; install_snapshot evaluates with s.data.
+func (s *MigrationSet) strictTemplates() ([][2]*template.Template, error) {
 	root := template.New("main").Option("missingkey=error").Funcs(sprig.TxtFuncMap()).Funcs(template.FuncMap{
 		"install_snapshot": func(name string) (string, error) {
 			sub, err := fs.Sub(s.fsys, "snapshots/"+name)
@@ -181,7 +192,7 @@ func (s *MigrationSet) strictTemplates(data map[string]any) ([][2]*template.Temp
 			if err != nil {
 				return "", err
 			}
-			return cp.Eval(data)
+			return cp.Eval(s.data)
 		},
 	})
 	err := fs.WalkDir(s.fsys, ".", func(p string, d fs.DirEntry, err error) error {
@@ -223,12 +234,11 @@ func (s *MigrationSet) strictTemplates(data map[string]any) ([][2]*template.Temp
 // strictCheck executes every template with data under missingkey=error
 // and discards the output.
 func (s *MigrationSet) strictCheck(data map[string]any) error {
-	tmpls, err := s.strictTemplates(data)
-	if err != nil {
-		return err
-	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.data = data
 	var buf bytes.Buffer
-	for _, pair := range tmpls {
+	for _, pair := range s.strict {
 		for _, t := range pair {
 			if t == nil {
 				continue
