@@ -136,6 +136,10 @@ func (r *Router) Close() {
 func (r *Router) Reload(ctx context.Context) (bool, error) {
 	r.reloadMu.Lock()
 	defer r.reloadMu.Unlock()
+	return r.reload(ctx)
+}
+
+func (r *Router) reload(ctx context.Context) (bool, error) {
 	gen, err := CatalogGeneration(ctx, r.catalog)
 	if err != nil {
 		return false, err
@@ -232,13 +236,20 @@ func (r *Router) refresh(ctx context.Context) error {
 	if r.opts.refresh < 0 {
 		return nil
 	}
-	r.mu.RLock()
-	due := time.Since(r.checked) >= r.opts.refresh
-	r.mu.RUnlock()
-	if !due {
+	due := func() bool {
+		r.mu.RLock()
+		defer r.mu.RUnlock()
+		return time.Since(r.checked) >= r.opts.refresh
+	}
+	if !due() {
 		return nil
 	}
-	_, err := r.Reload(ctx)
+	r.reloadMu.Lock()
+	defer r.reloadMu.Unlock()
+	if !due() { // another caller just checked
+		return nil
+	}
+	_, err := r.reload(ctx)
 	return err
 }
 

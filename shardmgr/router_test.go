@@ -186,3 +186,46 @@ func TestConcurrentInitCreatesOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, rep.OK, "%v", rep.Problems)
 }
+
+func TestRouterConcurrentUseWhileTheMapChanges(t *testing.T) {
+	t.Parallel()
+	cfg := initCluster(t, 6)
+	r, err := Open(ctx(t), cfg, WithRefreshInterval(0))
+	require.NoError(t, err)
+	defer r.Close()
+	catalog := pool(t, cfg.Catalog)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range 6 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				err := r.Tx(context.Background(), (g+i)%6, func(ctx context.Context, tx pgx.Tx, s Shard) error {
+					var id int64
+					return tx.QueryRow(ctx, "SELECT "+s.NextID()).Scan(&id)
+				})
+				if err != nil && !errors.Is(err, ErrShardReadOnly) {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	for i := range 20 {
+		state := StateReadOnly
+		if i%2 == 1 {
+			state = StateActive
+		}
+		_, err := SetShardState(ctx(t), catalog, i%6, state, 0)
+		require.NoError(t, err)
+	}
+	close(stop)
+	wg.Wait()
+	_, _, err = r.Pool(ctx(t), 0) // routes after a refresh
+	require.NoError(t, err)
+	require.EqualValues(t, 21, r.Generation(), "the router follows the catalog")
+}
