@@ -43,7 +43,7 @@ func TestInitAndReinit(t *testing.T) {
 	for _, s := range m.Shards[20:24] {
 		var id int64
 		require.NoError(t, hostPool(t, cfg, s.Host).QueryRow(ctx(t), "SELECT "+s.Schema+".next_id()").Scan(&id))
-		require.Equal(t, s.ID, m.Layout.ShardOf(id))
+		require.Equal(t, s.ID, shardOf(m.Layout, id))
 	}
 
 	// Again: nothing changes.
