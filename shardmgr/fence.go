@@ -1,0 +1,224 @@
+package shardmgr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	shsql "github.com/shardid/shardid/sql"
+)
+
+// A fence makes a copy of a shard refuse writes on its own host, so that an
+// application with a stale map (or none) cannot write to a copy that is
+// moving or has moved. It has two parts, both inside the shard's schema:
+//
+//   - a statement trigger shardid_fence on every table, BEFORE INSERT,
+//     UPDATE, DELETE and TRUNCATE, raising SQLSTATE FenceSQLState. The
+//     router turns that error into ErrShardMoving, so writers see the same
+//     typed refusal whether their map is current or not. Logical
+//     replication's apply workers run with session_replication_role =
+//     replica and do not fire it, so a fenced target still receives the
+//     source's changes; the mover's own COPY sets shardid.fence_bypass.
+//   - on a source, the counter's MAXVALUE lowered to its last value, so
+//     next_id() itself fails there: no id can leave the old copy after its
+//     counter was carried to the new one.
+//
+// A retired copy (renamed shard_NNNN_moved_gG after the flip) keeps its
+// fence; its generator also stops working because its functions name the
+// old schema. The fence keeps honest programs out; a superuser can drop it.
+const (
+	// FenceSQLState is the SQLSTATE a fenced shard's tables raise on a
+	// write.
+	FenceSQLState = "SIDFN"
+	// fenceTrigger names the fence's trigger and trigger function.
+	fenceTrigger = "shardid_fence"
+	// fenceBypass is the setting that lets the mover write to a fenced
+	// target (SET LOCAL in its copy transaction).
+	fenceBypass = "shardid.fence_bypass"
+)
+
+// retiredSchemaRE matches the name a moved shard's old copy is kept under.
+var retiredSchemaRE = regexp.MustCompile(`^shard_[0-9]{4}_moved_g[0-9]+$`)
+
+// RetiredSchema is the name the old copy of a shard is kept under after a
+// move flipped the map at generation gen: shard_0005_moved_g12.
+func RetiredSchema(schema string, gen int64) string { return fmt.Sprintf("%s_moved_g%d", schema, gen) }
+
+// IsRetiredSchema reports whether schema is a moved shard's retired copy.
+func IsRetiredSchema(schema string) bool { return retiredSchemaRE.MatchString(schema) }
+
+// isFenceError reports whether err is a fenced shard refusing a write.
+func isFenceError(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == FenceSQLState
+}
+
+// shardTables lists the tables in schema (ordinary and partitioned),
+// quoted and schema-qualified, in name order.
+func shardTables(ctx context.Context, q Querier, schema string) ([]string, error) {
+	rows, err := q.Query(ctx, `SELECT c.relname FROM pg_catalog.pg_class c
+		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+		ORDER BY c.relname COLLATE "C"`, schema)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// execer is a connection or transaction that runs statements.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Querier
+}
+
+// installFence creates the fence's trigger function in schema and its
+// trigger on every table of schema. It is idempotent.
+func installFence(ctx context.Context, tx execer, schema string) error {
+	fn := pgx.Identifier{schema, fenceTrigger}.Sanitize()
+	if _, err := tx.Exec(ctx, fmt.Sprintf(`CREATE OR REPLACE FUNCTION %s() RETURNS trigger
+LANGUAGE plpgsql AS $shardid$
+BEGIN
+  IF pg_catalog.current_setting('%s', true) = 'on' THEN
+    RETURN NULL;
+  END IF;
+  RAISE EXCEPTION USING ERRCODE = '%s',
+    MESSAGE = pg_catalog.format('shard schema %%s is fenced: the shard is moving or has moved to another host', TG_TABLE_SCHEMA),
+    HINT = 'write through the shard map (shardid router); it names the shard''s current host';
+END
+$shardid$`, fn, fenceBypass, FenceSQLState)); err != nil {
+		return fmt.Errorf("fence %s: %w", schema, err)
+	}
+	tables, err := shardTables(ctx, tx, schema)
+	if err != nil {
+		return fmt.Errorf("fence %s: %w", schema, err)
+	}
+	for _, t := range tables {
+		if _, err := tx.Exec(ctx, fmt.Sprintf(`CREATE OR REPLACE TRIGGER %s BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s
+			FOR EACH STATEMENT EXECUTE FUNCTION %s()`, pgx.Identifier{fenceTrigger}.Sanitize(), pgx.Identifier{schema, t}.Sanitize(), fn)); err != nil {
+			return fmt.Errorf("fence %s.%s: %w", schema, t, err)
+		}
+	}
+	return nil
+}
+
+// removeFence drops the fence's triggers and function from schema. It is
+// idempotent.
+func removeFence(ctx context.Context, tx execer, schema string) error {
+	tables, err := shardTables(ctx, tx, schema)
+	if err != nil {
+		return fmt.Errorf("unfence %s: %w", schema, err)
+	}
+	for _, t := range tables {
+		if _, err := tx.Exec(ctx, fmt.Sprintf(`DROP TRIGGER IF EXISTS %s ON %s`,
+			pgx.Identifier{fenceTrigger}.Sanitize(), pgx.Identifier{schema, t}.Sanitize())); err != nil {
+			return fmt.Errorf("unfence %s.%s: %w", schema, t, err)
+		}
+	}
+	if _, err := tx.Exec(ctx, fmt.Sprintf(`DROP FUNCTION IF EXISTS %s()`, pgx.Identifier{schema, fenceTrigger}.Sanitize())); err != nil {
+		return fmt.Errorf("unfence %s: %w", schema, err)
+	}
+	return nil
+}
+
+// clampCounter stops shard's counter in schema where it stands: under the
+// generator's exclusive lock it draws one value and lowers MAXVALUE to
+// it, so every later nextval fails. It returns that last value.
+func clampCounter(ctx context.Context, tx execer, schema string, shard int) (int64, error) {
+	seq := pgx.Identifier{schema, shsql.CounterName}.Sanitize()
+	if _, err := tx.Exec(ctx, `SELECT pg_catalog.pg_advisory_xact_lock($1, $2)`, int64(shsql.LockClass), int64(shard)); err != nil {
+		return 0, err
+	}
+	var last, maxv int64
+	var called bool
+	if err := tx.QueryRow(ctx, `SELECT last_value, is_called, (SELECT seqmax FROM pg_catalog.pg_sequence WHERE seqrelid = $1::regclass) FROM `+seq, seq).
+		Scan(&last, &called, &maxv); err != nil {
+		return 0, err
+	}
+	if called && last == maxv {
+		return last, nil // already clamped
+	}
+	if err := tx.QueryRow(ctx, `SELECT pg_catalog.nextval($1::regclass)`, seq).Scan(&last); err != nil {
+		return 0, err
+	}
+	if _, err := tx.Exec(ctx, fmt.Sprintf(`ALTER SEQUENCE %s MAXVALUE %d`, seq, last)); err != nil {
+		return 0, err
+	}
+	return last, nil
+}
+
+// unclampCounter gives schema's counter its MAXVALUE back.
+func unclampCounter(ctx context.Context, tx execer, schema string, maxValue int64) error {
+	seq := pgx.Identifier{schema, shsql.CounterName}.Sanitize()
+	_, err := tx.Exec(ctx, fmt.Sprintf(`ALTER SEQUENCE %s MAXVALUE %d`, seq, maxValue))
+	return err
+}
+
+// retiredCopy is a retired schema as a host holds it.
+type retiredCopy struct {
+	shard  int
+	fenced bool // every table carries the fence trigger
+}
+
+// readRetired finds the retired copies of moved shards on a host, and
+// whether each is still fenced.
+func readRetired(ctx context.Context, q Querier) (map[string]retiredCopy, error) {
+	rows, err := q.Query(ctx, `SELECT n.nspname,
+			coalesce(bool_and(EXISTS (SELECT FROM pg_catalog.pg_trigger tg
+				WHERE tg.tgrelid = c.oid AND tg.tgname = $1 AND tg.tgenabled <> 'D')) FILTER (WHERE c.oid IS NOT NULL), true)
+		FROM pg_catalog.pg_namespace n
+		LEFT JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+		WHERE n.nspname ~ '^shard_[0-9]{4}_moved_g[0-9]+$'
+		GROUP BY n.nspname`, fenceTrigger)
+	if err != nil {
+		return nil, fmt.Errorf("read retired copies: %w", err)
+	}
+	out := map[string]retiredCopy{}
+	var name string
+	var fenced bool
+	_, err = pgx.ForEachRow(rows, []any{&name, &fenced}, func() error {
+		var id int
+		fmt.Sscanf(name, "shard_%04d_", &id)
+		out[name] = retiredCopy{shard: id, fenced: fenced}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read retired copies: %w", err)
+	}
+	return out, nil
+}
+
+// withLockRetry runs fn in a transaction on pool with a short lock_timeout,
+// retrying when it times out or is chosen as a deadlock victim: DDL on a
+// busy shard queues behind open transactions, and every writer queues
+// behind it; a short wait retried keeps writers from stalling long.
+func withLockRetry(ctx context.Context, db txBeginner, lockTimeout time.Duration, tries int, fn func(tx pgx.Tx) error) error {
+	var err error
+	for i := range tries {
+		err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = '%dms'`, lockTimeout.Milliseconds())); err != nil {
+				return err
+			}
+			return fn(tx)
+		})
+		var pe *pgconn.PgError
+		if err == nil || !errors.As(err, &pe) || (pe.Code != "55P03" && pe.Code != "40P01") {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(i+1) * 20 * time.Millisecond):
+		}
+	}
+	return err
+}
+
+// txBeginner is a pool or connection that begins transactions.
+type txBeginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
