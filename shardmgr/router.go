@@ -357,7 +357,9 @@ func (r *Router) Acquire(ctx context.Context, id int) (*pgxpool.Conn, Shard, err
 // Tx runs fn in a read-write transaction on the host of shard id and
 // commits when fn returns nil. It refuses a shard that is read-only
 // (ErrShardReadOnly) or moving (ErrShardMoving) with a *ShardError. A
-// state change reaches the router within the refresh interval.
+// state change reaches the router within the refresh interval; until then
+// a write that reaches a fenced copy (see FenceSQLState) is refused with
+// ErrShardMoving too.
 func (r *Router) Tx(ctx context.Context, id int, fn func(ctx context.Context, tx pgx.Tx, s Shard) error) error {
 	return r.tx(ctx, id, true, fn)
 }
@@ -382,6 +384,12 @@ func (r *Router) tx(ctx context.Context, id int, write bool, fn func(ctx context
 		var se *ShardError
 		if errors.As(err, &se) {
 			return err
+		}
+		if write && isFenceError(err) {
+			// The host's copy is fenced (a move is cutting over, or
+			// this router's map is older than the flip): the same
+			// refusal as a map that says moving.
+			return &ShardError{Shard: id, Host: s.Host, Err: fmt.Errorf("%w (%v)", ErrShardMoving, oneLine(err))}
 		}
 		return &ShardError{Shard: id, Host: s.Host, Err: err}
 	}
