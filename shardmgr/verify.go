@@ -217,7 +217,8 @@ type hostScan struct {
 	schemas               map[string]bool   // shard_NNNN schemas
 	generators            map[string]string // schema -> marker
 	sequences             map[string]seqInfo
-	columns               map[string][]idColumn // by generator schema
+	columns               map[string][]idColumn  // by generator schema
+	retired               map[string]retiredCopy // moved shards' old copies, by schema
 	clockOffset           time.Duration
 	clockErr              time.Duration // half the round trip
 }
@@ -373,6 +374,9 @@ func (v *verifier) scanHostObjects(ctx context.Context, hs *hostScan) error {
 	if hs.generators, err = readMarkers(ctx, q); err != nil {
 		return err
 	}
+	if hs.retired, err = readRetired(ctx, q); err != nil {
+		return err
+	}
 
 	hs.sequences = map[string]seqInfo{}
 	rows, err = q.Query(ctx, `SELECT schemaname || '.' || sequencename, cache_size, increment_by, cycle
@@ -491,7 +495,17 @@ func (v *verifier) checkPlacement() {
 				here[id] = true
 			}
 		}
+		for schema, rc := range hs.retired {
+			// A moved shard's old copy, renamed and fenced, is not an
+			// active copy; one whose fence is gone could take writes.
+			if !rc.fenced {
+				v.problem(CheckPlacement, rc.shard, hs.name, "retired copy %s of shard %d is not fenced: it could take writes (drop it: shardid rebalance cleanup --all)", schema, rc.shard)
+			}
+		}
 		for schema, marker := range hs.generators {
+			if _, ok := hs.retired[schema]; ok {
+				continue
+			}
 			if _, isShard := shardOfSchema(schema, ""); isShard {
 				continue
 			}
