@@ -1,0 +1,1232 @@
+package shardmgr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/shardid/shardid/migrations"
+	shsql "github.com/shardid/shardid/sql"
+	"golang.org/x/sync/errgroup"
+)
+
+// DefaultKeep is how long a moved shard's old copy is kept, renamed and
+// fenced, before shardid rebalance cleanup drops it.
+const DefaultKeep = 24 * time.Hour
+
+// ErrMigrationsNeeded: the shard was migrated, so building it on the
+// target needs the migrations directory it was migrated with.
+var ErrMigrationsNeeded = errors.New("the shard is at a migration version above 0: pass the migrations directory (--dir)")
+
+// ErrMoveCheck: the target's copy does not match the source's (row counts,
+// checksums, tables or migration version); nothing was flipped.
+var ErrMoveCheck = errors.New("the copy does not match the source")
+
+// MoveOptions adjust a move. The zero value moves online, keeps the old
+// copy for DefaultKeep, and needs no migrations directory for shards that
+// were never migrated.
+type MoveOptions struct {
+	// Mode is MoveOnline (the zero value) or MoveOffline. A resumed move
+	// keeps the mode it started with.
+	Mode MoveMode
+	// Migrations is the directory of the shard's tern migrations: the
+	// target's schema is built by running them up to the source's version.
+	// Needed when that version is above 0.
+	Migrations *MigrationSet
+	// Keep is how long the source's old copy is kept, renamed
+	// shard_NNNN_moved_gG and fenced, before Cleanup drops it. Zero means
+	// DefaultKeep; negative drops it as soon as the move is done.
+	Keep time.Duration
+	// CatchupLag is the replication lag, in bytes of WAL, under which an
+	// online move cuts over. Zero means 1 MiB.
+	CatchupLag int64
+	// CutoverTimeout bounds the cut-over, while writes are refused: when
+	// the target has not received every change by then, the move gives up,
+	// lifts the fence and leaves the source serving. Zero means 30s.
+	CutoverTimeout time.Duration
+	// LockTimeout bounds each wait for a table lock when the fence goes up
+	// (the attempt is retried). Zero means 1s.
+	LockTimeout time.Duration
+	// ConnInfo returns the libpq connection string the target's server
+	// uses to reach the source host for logical replication. Nil builds one
+	// from the host's DSN in the cluster file (host, port, dbname, user,
+	// password, sslmode).
+	ConnInfo func(source Host) (string, error)
+	// Progress, when set, is called as a move advances. Calls for one move
+	// are serialised; several moves may call it concurrently.
+	Progress func(MoveProgress)
+	// Logger receives a line per phase. Nil discards them.
+	Logger *slog.Logger
+
+	// stopAfter, in tests, stops the move right after it recorded this
+	// phase, as a crash there would.
+	stopAfter Phase
+}
+
+// MoveProgress is where one move stands.
+type MoveProgress struct {
+	ID     int64
+	Shard  int
+	From   string
+	To     string
+	Phase  Phase // the phase being worked towards
+	Tables int   // tables of the shard
+	Synced int   // tables whose initial copy is done (online)
+	Rows   int64 // rows copied or verified so far
+	Bytes  int64 // the shard's size on the source
+	Lag    int64 // replication lag in bytes of WAL (online), -1 when unknown
+}
+
+// MoveResult is what one move did. JSON has the fields below.
+type MoveResult struct {
+	ID    int64    `json:"id"`
+	Shard int      `json:"shard"`
+	From  string   `json:"from"`
+	To    string   `json:"to"`
+	Mode  MoveMode `json:"mode"`
+	Phase Phase    `json:"phase"`
+	Rows  int64    `json:"rows"`
+	Bytes int64    `json:"bytes"`
+	// RefusedMS is how long writes to the shard were refused: from the
+	// catalog marking it moving to the flip, in milliseconds.
+	RefusedMS int64 `json:"refused_ms"`
+	// ElapsedMS is the time this run spent on the move.
+	ElapsedMS int64 `json:"elapsed_ms"`
+	// Generation is the catalog generation of the flip.
+	Generation    int64  `json:"generation"`
+	RetiredSchema string `json:"retired_schema,omitempty"`
+	Error         string `json:"error,omitempty"`
+}
+
+// errStopped is returned by the stopAfter test hook.
+var errStopped = errors.New("stopped after phase (test)")
+
+// mover runs moves of one cluster; it holds the catalog pool and a pool
+// per host.
+type mover struct {
+	cfg     *Config
+	catalog *pgxpool.Pool
+	m       *Map
+	opts    MoveOptions
+	log     *slog.Logger
+
+	mu    sync.Mutex
+	pools map[string]*pgxpool.Pool
+}
+
+// openCatalogForMoves upgrades the catalog (the journal is migration 010)
+// and opens a pool on it.
+func openCatalogForMoves(ctx context.Context, cfg *Config) (*pgxpool.Pool, error) {
+	if err := migrations.Up(ctx, cfg.Catalog, migrations.Catalog); err != nil {
+		return nil, err
+	}
+	pool, err := openPool(ctx, cfg.Catalog, 8)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	return pool, nil
+}
+
+func newMover(ctx context.Context, cfg *Config, opts MoveOptions) (*mover, error) {
+	if opts.Mode == "" {
+		opts.Mode = MoveOnline
+	}
+	if opts.Mode != MoveOnline && opts.Mode != MoveOffline {
+		return nil, fmt.Errorf("move mode %q: want online or offline", opts.Mode)
+	}
+	if opts.Keep == 0 {
+		opts.Keep = DefaultKeep
+	}
+	if opts.CatchupLag <= 0 {
+		opts.CatchupLag = 1 << 20
+	}
+	if opts.CutoverTimeout <= 0 {
+		opts.CutoverTimeout = 30 * time.Second
+	}
+	if opts.LockTimeout <= 0 {
+		opts.LockTimeout = time.Second
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	catalog, err := openCatalogForMoves(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	m, err := ReadMap(ctx, catalog)
+	if err != nil {
+		catalog.Close()
+		return nil, err
+	}
+	return &mover{cfg: cfg, catalog: catalog, m: m, opts: opts, log: log, pools: map[string]*pgxpool.Pool{}}, nil
+}
+
+func (mo *mover) close() {
+	mo.mu.Lock()
+	defer mo.mu.Unlock()
+	for _, p := range mo.pools {
+		p.Close()
+	}
+	mo.catalog.Close()
+}
+
+// pool returns the pool of host name from the cluster file.
+func (mo *mover) pool(ctx context.Context, name string) (*pgxpool.Pool, error) {
+	mo.mu.Lock()
+	defer mo.mu.Unlock()
+	if p, ok := mo.pools[name]; ok {
+		return p, nil
+	}
+	h, ok := mo.cfg.Host(name)
+	if !ok {
+		return nil, fmt.Errorf("host %s: %w (not in the cluster file)", name, ErrUnknownHost)
+	}
+	p, err := openPool(ctx, h.DSN, 8)
+	if err != nil {
+		return nil, fmt.Errorf("host %s: %w", name, err)
+	}
+	mo.pools[name] = p
+	return p, nil
+}
+
+func (mo *mover) ends(ctx context.Context, rec *MoveRecord) (src, dst *pgxpool.Pool, err error) {
+	if src, err = mo.pool(ctx, rec.From); err != nil {
+		return nil, nil, err
+	}
+	if dst, err = mo.pool(ctx, rec.To); err != nil {
+		return nil, nil, err
+	}
+	return src, dst, nil
+}
+
+// MoveShard moves logical shard shard to host to, online unless
+// opts.Mode says offline, and returns what it did. Hosts new in the
+// cluster file are registered first (as shardid init does). A shard with
+// an unfinished move to the same host resumes it; to another host it is
+// ErrMoveOpen.
+//
+// Any failure before the flip leaves the source serving as before (the
+// fence is lifted when the cut-over fails) and the target's copy
+// removable with AbortMove; the journal records the error. After the
+// flip, moving the shard back is a move like any other.
+func MoveShard(ctx context.Context, cfg *Config, shard int, to string, opts MoveOptions) (*MoveResult, error) {
+	if err := cfg.ValidateCluster(); err != nil {
+		return nil, err
+	}
+	h, ok := cfg.Host(to)
+	if !ok {
+		return nil, fmt.Errorf("move shard %d to %s: %w (not in the cluster file %s)", shard, to, ErrUnknownHost, cfg.Path)
+	}
+	if h.Drain {
+		return nil, fmt.Errorf("move shard %d to %s: the host is marked drain in %s", shard, to, cfg.Path)
+	}
+	if shard < 0 || shard >= cfg.Shards {
+		return nil, &ShardError{Shard: shard, Err: ErrUnknownShard}
+	}
+	if _, err := Init(ctx, cfg, InitOptions{}); err != nil {
+		return nil, err
+	}
+	mo, err := newMover(ctx, cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer mo.close()
+	open, err := readMoves(ctx, mo.catalog, `shard = $1 AND phase NOT IN ('cleaned', 'aborted')`, shard)
+	if err != nil {
+		return nil, err
+	}
+	var rec *MoveRecord
+	if len(open) > 0 {
+		rec = open[0]
+		if rec.To != to {
+			return nil, &ShardError{Shard: shard, Err: fmt.Errorf("%w: move %d to %s is in phase %s", ErrMoveOpen, rec.ID, rec.To, rec.Phase)}
+		}
+	} else {
+		from := mo.m.Shards[shard].Host
+		if from == to {
+			return nil, fmt.Errorf("shard %d is already on %s", shard, to)
+		}
+		recs, err := mo.journal(ctx, []PlannedMove{{Shard: shard, From: from, To: to}})
+		if err != nil {
+			return nil, err
+		}
+		rec = recs[0]
+	}
+	return mo.run(ctx, rec)
+}
+
+// journal records planned moves in one catalog transaction, after
+// checking them against the map.
+func (mo *mover) journal(ctx context.Context, moves []PlannedMove) ([]*MoveRecord, error) {
+	var out []*MoveRecord
+	err := pgx.BeginFunc(ctx, mo.catalog, func(tx pgx.Tx) error {
+		out = out[:0]
+		m, err := ReadMap(ctx, tx)
+		if err != nil {
+			return err
+		}
+		for _, pm := range moves {
+			if pm.Shard < 0 || pm.Shard >= len(m.Shards) {
+				return &ShardError{Shard: pm.Shard, Err: ErrUnknownShard}
+			}
+			s := m.Shards[pm.Shard]
+			if s.Host != pm.From {
+				return &ShardError{Shard: pm.Shard, Err: fmt.Errorf("the catalog places it on %s, not %s (plan again)", s.Host, pm.From)}
+			}
+			if s.State != StateActive {
+				return &ShardError{Shard: pm.Shard, Host: s.Host, Err: fmt.Errorf("shard is %s, not active", s.State)}
+			}
+			if _, ok := m.Host(pm.To); !ok {
+				return fmt.Errorf("host %s: %w (run shardid init)", pm.To, ErrUnknownHost)
+			}
+			rec, err := journalMove(ctx, tx, pm.Shard, pm.From, pm.To, mo.opts.Mode, s.Schema, pm.Bytes, mo.opts.Keep)
+			if err != nil {
+				return err
+			}
+			out = append(out, rec)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("journal moves: %w", err)
+	}
+	return out, nil
+}
+
+func (mo *mover) progress(rec *MoveRecord, p MoveProgress) {
+	if mo.opts.Progress == nil {
+		return
+	}
+	p.ID, p.Shard, p.From, p.To = rec.ID, rec.Shard, rec.From, rec.To
+	if p.Bytes == 0 {
+		p.Bytes = rec.Bytes
+	}
+	mo.opts.Progress(p)
+}
+
+// sourceFenced reports whether a move in phase p has the source fenced
+// and the map not yet flipped.
+func sourceFenced(mode MoveMode, p Phase) bool {
+	return p == PhaseFenced || (mode == MoveOffline && (p == PhaseCopy || p == PhaseVerified)) || (mode == MoveOnline && p == PhaseVerified)
+}
+
+// run takes a journaled move from its phase to cleaned.
+func (mo *mover) run(ctx context.Context, rec *MoveRecord) (*MoveResult, error) {
+	start := time.Now()
+	seq := steps(rec.Mode)
+	res := func() *MoveResult {
+		r := &MoveResult{ID: rec.ID, Shard: rec.Shard, From: rec.From, To: rec.To, Mode: rec.Mode, Phase: rec.Phase,
+			Rows: rec.Rows, Bytes: rec.Bytes, ElapsedMS: time.Since(start).Milliseconds(), RetiredSchema: rec.Retired, Error: rec.Error}
+		if rec.refusedMS != nil {
+			r.RefusedMS = *rec.refusedMS
+		}
+		if rec.flipGen != nil {
+			r.Generation = *rec.flipGen
+		}
+		return r
+	}
+	for rec.Phase.Open() {
+		i := slices.Index(seq, rec.Phase)
+		if i < 0 || i+1 >= len(seq) {
+			return res(), fmt.Errorf("move %d: phase %s is not one of a %s move", rec.ID, rec.Phase, rec.Mode)
+		}
+		next := seq[i+1]
+		mo.progress(rec, MoveProgress{Phase: next, Lag: -1})
+		mo.log.Info("move", "id", rec.ID, "shard", rec.Shard, "from", rec.From, "to", rec.To, "phase", next)
+		err := mo.step(ctx, rec, next)
+		if err != nil {
+			err = &ShardError{Shard: rec.Shard, Host: rec.To, Err: fmt.Errorf("move %d (%s -> %s), phase %s: %w", rec.ID, rec.From, rec.To, next, err)}
+			if sourceFenced(rec.Mode, rec.Phase) {
+				// Writes are refused: give the source back rather than
+				// leave the shard unwritable until someone notices.
+				if uerr := mo.unfenceSource(ctx, rec); uerr != nil {
+					err = fmt.Errorf("%w; lifting the fence failed too (run shardid rebalance abort): %v", err, uerr)
+				}
+			}
+			recordError(ctx, mo.catalog, rec, err)
+			return res(), err
+		}
+		if mo.opts.stopAfter != "" && rec.Phase == mo.opts.stopAfter {
+			return res(), errStopped
+		}
+	}
+	mo.log.Info("move done", "id", rec.ID, "shard", rec.Shard, "to", rec.To, "elapsed", time.Since(start))
+	return res(), nil
+}
+
+func (mo *mover) step(ctx context.Context, rec *MoveRecord, next Phase) error {
+	switch next {
+	case PhaseSchema:
+		return mo.buildTarget(ctx, rec)
+	case PhaseCopy:
+		if rec.Mode == MoveOnline {
+			return mo.startReplication(ctx, rec)
+		}
+		return mo.copyOffline(ctx, rec)
+	case PhaseCatchup:
+		return mo.catchUp(ctx, rec)
+	case PhaseFenced:
+		return mo.fence(ctx, rec)
+	case PhaseVerified:
+		return mo.verifyCopy(ctx, rec)
+	case PhaseFlipped:
+		return mo.flip(ctx, rec)
+	case PhaseCleaned:
+		return mo.cleanup(ctx, rec)
+	}
+	return fmt.Errorf("no step leads to phase %s", next)
+}
+
+// incomingComment marks a target schema as this move's, so that a resumed
+// or aborted move only ever touches its own copy.
+func incomingComment(rec *MoveRecord) string {
+	return fmt.Sprintf("shardid: incoming copy of shard %d, move %d from %s", rec.Shard, rec.ID, rec.From)
+}
+
+// dataTables are the shard's tables that hold application rows: all but
+// the migration bookkeeping.
+func dataTables(ctx context.Context, q Querier, schema string) ([]string, error) {
+	all, err := shardTables(ctx, q, schema)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(all, func(t string) bool { return t == VersionTable || t == FailureTable }), nil
+}
+
+// buildTarget creates the shard's schema on the target: generator,
+// migrations up to the source's version, the same tables, empty and
+// fenced. It is idempotent for this move's own copy.
+func (mo *mover) buildTarget(ctx context.Context, rec *MoveRecord) error {
+	src, dst, err := mo.ends(ctx, rec)
+	if err != nil {
+		return err
+	}
+	schema := rec.Schema
+	if mo.m.Variant != shsql.Safe {
+		return fmt.Errorf("moves carry the safe generator's counter; the cluster uses %q (run shardid migrate generator)", mo.m.Variant)
+	}
+	var srcHas bool
+	if err := src.QueryRow(ctx, `SELECT to_regnamespace($1) IS NOT NULL`, pgx.Identifier{schema}.Sanitize()).Scan(&srcHas); err != nil {
+		return fmt.Errorf("source %s: %w", rec.From, err)
+	}
+	if !srcHas {
+		return fmt.Errorf("source %s: %w: no schema %s", rec.From, ErrShardSchemaMissing, schema)
+	}
+	version, failure, err := ReadShardVersion(ctx, src, schema)
+	if err != nil {
+		return fmt.Errorf("source %s: read migration version: %w", rec.From, err)
+	}
+	if failure != nil {
+		return fmt.Errorf("source %s: a failed migration is recorded at version %d (%s): fix it first (shardid migrate status)", rec.From, failure.Version, failure.Message)
+	}
+	if version > 0 && mo.opts.Migrations == nil {
+		return fmt.Errorf("%w (the shard is at version %d)", ErrMigrationsNeeded, version)
+	}
+	seq := pgx.Identifier{schema, shsql.CounterName}.Sanitize()
+	var counterMax int64
+	if err := src.QueryRow(ctx, `SELECT seqmax FROM pg_catalog.pg_sequence WHERE seqrelid = to_regclass($1)`, seq).Scan(&counterMax); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("source %s: %s is missing (the safe generator's counter)", rec.From, seq)
+		}
+		return fmt.Errorf("source %s: %w", rec.From, err)
+	}
+	if rec.counterMax != nil {
+		counterMax = *rec.counterMax
+	}
+
+	// The target: nothing there, or this move's own copy.
+	var comment *string
+	err = dst.QueryRow(ctx, `SELECT coalesce(obj_description(oid, 'pg_namespace'), '') FROM pg_catalog.pg_namespace WHERE nspname = $1`, schema).Scan(&comment)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("target %s: %w", rec.To, err)
+	}
+	if comment != nil && *comment != incomingComment(rec) {
+		return fmt.Errorf("target %s already holds a schema %s that this move did not make (a stray copy? see shardid verify); drop it or move the shard elsewhere", rec.To, schema)
+	}
+	ddl, err := shsql.Render(generatorParams(mo.m, rec.Shard))
+	if err != nil {
+		return err
+	}
+	err = pgx.BeginFunc(ctx, dst, func(tx pgx.Tx) error {
+		q := pgx.Identifier{schema}.Sanitize()
+		if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+q); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, fmt.Sprintf(`COMMENT ON SCHEMA %s IS %s`, q, quoteLiteral(incomingComment(rec)))); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, ddl, pgx.QueryExecModeSimpleProtocol); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO shardid.local_shards (shard, schema_name, state, generation) VALUES ($1, $2, 'fenced', $3)
+			ON CONFLICT (shard) DO UPDATE SET schema_name = EXCLUDED.schema_name, state = 'fenced', generation = EXCLUDED.generation`,
+			rec.Shard, schema, mo.m.Generation)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("target %s: install the generator: %w", rec.To, err)
+	}
+	if version > 0 {
+		conn, err := dst.Acquire(ctx)
+		if err != nil {
+			return fmt.Errorf("target %s: %w", rec.To, err)
+		}
+		_, err = MigrateShardOn(ctx, conn.Conn(), rec.To, mo.opts.Migrations,
+			ShardInfo{ID: rec.Shard, Schema: schema, Host: rec.To, State: StateMoving}, MigrateOptions{To: version})
+		conn.Release()
+		if err != nil {
+			return fmt.Errorf("target %s: build the schema at version %d: %w", rec.To, version, err)
+		}
+	}
+	got, _, err := ReadShardVersion(ctx, dst, schema)
+	if err != nil {
+		return fmt.Errorf("target %s: %w", rec.To, err)
+	}
+	if got != version {
+		return fmt.Errorf("%w: the target is at migration version %d, the source at %d", ErrMoveCheck, got, version)
+	}
+	srcTables, err := dataTables(ctx, src, schema)
+	if err != nil {
+		return fmt.Errorf("source %s: %w", rec.From, err)
+	}
+	dstTables, err := dataTables(ctx, dst, schema)
+	if err != nil {
+		return fmt.Errorf("target %s: %w", rec.To, err)
+	}
+	if !slices.Equal(srcTables, dstTables) {
+		return fmt.Errorf("%w: the source has tables %v, the migrations made %v on the target (tables made outside the migrations cannot be moved)",
+			ErrMoveCheck, srcTables, dstTables)
+	}
+	if rec.Mode == MoveOnline {
+		rows, err := src.Query(ctx, `SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+			WHERE n.nspname = $1 AND c.relname = ANY($2) AND NOT (c.relreplident = 'f'
+			   OR (c.relreplident = 'd' AND EXISTS (SELECT FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid AND i.indisprimary))
+			   OR (c.relreplident = 'i' AND EXISTS (SELECT FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid AND i.indisreplident)))
+			ORDER BY 1`, schema, srcTables)
+		if err != nil {
+			return fmt.Errorf("source %s: %w", rec.From, err)
+		}
+		noKey, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("source %s: %w", rec.From, err)
+		}
+		if len(noKey) > 0 {
+			return fmt.Errorf("tables without a primary key or replica identity cannot follow changes online: %s (use --mode offline)", strings.Join(noKey, ", "))
+		}
+	}
+	// A migration may have seeded rows: the copy brings the source's.
+	err = pgx.BeginFunc(ctx, dst, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_catalog.set_config($1, 'on', true)`, fenceBypass); err != nil {
+			return err
+		}
+		if len(dstTables) > 0 {
+			names := make([]string, len(dstTables))
+			for i, t := range dstTables {
+				names[i] = pgx.Identifier{schema, t}.Sanitize()
+			}
+			if _, err := tx.Exec(ctx, `TRUNCATE `+strings.Join(names, ", ")); err != nil {
+				return err
+			}
+		}
+		return installFence(ctx, tx, schema)
+	})
+	if err != nil {
+		return fmt.Errorf("target %s: %w", rec.To, err)
+	}
+	sizes, err := shardSize(ctx, src, schema)
+	if err != nil {
+		return fmt.Errorf("source %s: %w", rec.From, err)
+	}
+	rec.Bytes, rec.Version, rec.counterMax = sizes, version, &counterMax
+	return setPhase(ctx, mo.catalog, rec, PhaseSchema, "version = $3, counter_max = coalesce(counter_max, $4), bytes = $5", version, counterMax, sizes)
+}
+
+// shardSize is the total relation size of schema.
+func shardSize(ctx context.Context, q Querier, schema string) (int64, error) {
+	var n int64
+	err := q.QueryRow(ctx, `SELECT coalesce(sum(pg_catalog.pg_total_relation_size(c.oid)), 0)::bigint FROM pg_catalog.pg_class c
+		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind IN ('r', 'm', 'S')`, schema).Scan(&n)
+	return n, err
+}
+
+// startReplication publishes the shard's tables on the source and
+// subscribes the target to them, which copies the rows and then follows
+// every change.
+func (mo *mover) startReplication(ctx context.Context, rec *MoveRecord) error {
+	src, dst, err := mo.ends(ctx, rec)
+	if err != nil {
+		return err
+	}
+	tables, err := dataTables(ctx, src, rec.Schema)
+	if err != nil {
+		return fmt.Errorf("source %s: %w", rec.From, err)
+	}
+	name := pgx.Identifier{rec.replName}.Sanitize()
+	var hasPub bool
+	if err := src.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_catalog.pg_publication WHERE pubname = $1)`, rec.replName).Scan(&hasPub); err != nil {
+		return fmt.Errorf("source %s: %w", rec.From, err)
+	}
+	if !hasPub {
+		sql := `CREATE PUBLICATION ` + name
+		if len(tables) > 0 {
+			names := make([]string, len(tables))
+			for i, t := range tables {
+				names[i] = pgx.Identifier{rec.Schema, t}.Sanitize()
+			}
+			sql += ` FOR TABLE ` + strings.Join(names, ", ")
+		}
+		if _, err := src.Exec(ctx, sql); err != nil {
+			return fmt.Errorf("source %s: create publication: %w", rec.From, err)
+		}
+	}
+	hasSub, err := subscriptionExists(ctx, dst, rec.replName)
+	if err != nil {
+		return fmt.Errorf("target %s: %w", rec.To, err)
+	}
+	if hasSub {
+		return setPhase(ctx, mo.catalog, rec, PhaseCopy, "")
+	}
+	// A slot left by a CREATE SUBSCRIPTION that did not commit.
+	if err := dropSlot(ctx, src, rec.replName); err != nil {
+		return fmt.Errorf("source %s: %w", rec.From, err)
+	}
+	h, _ := mo.cfg.Host(rec.From)
+	conninfo, err := mo.connInfo(h)
+	if err != nil {
+		return fmt.Errorf("source %s: %w", rec.From, err)
+	}
+	if _, err := dst.Exec(ctx, fmt.Sprintf(`CREATE SUBSCRIPTION %s CONNECTION %s PUBLICATION %s WITH (slot_name = %s, create_slot = true, copy_data = true)`,
+		name, quoteLiteral(conninfo), name, quoteLiteral(rec.replName))); err != nil {
+		return fmt.Errorf("target %s: create subscription: %w", rec.To, err)
+	}
+	return setPhase(ctx, mo.catalog, rec, PhaseCopy, "")
+}
+
+func (mo *mover) connInfo(h Host) (string, error) {
+	if mo.opts.ConnInfo != nil {
+		return mo.opts.ConnInfo(h)
+	}
+	return libpqConnInfo(h.DSN)
+}
+
+// libpqConnInfo turns a DSN (URL or keywords, perhaps with pgx-only
+// settings) into a libpq keyword string for CREATE SUBSCRIPTION.
+func libpqConnInfo(dsn string) (string, error) {
+	pc, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		return "", fmt.Errorf("cannot parse DSN: %w", err)
+	}
+	kv := func(k, v string) string {
+		return k + "='" + strings.ReplaceAll(strings.ReplaceAll(v, `\`, `\\`), `'`, `\'`) + "'"
+	}
+	parts := []string{kv("host", pc.Host), kv("port", fmt.Sprint(pc.Port)), kv("dbname", pc.Database), kv("user", pc.User)}
+	if pc.Password != "" {
+		parts = append(parts, kv("password", pc.Password))
+	}
+	mode := "disable"
+	if pc.TLSConfig != nil {
+		mode = "require"
+		for _, f := range pc.Fallbacks {
+			if f.TLSConfig == nil {
+				mode = "prefer"
+			}
+		}
+	}
+	parts = append(parts, kv("sslmode", mode))
+	return strings.Join(parts, " "), nil
+}
+
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+func subscriptionExists(ctx context.Context, q Querier, name string) (bool, error) {
+	var ok bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_catalog.pg_subscription
+		WHERE subname = $1 AND subdbid = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database()))`, name).Scan(&ok)
+	return ok, err
+}
+
+// dropSlot drops replication slot name on the source when it exists,
+// ending the walsender that still holds it.
+func dropSlot(ctx context.Context, q execer, name string) error {
+	for i := 0; ; i++ {
+		var exists, active bool
+		var pid *int32
+		err := q.QueryRow(ctx, `SELECT true, active, active_pid FROM pg_catalog.pg_replication_slots WHERE slot_name = $1`, name).Scan(&exists, &active, &pid)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if active && pid != nil {
+			if i > 50 {
+				return fmt.Errorf("replication slot %s stays in use by process %d", name, *pid)
+			}
+			if i > 10 {
+				_, _ = q.Exec(ctx, `SELECT pg_catalog.pg_terminate_backend($1)`, *pid)
+			}
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		_, err = q.Exec(ctx, `SELECT pg_catalog.pg_drop_replication_slot($1)`, name)
+		var pe *pgconn.PgError
+		if err != nil && errors.As(err, &pe) && (pe.Code == "55006" || pe.Code == "42704") && i <= 50 { // in use, or just gone
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		return err
+	}
+}
+
+// dropSubscription removes the target's subscription without touching
+// the source (its slot is dropped there separately, so that a source that
+// is unreachable does not block the target).
+func dropSubscription(ctx context.Context, q execer, name string) error {
+	ok, err := subscriptionExists(ctx, q, name)
+	if err != nil || !ok {
+		return err
+	}
+	n := pgx.Identifier{name}.Sanitize()
+	for _, sql := range []string{`ALTER SUBSCRIPTION ` + n + ` DISABLE`, `ALTER SUBSCRIPTION ` + n + ` SET (slot_name = NONE)`, `DROP SUBSCRIPTION ` + n} {
+		if _, err := q.Exec(ctx, sql); err != nil {
+			return fmt.Errorf("drop subscription %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// replicationLag is how far the source's WAL is ahead of what the target
+// confirmed, in bytes.
+func replicationLag(ctx context.Context, src Querier, slot string) (int64, error) {
+	var lag *int64
+	err := src.QueryRow(ctx, `SELECT (pg_catalog.pg_current_wal_lsn() - confirmed_flush_lsn)::bigint
+		FROM pg_catalog.pg_replication_slots WHERE slot_name = $1`, slot).Scan(&lag)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("replication slot %s is missing on the source", slot)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if lag == nil {
+		return -1, nil
+	}
+	return *lag, nil
+}
+
+// catchUp waits for the initial copy of every table and for the lag to
+// fall under CatchupLag.
+func (mo *mover) catchUp(ctx context.Context, rec *MoveRecord) error {
+	src, dst, err := mo.ends(ctx, rec)
+	if err != nil {
+		return err
+	}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var tables, ready int
+		var errs int64
+		err := dst.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE r.srsubstate = 'r'),
+				coalesce((SELECT apply_error_count + sync_error_count FROM pg_catalog.pg_stat_subscription_stats st WHERE st.subid = s.oid), 0)
+			FROM pg_catalog.pg_subscription s LEFT JOIN pg_catalog.pg_subscription_rel r ON r.srsubid = s.oid
+			WHERE s.subname = $1 AND s.subdbid = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())
+			GROUP BY s.oid`, rec.replName).Scan(&tables, &ready, &errs)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("target %s: subscription %s is missing", rec.To, rec.replName)
+		}
+		if err != nil {
+			return fmt.Errorf("target %s: %w", rec.To, err)
+		}
+		if errs > 0 {
+			return fmt.Errorf("target %s: logical replication reported %d errors (see the target server's log)", rec.To, errs)
+		}
+		lag, err := replicationLag(ctx, src, rec.replName)
+		if err != nil {
+			return fmt.Errorf("source %s: %w", rec.From, err)
+		}
+		mo.progress(rec, MoveProgress{Phase: PhaseCatchup, Tables: tables, Synced: ready, Lag: lag})
+		if ready == tables && lag >= 0 && lag <= mo.opts.CatchupLag {
+			return setPhase(ctx, mo.catalog, rec, PhaseCatchup, "")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// fence marks the shard moving in the catalog (routers refuse writes) and
+// fences the source (stale writers are refused too, and its counter
+// stops).
+func (mo *mover) fence(ctx context.Context, rec *MoveRecord) error {
+	src, err := mo.pool(ctx, rec.From)
+	if err != nil {
+		return err
+	}
+	_, err = changeCatalog(ctx, mo.catalog, 0, fmt.Sprintf("move %d: shard %d moving %s -> %s", rec.ID, rec.Shard, rec.From, rec.To), func(tx pgx.Tx, gen int64) error {
+		tag, err := tx.Exec(ctx, `UPDATE shardid.shards SET state = 'moving', changed_generation = $3
+			WHERE id = $1 AND host = $2 AND state IN ('active', 'moving')`, rec.Shard, rec.From, gen)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() != 1 {
+			return fmt.Errorf("shard %d is no longer active on %s in the catalog", rec.Shard, rec.From)
+		}
+		_, err = tx.Exec(ctx, `UPDATE shardid.moves SET fenced_at = coalesce(fenced_at, pg_catalog.clock_timestamp()) WHERE id = $1`, rec.ID)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	err = withLockRetry(ctx, src, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
+		if err := installFence(ctx, tx, rec.Schema); err != nil {
+			return err
+		}
+		_, err := clampCounter(ctx, tx, rec.Schema, rec.Shard)
+		return err
+	})
+	if err != nil {
+		// The catalog says moving: the caller lifts that.
+		rec.Phase = PhaseFenced
+		return fmt.Errorf("source %s: %w", rec.From, err)
+	}
+	return setPhase(ctx, mo.catalog, rec, PhaseFenced, "")
+}
+
+// unfenceSource gives a fenced source back: fence down, counter running,
+// the catalog's state active, and the journal at the phase before the
+// fence. The catalog is changed last, so that routers send writes only to
+// a source that takes them.
+func (mo *mover) unfenceSource(ctx context.Context, rec *MoveRecord) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	src, err := mo.pool(ctx, rec.From)
+	if err != nil {
+		return err
+	}
+	if err := mo.unfenceSourceHost(ctx, src, rec); err != nil {
+		return err
+	}
+	back := PhaseCatchup
+	if rec.Mode == MoveOffline {
+		back = PhaseSchema
+	}
+	_, err = changeCatalog(ctx, mo.catalog, 0, fmt.Sprintf("move %d: shard %d back to active on %s", rec.ID, rec.Shard, rec.From), func(tx pgx.Tx, gen int64) error {
+		if _, err := tx.Exec(ctx, `UPDATE shardid.shards SET state = 'active', changed_generation = $3
+			WHERE id = $1 AND host = $2 AND state = 'moving'`, rec.Shard, rec.From, gen); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `UPDATE shardid.moves SET phase = $2, fenced_at = NULL, updated_at = pg_catalog.clock_timestamp() WHERE id = $1`, rec.ID, string(back))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	rec.Phase = back
+	return nil
+}
+
+func (mo *mover) unfenceSourceHost(ctx context.Context, src *pgxpool.Pool, rec *MoveRecord) error {
+	var has bool
+	if err := src.QueryRow(ctx, `SELECT to_regnamespace($1) IS NOT NULL`, pgx.Identifier{rec.Schema}.Sanitize()).Scan(&has); err != nil || !has {
+		return err
+	}
+	return withLockRetry(ctx, src, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
+		if err := removeFence(ctx, tx, rec.Schema); err != nil {
+			return err
+		}
+		if rec.counterMax != nil {
+			return unclampCounter(ctx, tx, rec.Schema, *rec.counterMax)
+		}
+		return nil
+	})
+}
+
+// copyOffline copies every table from the fenced source with COPY, in one
+// transaction on the target.
+func (mo *mover) copyOffline(ctx context.Context, rec *MoveRecord) error {
+	src, dst, err := mo.ends(ctx, rec)
+	if err != nil {
+		return err
+	}
+	tables, err := dataTables(ctx, src, rec.Schema)
+	if err != nil {
+		return fmt.Errorf("source %s: %w", rec.From, err)
+	}
+	var rows int64
+	err = pgx.BeginFunc(ctx, dst, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_catalog.set_config($1, 'on', true)`, fenceBypass); err != nil {
+			return err
+		}
+		for _, t := range tables {
+			qt := pgx.Identifier{rec.Schema, t}.Sanitize()
+			if _, err := tx.Exec(ctx, `TRUNCATE `+qt); err != nil {
+				return err
+			}
+			n, err := copyTable(ctx, src, tx.Conn().PgConn(), rec.Schema, t)
+			if err != nil {
+				return fmt.Errorf("copy %s: %w", qt, err)
+			}
+			rows += n
+			mo.progress(rec, MoveProgress{Phase: PhaseCopy, Tables: len(tables), Rows: rows, Lag: -1})
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("target %s: %w", rec.To, err)
+	}
+	rec.Rows = rows
+	return setPhase(ctx, mo.catalog, rec, PhaseCopy, "rows_copied = $3", rows)
+}
+
+// copyTable streams one table from the source into the target with COPY
+// in binary format, column by name.
+func copyTable(ctx context.Context, src *pgxpool.Pool, dst *pgconn.PgConn, schema, table string) (int64, error) {
+	rows, err := src.Query(ctx, `SELECT pg_catalog.quote_ident(a.attname) FROM pg_catalog.pg_attribute a
+		WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '' ORDER BY a.attnum`,
+		pgx.Identifier{schema, table}.Sanitize())
+	if err != nil {
+		return 0, err
+	}
+	cols, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, err
+	}
+	list := strings.Join(cols, ", ")
+	qt := pgx.Identifier{schema, table}.Sanitize()
+	conn, err := src.Acquire(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Release()
+	pr, pw := io.Pipe()
+	var g errgroup.Group
+	g.Go(func() error {
+		_, err := conn.Conn().PgConn().CopyTo(ctx, pw, fmt.Sprintf(`COPY (SELECT %s FROM ONLY %s) TO STDOUT (FORMAT binary)`, list, qt))
+		pw.CloseWithError(err)
+		return err
+	})
+	tag, err := dst.CopyFrom(ctx, pr, fmt.Sprintf(`COPY %s (%s) FROM STDIN (FORMAT binary)`, qt, list))
+	pr.CloseWithError(err)
+	if gerr := g.Wait(); gerr != nil && err == nil {
+		err = gerr
+	}
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
+}
+
+// verifyCopy makes sure the target has every change (online: the slot
+// confirmed the source's WAL position taken after the fence), carries the
+// counter over and compares row counts and checksums table by table.
+func (mo *mover) verifyCopy(ctx context.Context, rec *MoveRecord) error {
+	src, dst, err := mo.ends(ctx, rec)
+	if err != nil {
+		return err
+	}
+	if rec.Mode == MoveOnline {
+		wctx, cancel := context.WithTimeout(ctx, mo.opts.CutoverTimeout)
+		err := waitConfirmed(wctx, src, rec.replName)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("source %s: wait for the target to confirm every change: %w", rec.From, err)
+		}
+	}
+	if err := mo.carryCounter(ctx, src, dst, rec); err != nil {
+		return err
+	}
+	sv, _, err := ReadShardVersion(ctx, src, rec.Schema)
+	if err != nil {
+		return fmt.Errorf("source %s: %w", rec.From, err)
+	}
+	if sv != rec.Version {
+		return fmt.Errorf("%w: the source was migrated to version %d during the move (the target is at %d)", ErrMoveCheck, sv, rec.Version)
+	}
+	tables, err := dataTables(ctx, src, rec.Schema)
+	if err != nil {
+		return fmt.Errorf("source %s: %w", rec.From, err)
+	}
+	rows, err := compareTables(ctx, src, dst, rec.Schema, tables)
+	if err != nil {
+		return err
+	}
+	rec.Rows = rows
+	mo.progress(rec, MoveProgress{Phase: PhaseVerified, Tables: len(tables), Rows: rows, Lag: 0})
+	return setPhase(ctx, mo.catalog, rec, PhaseVerified, "rows_copied = $3", rows)
+}
+
+// waitConfirmed waits until the slot's confirmed position reaches the
+// source's current WAL position.
+func waitConfirmed(ctx context.Context, src *pgxpool.Pool, slot string) error {
+	var lsn string
+	if err := src.QueryRow(ctx, `SELECT pg_catalog.pg_current_wal_lsn()::text`).Scan(&lsn); err != nil {
+		return err
+	}
+	for {
+		var ok *bool
+		err := src.QueryRow(ctx, `SELECT confirmed_flush_lsn >= $2::pg_lsn FROM pg_catalog.pg_replication_slots WHERE slot_name = $1`, slot, lsn).Scan(&ok)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("replication slot %s is missing", slot)
+		}
+		if err != nil {
+			return err
+		}
+		if ok != nil && *ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the target confirmed less than %s: %w", lsn, ctx.Err())
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+// carryCounter raises the target's counter past the source's last value
+// and every id stored, and its other sequences to the source's, so the
+// target can never repeat an id the source handed out, whatever its clock.
+func (mo *mover) carryCounter(ctx context.Context, src, dst *pgxpool.Pool, rec *MoveRecord) error {
+	seq := pgx.Identifier{rec.Schema, shsql.CounterName}.Sanitize()
+	var last int64
+	if err := src.QueryRow(ctx, `SELECT last_value FROM `+seq).Scan(&last); err != nil {
+		return fmt.Errorf("source %s: read %s: %w", rec.From, seq, err)
+	}
+	floor := idOfCounter(mo.m.Layout, last, rec.Shard)
+	stored, err := maxStoredID(ctx, dst, rec.Schema)
+	if err != nil {
+		return fmt.Errorf("target %s: %w", rec.To, err)
+	}
+	floor = max(floor, stored)
+	var got int64
+	if err := dst.QueryRow(ctx, fmt.Sprintf(`SELECT %s($1)`, pgx.Identifier{rec.Schema, "next_id_advance"}.Sanitize()), floor).Scan(&got); err != nil {
+		return fmt.Errorf("target %s: carry the counter: %w", rec.To, err)
+	}
+	// Other sequences in the schema (bigserial columns): logical
+	// replication does not carry them either.
+	rows, err := src.Query(ctx, `SELECT sequencename, last_value FROM pg_catalog.pg_sequences
+		WHERE schemaname = $1 AND sequencename <> $2 AND last_value IS NOT NULL`, rec.Schema, shsql.CounterName)
+	if err != nil {
+		return fmt.Errorf("source %s: %w", rec.From, err)
+	}
+	type seqVal struct {
+		name string
+		last int64
+	}
+	vals, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (seqVal, error) {
+		var v seqVal
+		return v, r.Scan(&v.name, &v.last)
+	})
+	if err != nil {
+		return fmt.Errorf("source %s: %w", rec.From, err)
+	}
+	for _, v := range vals {
+		q := pgx.Identifier{rec.Schema, v.name}.Sanitize()
+		if _, err := dst.Exec(ctx, fmt.Sprintf(`SELECT pg_catalog.setval(%s, $1) FROM %s WHERE NOT is_called OR last_value < $1`, quoteLiteral(q), q), v.last); err != nil {
+			return fmt.Errorf("target %s: carry %s: %w", rec.To, q, err)
+		}
+	}
+	return nil
+}
+
+// maxStoredID is the largest id in the columns of schema whose DEFAULT is
+// its generator (0 when none).
+func maxStoredID(ctx context.Context, q Querier, schema string) (int64, error) {
+	rows, err := q.Query(ctx, `SELECT c.oid::pg_catalog.regclass::text, pg_catalog.quote_ident(a.attname)
+		FROM pg_catalog.pg_depend d
+		JOIN pg_catalog.pg_attrdef ad ON d.classid = 'pg_catalog.pg_attrdef'::pg_catalog.regclass AND d.objid = ad.oid
+		JOIN pg_catalog.pg_class c ON c.oid = ad.adrelid AND c.relkind = 'r'
+		JOIN pg_catalog.pg_attribute a ON a.attrelid = ad.adrelid AND a.attnum = ad.adnum
+		JOIN pg_catalog.pg_proc p ON d.refclassid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.refobjid = p.oid
+		JOIN pg_catalog.pg_namespace gn ON gn.oid = p.pronamespace
+		WHERE p.proname = 'next_id' AND p.pronargs = 0 AND gn.nspname = $1`, schema)
+	if err != nil {
+		return 0, err
+	}
+	cols, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (idColumn, error) {
+		var c idColumn
+		return c, r.Scan(&c.table, &c.column)
+	})
+	if err != nil {
+		return 0, err
+	}
+	var out int64
+	for _, c := range cols {
+		var m *int64
+		if err := q.QueryRow(ctx, fmt.Sprintf(`SELECT max(%s)::bigint FROM ONLY %s`, c.column, c.table)).Scan(&m); err != nil {
+			return 0, err
+		}
+		if m != nil {
+			out = max(out, *m)
+		}
+	}
+	return out, nil
+}
+
+// tableSum is a table's row count and order-independent checksum.
+type tableSum struct {
+	rows int64
+	sum  string
+}
+
+// checksum reads a table's count and the sum of a 64-bit hash of every
+// row's text, with the settings that shape that text fixed.
+func checksum(ctx context.Context, db *pgxpool.Pool, table string) (tableSum, error) {
+	var s tableSum
+	err := pgx.BeginTxFunc(ctx, db, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL TimeZone = 'UTC'; SET LOCAL DateStyle = 'ISO, MDY'; SET LOCAL IntervalStyle = 'postgres';
+			SET LOCAL extra_float_digits = 1; SET LOCAL bytea_output = 'hex'`); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, fmt.Sprintf(`SELECT count(*), coalesce(sum(pg_catalog.hashtextextended(t::text, 0)::numeric), 0)::text FROM ONLY %s t`, table)).
+			Scan(&s.rows, &s.sum)
+	})
+	return s, err
+}
+
+// compareTables compares every table's count and checksum on both hosts,
+// the hosts and tables in parallel, and returns the rows counted.
+func compareTables(ctx context.Context, src, dst *pgxpool.Pool, schema string, tables []string) (int64, error) {
+	sums := make([][2]tableSum, len(tables))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for i, t := range tables {
+		qt := pgx.Identifier{schema, t}.Sanitize()
+		for side, db := range []*pgxpool.Pool{src, dst} {
+			g.Go(func() error {
+				s, err := checksum(gctx, db, qt)
+				if err != nil {
+					return fmt.Errorf("checksum %s: %w", qt, err)
+				}
+				sums[i][side] = s
+				return nil
+			})
+		}
+	}
+	if err := g.Wait(); err != nil {
+		return 0, err
+	}
+	var rows int64
+	var bad []string
+	for i, t := range tables {
+		s, d := sums[i][0], sums[i][1]
+		if s != d {
+			bad = append(bad, fmt.Sprintf("%s: source %d rows (checksum %s), target %d rows (checksum %s)", t, s.rows, s.sum, d.rows, d.sum))
+		}
+		rows += s.rows
+	}
+	if len(bad) > 0 {
+		return 0, fmt.Errorf("%w: %s", ErrMoveCheck, strings.Join(bad, "; "))
+	}
+	return rows, nil
+}
+
+// flip lifts the target's fence and points the catalog at it; the
+// journal's phase changes in the same catalog transaction.
+func (mo *mover) flip(ctx context.Context, rec *MoveRecord) error {
+	dst, err := mo.pool(ctx, rec.To)
+	if err != nil {
+		return err
+	}
+	err = withLockRetry(ctx, dst, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
+		return removeFence(ctx, tx, rec.Schema)
+	})
+	if err != nil {
+		return fmt.Errorf("target %s: %w", rec.To, err)
+	}
+	var refused int64
+	gen, err := changeCatalog(ctx, mo.catalog, 0, fmt.Sprintf("move %d: shard %d %s -> %s", rec.ID, rec.Shard, rec.From, rec.To), func(tx pgx.Tx, gen int64) error {
+		tag, err := tx.Exec(ctx, `UPDATE shardid.shards SET host = $2, state = 'active', changed_generation = $4
+			WHERE id = $1 AND host = $3 AND state = 'moving'`, rec.Shard, rec.To, rec.From, gen)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() != 1 {
+			return fmt.Errorf("shard %d is no longer moving from %s in the catalog", rec.Shard, rec.From)
+		}
+		return tx.QueryRow(ctx, `UPDATE shardid.moves SET phase = 'flipped', flip_generation = $2, updated_at = pg_catalog.clock_timestamp(),
+				refused_ms = (extract(epoch FROM pg_catalog.clock_timestamp() - fenced_at) * 1000)::bigint
+			WHERE id = $1 AND phase = 'verified' RETURNING refused_ms`, rec.ID, gen).Scan(&refused)
+	})
+	if err != nil {
+		return err
+	}
+	rec.Phase, rec.flipGen, rec.refusedMS = PhaseFlipped, &gen, &refused
+	mo.log.Info("flipped", "id", rec.ID, "shard", rec.Shard, "to", rec.To, "generation", gen, "refused", time.Duration(refused)*time.Millisecond)
+	return nil
+}
+
+// cleanup records the shard as the target's own, removes the replication
+// objects and retires the source's copy: renamed and still fenced, or
+// dropped when it is not to be kept.
+func (mo *mover) cleanup(ctx context.Context, rec *MoveRecord) error {
+	src, dst, err := mo.ends(ctx, rec)
+	if err != nil {
+		return err
+	}
+	gen := *rec.flipGen
+	if _, err := dst.Exec(ctx, `INSERT INTO shardid.local_shards (shard, schema_name, state, generation) VALUES ($1, $2, 'active', $3)
+		ON CONFLICT (shard) DO UPDATE SET schema_name = EXCLUDED.schema_name, state = 'active', generation = EXCLUDED.generation`,
+		rec.Shard, rec.Schema, gen); err != nil {
+		return fmt.Errorf("target %s: %w", rec.To, err)
+	}
+	if _, err := dst.Exec(ctx, fmt.Sprintf(`COMMENT ON SCHEMA %s IS NULL`, pgx.Identifier{rec.Schema}.Sanitize())); err != nil {
+		return fmt.Errorf("target %s: %w", rec.To, err)
+	}
+	if err := dropSubscription(ctx, dst, rec.replName); err != nil {
+		return fmt.Errorf("target %s: %w", rec.To, err)
+	}
+	if err := dropSlot(ctx, src, rec.replName); err != nil {
+		return fmt.Errorf("source %s: %w", rec.From, err)
+	}
+	if _, err := src.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{rec.replName}.Sanitize()); err != nil {
+		return fmt.Errorf("source %s: %w", rec.From, err)
+	}
+	retired := RetiredSchema(rec.Schema, gen)
+	drop := rec.keep < 0
+	err = pgx.BeginFunc(ctx, src, func(tx pgx.Tx) error {
+		var has bool
+		if err := tx.QueryRow(ctx, `SELECT to_regnamespace($1) IS NOT NULL`, pgx.Identifier{rec.Schema}.Sanitize()).Scan(&has); err != nil {
+			return err
+		}
+		if has {
+			if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = 0`); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, fmt.Sprintf(`ALTER SCHEMA %s RENAME TO %s`, pgx.Identifier{rec.Schema}.Sanitize(), pgx.Identifier{retired}.Sanitize())); err != nil {
+				return err
+			}
+		}
+		if drop {
+			if _, err := tx.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{retired}.Sanitize()+` CASCADE`); err != nil {
+				return err
+			}
+		}
+		_, err := tx.Exec(ctx, `DELETE FROM shardid.local_shards WHERE shard = $1 AND schema_name = $2`, rec.Shard, rec.Schema)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("source %s: retire %s: %w", rec.From, rec.Schema, err)
+	}
+	extra := `retired_schema = $3, finished_at = pg_catalog.clock_timestamp(), keep_until = pg_catalog.clock_timestamp() + $4 * interval '1 millisecond'`
+	if drop {
+		extra += `, retired_dropped_at = pg_catalog.clock_timestamp()`
+	}
+	rec.Retired = retired
+	return setPhase(ctx, mo.catalog, rec, PhaseCleaned, extra, retired, max(rec.keep.Milliseconds(), 0))
+}
+
+func isUniqueViolation(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505"
+}

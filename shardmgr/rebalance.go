@@ -1,0 +1,328 @@
+package shardmgr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"golang.org/x/sync/errgroup"
+)
+
+// ApplyOptions adjust Apply. The zero value plans by count and runs one
+// online move at a time.
+type ApplyOptions struct {
+	Plan PlanOptions
+	// Parallel is how many moves run at once. Zero means 1.
+	Parallel int
+	// Move adjusts every move (mode, migrations, keep, progress).
+	Move MoveOptions
+}
+
+// ApplyResult is what Apply did. JSON: {"resumed":N,"moves":[...],"elapsed_ms":N}.
+type ApplyResult struct {
+	// Resumed counts the unfinished moves of an earlier run that this
+	// run finished first.
+	Resumed int `json:"resumed"`
+	// Moves are the moves run, in journal order.
+	Moves     []*MoveResult `json:"moves"`
+	ElapsedMS int64         `json:"elapsed_ms"`
+	// Generation is the catalog's generation at the end.
+	Generation int64 `json:"generation"`
+}
+
+// MovesError lists the moves that failed in a run; the others finished.
+// Unwrap returns their errors.
+type MovesError struct {
+	Failed []error
+}
+
+func (e *MovesError) Error() string {
+	msgs := make([]string, 0, 3)
+	for i, err := range e.Failed {
+		if i == 3 {
+			msgs = append(msgs, fmt.Sprintf("and %d more", len(e.Failed)-3))
+			break
+		}
+		msgs = append(msgs, err.Error())
+	}
+	return fmt.Sprintf("%d moves failed: %s", len(e.Failed), strings.Join(msgs, "; "))
+}
+
+func (e *MovesError) Unwrap() []error { return e.Failed }
+
+// Apply rebalances the cluster of cfg: it registers hosts new in the
+// cluster file (as shardid init does), finishes the moves an interrupted
+// run left in the journal, then plans (PlanRebalance) and runs the plan's
+// moves, opts.Parallel at a time. Each move is journaled before it starts,
+// so running Apply again after an interruption at any phase resumes it.
+// Moves that fail leave their source serving; the others carry on, and
+// Apply returns the result with a *MovesError.
+func Apply(ctx context.Context, cfg *Config, opts ApplyOptions) (*ApplyResult, error) {
+	start := time.Now()
+	if err := cfg.ValidateCluster(); err != nil {
+		return nil, err
+	}
+	if opts.Parallel <= 0 {
+		opts.Parallel = 1
+	}
+	if opts.Plan.By == "" {
+		opts.Plan.By = ByCount
+	}
+	if opts.Plan.By != ByCount && opts.Plan.By != BySize {
+		return nil, fmt.Errorf("plan by %q: want count or size", opts.Plan.By)
+	}
+	if _, err := Init(ctx, cfg, InitOptions{}); err != nil {
+		return nil, err
+	}
+	mo, err := newMover(ctx, cfg, opts.Move)
+	if err != nil {
+		return nil, err
+	}
+	defer mo.close()
+	res := &ApplyResult{Moves: []*MoveResult{}}
+	var failed []error
+
+	open, err := readMoves(ctx, mo.catalog, `phase NOT IN ('cleaned', 'aborted')`)
+	if err != nil {
+		return nil, err
+	}
+	res.Resumed = len(open)
+	out, errs := mo.runAll(ctx, open, opts.Parallel)
+	res.Moves = append(res.Moves, out...)
+	failed = append(failed, errs...)
+
+	if len(failed) == 0 {
+		plan, err := PlanRebalance(ctx, cfg, opts.Plan)
+		if err != nil {
+			return res, err
+		}
+		if len(plan.Moves) > 0 {
+			recs, err := mo.journal(ctx, plan.Moves)
+			if err != nil {
+				return res, err
+			}
+			out, errs := mo.runAll(ctx, recs, opts.Parallel)
+			res.Moves = append(res.Moves, out...)
+			failed = append(failed, errs...)
+		}
+	}
+	res.ElapsedMS = time.Since(start).Milliseconds()
+	if gen, err := CatalogGeneration(ctx, mo.catalog); err == nil {
+		res.Generation = gen
+	}
+	if len(failed) > 0 {
+		return res, &MovesError{Failed: failed}
+	}
+	return res, nil
+}
+
+// runAll runs moves, parallel at a time, and returns their results in
+// the order given with the errors of those that failed.
+func (mo *mover) runAll(ctx context.Context, recs []*MoveRecord, parallel int) ([]*MoveResult, []error) {
+	out := make([]*MoveResult, len(recs))
+	var (
+		mu     sync.Mutex
+		failed []error
+	)
+	var g errgroup.Group
+	g.SetLimit(parallel)
+	for i, rec := range recs {
+		g.Go(func() error {
+			if ctx.Err() != nil {
+				out[i] = &MoveResult{ID: rec.ID, Shard: rec.Shard, From: rec.From, To: rec.To, Mode: rec.Mode, Phase: rec.Phase, Error: ctx.Err().Error()}
+				mu.Lock()
+				failed = append(failed, ctx.Err())
+				mu.Unlock()
+				return nil
+			}
+			r, err := mo.run(ctx, rec)
+			out[i] = r
+			if err != nil {
+				mu.Lock()
+				failed = append(failed, err)
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return out, failed
+}
+
+// AbortResult is what AbortMove rolled back.
+type AbortResult struct {
+	ID    int64  `json:"id"`
+	Shard int    `json:"shard"`
+	From  string `json:"from"`
+	To    string `json:"to"`
+	// Phase is the phase the move had reached.
+	Phase Phase `json:"phase"`
+}
+
+// AbortMove rolls back the unfinished moves of the given shards (nil:
+// every unfinished move): the target's copy, subscription, replication
+// slot and publication are dropped, the source's fence lifted, its
+// counter given back its range, and the catalog's state set back to
+// active. A move that already flipped the map is ErrMoveFlipped; with no
+// unfinished move it is ErrNoMove.
+func AbortMove(ctx context.Context, cfg *Config, shards []int) ([]AbortResult, error) {
+	if err := cfg.ValidateCluster(); err != nil {
+		return nil, err
+	}
+	mo, err := newMover(ctx, cfg, MoveOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer mo.close()
+	open, err := readMoves(ctx, mo.catalog, `phase NOT IN ('cleaned', 'aborted')`)
+	if err != nil {
+		return nil, err
+	}
+	if shards != nil {
+		want := map[int]bool{}
+		for _, s := range shards {
+			want[s] = true
+		}
+		var sel []*MoveRecord
+		for _, rec := range open {
+			if want[rec.Shard] {
+				sel = append(sel, rec)
+				delete(want, rec.Shard)
+			}
+		}
+		if len(want) > 0 {
+			var ids []int
+			for s := range want {
+				ids = append(ids, s)
+			}
+			sort.Ints(ids)
+			return nil, fmt.Errorf("shards %v: %w", ids, ErrNoMove)
+		}
+		open = sel
+	}
+	if len(open) == 0 {
+		return nil, ErrNoMove
+	}
+	out := []AbortResult{}
+	for _, rec := range open {
+		if rec.Phase.flipped() {
+			return out, &ShardError{Shard: rec.Shard, Host: rec.To, Err: fmt.Errorf("move %d: %w", rec.ID, ErrMoveFlipped)}
+		}
+		if err := mo.abort(ctx, rec); err != nil {
+			return out, &ShardError{Shard: rec.Shard, Err: fmt.Errorf("abort move %d (%s -> %s): %w", rec.ID, rec.From, rec.To, err)}
+		}
+		out = append(out, AbortResult{ID: rec.ID, Shard: rec.Shard, From: rec.From, To: rec.To, Phase: rec.Phase})
+	}
+	return out, nil
+}
+
+func (mo *mover) abort(ctx context.Context, rec *MoveRecord) error {
+	src, dst, err := mo.ends(ctx, rec)
+	if err != nil {
+		return err
+	}
+	if err := dropSubscription(ctx, dst, rec.replName); err != nil {
+		return fmt.Errorf("target %s: %w", rec.To, err)
+	}
+	var comment *string
+	err = dst.QueryRow(ctx, `SELECT coalesce(obj_description(oid, 'pg_namespace'), '') FROM pg_catalog.pg_namespace WHERE nspname = $1`, rec.Schema).Scan(&comment)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("target %s: %w", rec.To, err)
+	}
+	err = pgx.BeginFunc(ctx, dst, func(tx pgx.Tx) error {
+		if comment != nil && *comment == incomingComment(rec) {
+			if _, err := tx.Exec(ctx, `DROP SCHEMA `+pgx.Identifier{rec.Schema}.Sanitize()+` CASCADE`); err != nil {
+				return err
+			}
+		}
+		_, err := tx.Exec(ctx, `DELETE FROM shardid.local_shards WHERE shard = $1 AND state = 'fenced'`, rec.Shard)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("target %s: drop the copy: %w", rec.To, err)
+	}
+	if err := dropSlot(ctx, src, rec.replName); err != nil {
+		return fmt.Errorf("source %s: %w", rec.From, err)
+	}
+	if _, err := src.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{rec.replName}.Sanitize()); err != nil {
+		return fmt.Errorf("source %s: %w", rec.From, err)
+	}
+	if err := mo.unfenceSourceHost(ctx, src, rec); err != nil {
+		return fmt.Errorf("source %s: lift the fence: %w", rec.From, err)
+	}
+	_, err = changeCatalog(ctx, mo.catalog, 0, fmt.Sprintf("abort move %d: shard %d stays on %s", rec.ID, rec.Shard, rec.From), func(tx pgx.Tx, gen int64) error {
+		if _, err := tx.Exec(ctx, `UPDATE shardid.shards SET state = 'active', changed_generation = $3
+			WHERE id = $1 AND host = $2 AND state = 'moving'`, rec.Shard, rec.From, gen); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `UPDATE shardid.moves SET phase = 'aborted', finished_at = pg_catalog.clock_timestamp(),
+			updated_at = pg_catalog.clock_timestamp() WHERE id = $1`, rec.ID)
+		return err
+	})
+	return err
+}
+
+// CleanupOptions adjust Cleanup.
+type CleanupOptions struct {
+	// All drops every retired copy, also those still inside their keep
+	// period.
+	All bool
+}
+
+// RetiredCopy is a moved shard's old copy that Cleanup dropped.
+type RetiredCopy struct {
+	MoveID int64  `json:"move"`
+	Shard  int    `json:"shard"`
+	Host   string `json:"host"`
+	Schema string `json:"schema"`
+}
+
+// CleanupResult is what Cleanup did. JSON: {"dropped":[...],"kept":N}.
+type CleanupResult struct {
+	Dropped []RetiredCopy `json:"dropped"`
+	// Kept counts retired copies still inside their keep period.
+	Kept int `json:"kept"`
+}
+
+// Cleanup drops the retired copies (shard_NNNN_moved_gG on the old host)
+// of finished moves whose keep period has passed, or all of them with
+// opts.All.
+func Cleanup(ctx context.Context, cfg *Config, opts CleanupOptions) (*CleanupResult, error) {
+	if err := cfg.ValidateCluster(); err != nil {
+		return nil, err
+	}
+	mo, err := newMover(ctx, cfg, MoveOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer mo.close()
+	recs, err := readMoves(ctx, mo.catalog, `phase = 'cleaned' AND retired_schema IS NOT NULL AND retired_dropped_at IS NULL`)
+	if err != nil {
+		return nil, err
+	}
+	res := &CleanupResult{Dropped: []RetiredCopy{}}
+	now := time.Now()
+	for _, rec := range recs {
+		if !opts.All && rec.keepUntil != nil && rec.keepUntil.After(now) {
+			res.Kept++
+			continue
+		}
+		src, err := mo.pool(ctx, rec.From)
+		if err != nil {
+			return res, err
+		}
+		if _, err := src.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{rec.Retired}.Sanitize()+` CASCADE`); err != nil {
+			return res, fmt.Errorf("host %s: drop %s: %w", rec.From, rec.Retired, err)
+		}
+		if _, err := mo.catalog.Exec(ctx, `UPDATE shardid.moves SET retired_dropped_at = pg_catalog.clock_timestamp() WHERE id = $1`, rec.ID); err != nil {
+			return res, fmt.Errorf("move %d: %w", rec.ID, err)
+		}
+		res.Dropped = append(res.Dropped, RetiredCopy{MoveID: rec.ID, Shard: rec.Shard, Host: rec.From, Schema: rec.Retired})
+	}
+	return res, nil
+}

@@ -1,0 +1,300 @@
+package shardmgr
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"golang.org/x/sync/errgroup"
+)
+
+// PlanBy says what a rebalance evens out.
+type PlanBy string
+
+// What a plan balances.
+const (
+	// ByCount balances the number of shards per host.
+	ByCount PlanBy = "count"
+	// BySize balances the total relation size per host, measured on the
+	// hosts.
+	BySize PlanBy = "size"
+)
+
+// ErrNoTargetHost: every host of the cluster file is draining, so there
+// is nowhere to move shards to.
+var ErrNoTargetHost = errors.New("no host to move shards to (every host is draining)")
+
+// PlanOptions adjust PlanRebalance. The zero value balances counts.
+type PlanOptions struct {
+	By PlanBy
+}
+
+// PlannedMove is one shard to move. JSON: {"shard":N,"from":"pg1","to":"pg4","bytes":N}.
+type PlannedMove struct {
+	Shard int    `json:"shard"`
+	From  string `json:"from"`
+	To    string `json:"to"`
+	// Bytes is the shard's total relation size on its host.
+	Bytes int64 `json:"bytes"`
+}
+
+// HostLoad is what one host holds before or after a plan.
+type HostLoad struct {
+	Host   string
+	Drain  bool
+	Shards int
+	Bytes  int64
+}
+
+// Plan is the outcome of PlanRebalance. JSON: {"moves":[...]}.
+type Plan struct {
+	Moves []PlannedMove `json:"moves"`
+	// By is what the plan balances.
+	By PlanBy `json:"-"`
+	// Generation is the catalog generation the plan was made from.
+	Generation int64 `json:"-"`
+	// Before and After are the hosts' loads, in the cluster file's order.
+	Before, After []HostLoad `json:"-"`
+}
+
+// PlanRebalance computes the moves that balance the cluster of cfg: hosts
+// added to the cluster file take shards, hosts marked drain give all of
+// theirs away. It reads the catalog and measures the shards on their
+// hosts, and changes nothing.
+//
+// By count, it makes the fewest moves that leave every host that is not
+// draining with floor(n/h) or ceil(n/h) shards; hosts that already hold
+// the most keep the larger share, so a host that is balanced gives nothing
+// away. By size, it moves shards from the most loaded host to the least
+// loaded while that brings both closer to the mean, until no host is
+// above the mean by more than half the largest shard. Both are
+// deterministic: ties go to the lower host name and the higher shard id.
+func PlanRebalance(ctx context.Context, cfg *Config, opts PlanOptions) (*Plan, error) {
+	if err := cfg.ValidateCluster(); err != nil {
+		return nil, err
+	}
+	if opts.By == "" {
+		opts.By = ByCount
+	}
+	if opts.By != ByCount && opts.By != BySize {
+		return nil, fmt.Errorf("plan by %q: want count or size", opts.By)
+	}
+	m, err := readClusterMap(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	for _, ch := range m.Hosts {
+		if _, ok := cfg.Host(ch.Name); !ok && len(m.ShardsOn(ch.Name)) > 0 {
+			return nil, fmt.Errorf("%w: host %s holds %d shards in the catalog but is not in the cluster file", ErrClusterMismatch, ch.Name, len(m.ShardsOn(ch.Name)))
+		}
+	}
+	sizes, err := measureShards(ctx, cfg, m)
+	if err != nil {
+		return nil, err
+	}
+	return planMoves(m, cfg.Hosts, sizes, opts.By)
+}
+
+// measureShards reads every shard's total relation size on its host.
+func measureShards(ctx context.Context, cfg *Config, m *Map) ([]int64, error) {
+	sizes := make([]int64, len(m.Shards))
+	g, gctx := errgroup.WithContext(ctx)
+	for _, h := range cfg.Hosts {
+		ids := m.ShardsOn(h.Name)
+		if len(ids) == 0 {
+			continue
+		}
+		g.Go(func() error {
+			pool, err := openPool(gctx, h.DSN, 1)
+			if err != nil {
+				return fmt.Errorf("host %s: %w", h.Name, err)
+			}
+			defer pool.Close()
+			schemas := make([]string, len(ids))
+			for i, id := range ids {
+				schemas[i] = m.Shards[id].Schema
+			}
+			rows, err := pool.Query(gctx, `SELECT n.nspname, coalesce(sum(pg_catalog.pg_total_relation_size(c.oid)), 0)::bigint
+				FROM pg_catalog.pg_namespace n
+				LEFT JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relkind IN ('r', 'm', 'S')
+				WHERE n.nspname = ANY($1) GROUP BY n.nspname`, schemas)
+			if err != nil {
+				return fmt.Errorf("host %s: measure shards: %w", h.Name, err)
+			}
+			bySchema := map[string]int64{}
+			var name string
+			var size int64
+			if _, err := pgx.ForEachRow(rows, []any{&name, &size}, func() error { bySchema[name] = size; return nil }); err != nil {
+				return fmt.Errorf("host %s: measure shards: %w", h.Name, err)
+			}
+			for _, id := range ids {
+				sizes[id] = bySchema[m.Shards[id].Schema]
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return sizes, nil
+}
+
+// planMoves is the planner proper: m places the shards, hosts (the cluster
+// file's) say which hosts exist and drain, sizes are the shards' bytes.
+func planMoves(m *Map, hosts []Host, sizes []int64, by PlanBy) (*Plan, error) {
+	type hostState struct {
+		name   string
+		drain  bool
+		shards []int // ascending
+		bytes  int64
+	}
+	state := map[string]*hostState{}
+	var eligible []*hostState
+	for _, h := range hosts {
+		hs := &hostState{name: h.Name, drain: h.Drain}
+		state[h.Name] = hs
+		if !h.Drain {
+			eligible = append(eligible, hs)
+		}
+	}
+	for _, s := range m.Shards {
+		hs := state[s.Host]
+		if hs == nil {
+			return nil, fmt.Errorf("%w: shard %d is on host %s, which is not in the cluster file", ErrClusterMismatch, s.ID, s.Host)
+		}
+		hs.shards = append(hs.shards, s.ID)
+		hs.bytes += sizes[s.ID]
+	}
+	if len(eligible) == 0 {
+		return nil, ErrNoTargetHost
+	}
+	loads := func() []HostLoad {
+		out := make([]HostLoad, len(hosts))
+		for i, h := range hosts {
+			hs := state[h.Name]
+			out[i] = HostLoad{Host: h.Name, Drain: h.Drain, Shards: len(hs.shards), Bytes: hs.bytes}
+		}
+		return out
+	}
+	plan := &Plan{By: by, Generation: m.Generation, Moves: []PlannedMove{}, Before: loads()}
+	move := func(id int, from, to *hostState) {
+		plan.Moves = append(plan.Moves, PlannedMove{Shard: id, From: from.name, To: to.name, Bytes: sizes[id]})
+		from.shards = slices.DeleteFunc(from.shards, func(s int) bool { return s == id })
+		from.bytes -= sizes[id]
+		to.shards = append(to.shards, id)
+		slices.Sort(to.shards)
+		to.bytes += sizes[id]
+	}
+
+	switch by {
+	case ByCount:
+		n, k := len(m.Shards), len(eligible)
+		base, extra := n/k, n%k
+		// The hosts holding the most keep the larger share.
+		byCount := slices.Clone(eligible)
+		slices.SortStableFunc(byCount, func(a, b *hostState) int {
+			return cmp.Or(cmp.Compare(len(b.shards), len(a.shards)), strings.Compare(a.name, b.name))
+		})
+		quota := map[string]int{}
+		for i, hs := range byCount {
+			quota[hs.name] = base
+			if i < extra {
+				quota[hs.name]++
+			}
+		}
+		// Donors in the file's order give their highest shards first;
+		// receivers in the file's order fill up in turn.
+		var give []struct {
+			id   int
+			from *hostState
+		}
+		for _, h := range hosts {
+			hs := state[h.Name]
+			surplus := len(hs.shards) - quota[h.Name] // quota 0 when draining
+			for i := 0; i < surplus; i++ {
+				give = append(give, struct {
+					id   int
+					from *hostState
+				}{hs.shards[len(hs.shards)-1-i], hs})
+			}
+		}
+		for _, h := range hosts {
+			hs := state[h.Name]
+			for !hs.drain && len(hs.shards) < quota[h.Name] && len(give) > 0 {
+				g := give[0]
+				give = give[1:]
+				move(g.id, g.from, hs)
+			}
+		}
+	case BySize:
+		least := func() *hostState {
+			return slices.MinFunc(eligible, func(a, b *hostState) int {
+				return cmp.Or(cmp.Compare(a.bytes, b.bytes), strings.Compare(a.name, b.name))
+			})
+		}
+		// Draining hosts first: their shards, largest first, each to the
+		// least loaded host.
+		for _, h := range hosts {
+			hs := state[h.Name]
+			if !hs.drain {
+				continue
+			}
+			ids := slices.Clone(hs.shards)
+			slices.SortStableFunc(ids, func(a, b int) int { return cmp.Or(cmp.Compare(sizes[b], sizes[a]), cmp.Compare(b, a)) })
+			for _, id := range ids {
+				move(id, hs, least())
+			}
+		}
+		var total, largest int64
+		for _, hs := range eligible {
+			total += hs.bytes
+		}
+		for _, s := range sizes {
+			largest = max(largest, s)
+		}
+		mean := total / int64(len(eligible))
+		tol := max(largest/2, 1)
+		moved := map[int]bool{}
+		for range len(m.Shards) {
+			most := slices.MaxFunc(eligible, func(a, b *hostState) int {
+				return cmp.Or(cmp.Compare(a.bytes, b.bytes), strings.Compare(b.name, a.name))
+			})
+			to := least()
+			if most.bytes <= mean+tol || most == to {
+				break
+			}
+			want := min(most.bytes-mean, mean-to.bytes)
+			best := -1
+			for _, id := range most.shards {
+				if moved[id] || to.bytes+sizes[id] >= most.bytes {
+					continue
+				}
+				d, bd := abs64(sizes[id]-want), int64(0)
+				if best >= 0 {
+					bd = abs64(sizes[best] - want)
+				}
+				if best < 0 || d < bd || (d == bd && id > best) {
+					best = id
+				}
+			}
+			if best < 0 {
+				break
+			}
+			moved[best] = true
+			move(best, most, to)
+		}
+	}
+	plan.After = loads()
+	return plan, nil
+}
+
+func abs64(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
