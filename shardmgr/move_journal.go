@@ -71,20 +71,20 @@ var ErrNoMove = errors.New("no unfinished move")
 
 // MoveRecord is one row of the move journal.
 type MoveRecord struct {
-	ID       int64    `json:"id"`
-	Shard    int      `json:"shard"`
-	From     string   `json:"from"`
-	To       string   `json:"to"`
-	Mode     MoveMode `json:"mode"`
-	Phase    Phase    `json:"phase"`
-	Schema   string   `json:"schema"`
-	Retired  string   `json:"retired_schema,omitempty"`
-	Version  int      `json:"version"`
-	Bytes    int64    `json:"bytes"`
-	Rows     int64    `json:"rows"`
-	Error    string   `json:"error,omitempty"`
-	Started  time.Time
-	Finished *time.Time `json:"-"`
+	ID       int64      `json:"id"`
+	Shard    int        `json:"shard"`
+	From     string     `json:"from"`
+	To       string     `json:"to"`
+	Mode     MoveMode   `json:"mode"`
+	Phase    Phase      `json:"phase"`
+	Schema   string     `json:"schema"`
+	Retired  string     `json:"retired_schema,omitempty"`
+	Version  int        `json:"version"`
+	Bytes    int64      `json:"bytes"`
+	Rows     int64      `json:"rows"`
+	Error    string     `json:"error,omitempty"`
+	Started  time.Time  `json:"started"`
+	Finished *time.Time `json:"finished,omitempty"`
 
 	replName   string
 	counterMax *int64
@@ -142,7 +142,6 @@ func journalMove(ctx context.Context, tx pgx.Tx, shard int, from, to string, mod
 		return nil, err
 	}
 	var id int64
-	repl := ""
 	err := tx.QueryRow(ctx, `INSERT INTO shardid.moves (shard, from_host, to_host, mode, repl_name, schema_name, bytes, keep_ms)
 		VALUES ($1, $2, $3, $4, 'pending-' || gen_random_uuid(), $5, $6, $7) RETURNING id`,
 		shard, from, to, string(mode), schema, bytes, keep.Milliseconds()).Scan(&id)
@@ -154,7 +153,7 @@ func journalMove(ctx context.Context, tx pgx.Tx, shard int, from, to string, mod
 	}
 	// Replication slots are per server and several clusters (or tests)
 	// may share one: the name carries a random part.
-	repl = fmt.Sprintf("shardid_m%d_%s", id, hex.EncodeToString(b[:]))
+	repl := fmt.Sprintf("shardid_m%d_%s", id, hex.EncodeToString(b[:]))
 	if _, err := tx.Exec(ctx, `UPDATE shardid.moves SET repl_name = $2 WHERE id = $1`, id, repl); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,409 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/shardid/shardid/shardmgr"
+)
+
+func init() { commands = append(commands, newRebalanceCmd) }
+
+func newRebalanceCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "rebalance",
+		Short: "Plan and run shard moves after adding a host to the cluster file or marking one drain",
+		Long: `Add a host to the cluster file (or mark one "drain: true"), then:
+
+  shardid rebalance plan            # the moves, changes nothing
+  shardid rebalance apply           # runs them, online, resumable
+
+Each move builds the shard's schema on the new host (generator, then the
+migrations of --dir up to the shard's version), copies it with logical
+replication while it keeps taking writes, fences it for a short cut-over,
+carries its id counter over, checks row counts and checksums per table and
+flips the map. The old copy is kept renamed and fenced (--keep) until
+'shardid rebalance cleanup'. See docs/rebalance.md.`,
+		Args: cobra.NoArgs,
+	}
+	cmd.AddCommand(newRebalancePlanCmd(), newRebalanceApplyCmd(), newRebalanceStatusCmd(), newRebalanceAbortCmd(), newRebalanceCleanupCmd())
+	return cmd
+}
+
+func parseBy(by string) (shardmgr.PlanBy, error) {
+	switch by {
+	case "count", "size":
+		return shardmgr.PlanBy(by), nil
+	}
+	return "", usagef("--by %q: want count or size", by)
+}
+
+func newRebalancePlanCmd() *cobra.Command {
+	var (
+		by     string
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "plan [--by count|size] [--json]",
+		Short: "Compute the fewest moves that balance the hosts; changes nothing",
+		Long: `Reads the map from the catalog, the hosts (and their drain marks) from the
+cluster file, and each shard's size from its host. --by count (default) evens
+out the number of shards per host; --by size the total relation size. A host
+marked drain gives all its shards away; a host that is balanced gives none.
+The plan is deterministic.
+
+--json prints {"moves":[{"shard":N,"from":"pg1","to":"pg4","bytes":N}]}.`,
+		Args: cobra.NoArgs,
+	}
+	configPath := addClusterConfigFlag(cmd)
+	cmd.Flags().StringVar(&by, "by", "count", "balance shard counts (count) or total relation size (size)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the plan as JSON")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		pb, err := parseBy(by)
+		if err != nil {
+			return err
+		}
+		cfg, err := loadCluster(*configPath)
+		if err != nil {
+			return err
+		}
+		plan, err := shardmgr.PlanRebalance(cmd.Context(), cfg, shardmgr.PlanOptions{By: pb})
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return writeJSON(cmd.OutOrStdout(), plan)
+		}
+		printPlan(cmd.OutOrStdout(), plan)
+		return nil
+	}
+	return cmd
+}
+
+func printPlan(w io.Writer, plan *shardmgr.Plan) {
+	if len(plan.Moves) == 0 {
+		fmt.Fprintf(w, "balanced by %s: nothing to move\n\n", plan.By)
+	} else {
+		fmt.Fprintf(w, "%d moves (by %s, catalog generation %d)\n\n", len(plan.Moves), plan.By, plan.Generation)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "SHARD\tFROM\tTO\tBYTES")
+		for _, m := range plan.Moves {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", m.Shard, m.From, m.To, byteSize(m.Bytes))
+		}
+		tw.Flush()
+		fmt.Fprintln(w)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "HOST\tSHARDS\tBYTES\tAFTER\tBYTES AFTER")
+	for i, b := range plan.Before {
+		a := plan.After[i]
+		name := b.Host
+		if b.Drain {
+			name += " (drain)"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\n", name, b.Shards, byteSize(b.Bytes), a.Shards, byteSize(a.Bytes))
+	}
+	tw.Flush()
+}
+
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// moveFlags are the flags every command that moves shards shares.
+type moveFlags struct {
+	mode string
+	dir  string
+	keep time.Duration
+}
+
+func (f *moveFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.mode, "mode", "online", "online (logical replication, short cut-over) or offline (fence, COPY, flip)")
+	cmd.Flags().StringVar(&f.dir, "dir", "", "directory of the shards' tern migrations (needed when they were migrated)")
+	cmd.Flags().DurationVar(&f.keep, "keep", shardmgr.DefaultKeep, "keep the old copy, renamed and fenced, this long (0: drop it at once)")
+}
+
+func (f *moveFlags) options(cmd *cobra.Command) (shardmgr.MoveOptions, error) {
+	var o shardmgr.MoveOptions
+	switch f.mode {
+	case "online", "offline":
+		o.Mode = shardmgr.MoveMode(f.mode)
+	default:
+		return o, usagef("--mode %q: want online or offline", f.mode)
+	}
+	if f.keep < 0 {
+		return o, usagef("--keep must not be negative")
+	}
+	o.Keep = f.keep
+	if f.keep == 0 {
+		o.Keep = -1
+	}
+	if cmd.Flags().Changed("dir") {
+		set, err := shardmgr.LoadMigrationDir(f.dir)
+		if err != nil {
+			return o, err
+		}
+		o.Migrations = set
+	}
+	return o, nil
+}
+
+// moveProgress prints one line per phase of each move on w when w is a
+// terminal, and the lag or rows while a move copies, at most once a second.
+type moveProgress struct {
+	mu   sync.Mutex
+	w    io.Writer
+	on   bool
+	last map[int64]time.Time
+	seen map[int64]shardmgr.Phase
+}
+
+func newMoveProgress(w io.Writer) *moveProgress {
+	f, ok := w.(*os.File)
+	return &moveProgress{w: w, on: ok && term.IsTerminal(int(f.Fd())), last: map[int64]time.Time{}, seen: map[int64]shardmgr.Phase{}}
+}
+
+func (p *moveProgress) Update(mp shardmgr.MoveProgress) {
+	if !p.on {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.seen[mp.ID] == mp.Phase && time.Since(p.last[mp.ID]) < time.Second {
+		return
+	}
+	p.seen[mp.ID], p.last[mp.ID] = mp.Phase, time.Now()
+	var b strings.Builder
+	fmt.Fprintf(&b, "move %d: shard %d %s -> %s: %s", mp.ID, mp.Shard, mp.From, mp.To, mp.Phase)
+	if mp.Tables > 0 && mp.Phase == shardmgr.PhaseCatchup {
+		fmt.Fprintf(&b, ", %d/%d tables copied", mp.Synced, mp.Tables)
+	}
+	if mp.Rows > 0 {
+		fmt.Fprintf(&b, ", %d rows", mp.Rows)
+	}
+	if mp.Bytes > 0 {
+		fmt.Fprintf(&b, ", %s", byteSize(mp.Bytes))
+	}
+	if mp.Lag >= 0 {
+		fmt.Fprintf(&b, ", lag %s", byteSize(mp.Lag))
+	}
+	fmt.Fprintln(p.w, b.String())
+}
+
+func newRebalanceApplyCmd() *cobra.Command {
+	var (
+		by       string
+		parallel int
+		asJSON   bool
+		mf       moveFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "apply [--by count|size] [--parallel K] [--mode online|offline] [--dir DIR] [--keep DURATION] [--json]",
+		Short: "Run the plan's moves, resuming any an earlier run left unfinished",
+		Long: `Registers hosts new in the cluster file in the catalog (as init does),
+finishes the moves an interrupted run left in the journal, then plans and runs
+the moves, --parallel at a time. Every move is journaled before it starts and
+records each phase it completes, so running apply again after an interruption
+resumes where it stopped. A move that fails before its flip leaves its shard
+serving on its old host; 'shardid rebalance abort' removes its partial copy.
+
+Progress goes to stderr on terminals (per move: phase, rows, bytes, lag); the
+summary to stdout, with --json:
+{"resumed":N,"moves":[{"id":N,"shard":N,"from":"pg1","to":"pg4","mode":"online",
+"phase":"cleaned","rows":N,"bytes":N,"refused_ms":N,"elapsed_ms":N,"generation":N,
+"retired_schema":"shard_0005_moved_g12"}],"elapsed_ms":N,"generation":N}`,
+		Args: cobra.NoArgs,
+	}
+	configPath := addClusterConfigFlag(cmd)
+	cmd.Flags().StringVar(&by, "by", "count", "balance shard counts (count) or total relation size (size)")
+	cmd.Flags().IntVar(&parallel, "parallel", 1, "moves to run at once")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the summary as JSON")
+	mf.add(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		pb, err := parseBy(by)
+		if err != nil {
+			return err
+		}
+		if parallel < 1 {
+			return usagef("--parallel must be at least 1")
+		}
+		mo, err := mf.options(cmd)
+		if err != nil {
+			return err
+		}
+		cfg, err := loadCluster(*configPath)
+		if err != nil {
+			return err
+		}
+		mo.Progress = newMoveProgress(os.Stderr).Update
+		res, err := shardmgr.Apply(cmd.Context(), cfg, shardmgr.ApplyOptions{Plan: shardmgr.PlanOptions{By: pb}, Parallel: parallel, Move: mo})
+		if res != nil {
+			if asJSON {
+				if jerr := writeJSON(cmd.OutOrStdout(), res); jerr != nil && err == nil {
+					err = jerr
+				}
+			} else {
+				printApply(cmd.OutOrStdout(), res)
+			}
+		}
+		return err
+	}
+	return cmd
+}
+
+func printMoves(w io.Writer, moves []*shardmgr.MoveResult) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "MOVE\tSHARD\tFROM\tTO\tMODE\tPHASE\tROWS\tBYTES\tREFUSED\tTIME\tERROR")
+	for _, m := range moves {
+		if m == nil {
+			continue
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", m.ID, m.Shard, m.From, m.To, m.Mode, m.Phase, m.Rows, byteSize(m.Bytes),
+			time.Duration(m.RefusedMS)*time.Millisecond, (time.Duration(m.ElapsedMS) * time.Millisecond).Round(time.Millisecond), m.Error)
+	}
+	tw.Flush()
+}
+
+func printApply(w io.Writer, res *shardmgr.ApplyResult) {
+	if len(res.Moves) == 0 {
+		fmt.Fprintln(w, "balanced: nothing to move")
+		return
+	}
+	printMoves(w, res.Moves)
+	var worst int64
+	for _, m := range res.Moves {
+		if m != nil {
+			worst = max(worst, m.RefusedMS)
+		}
+	}
+	fmt.Fprintf(w, "\n%d moves (%d resumed) in %s, writes refused at most %s per shard; catalog generation %d\n",
+		len(res.Moves), res.Resumed, (time.Duration(res.ElapsedMS) * time.Millisecond).Round(time.Millisecond),
+		time.Duration(worst)*time.Millisecond, res.Generation)
+}
+
+func newRebalanceStatusCmd() *cobra.Command {
+	var all, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status [--all] [--json]",
+		Short: "List unfinished moves from the journal (--all: every move)",
+		Args:  cobra.NoArgs,
+	}
+	configPath := addClusterConfigFlag(cmd)
+	cmd.Flags().BoolVar(&all, "all", false, "list finished and aborted moves too")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the moves as JSON")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := loadCluster(*configPath)
+		if err != nil {
+			return err
+		}
+		recs, err := shardmgr.Moves(cmd.Context(), cfg, all)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return writeJSON(cmd.OutOrStdout(), map[string]any{"moves": recs})
+		}
+		if len(recs) == 0 {
+			fmt.Fprintln(cmd.OutOrStdout(), "no unfinished moves")
+			return nil
+		}
+		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "MOVE\tSHARD\tFROM\tTO\tMODE\tPHASE\tSTARTED\tERROR")
+		for _, r := range recs {
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Shard, r.From, r.To, r.Mode, r.Phase, r.Started.UTC().Format(time.RFC3339), r.Error)
+		}
+		return tw.Flush()
+	}
+	return cmd
+}
+
+func newRebalanceAbortCmd() *cobra.Command {
+	var (
+		shards []int
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "abort [--shard N]... [--json]",
+		Short: "Roll back unfinished moves that have not flipped the map",
+		Long: `Drops the target's partial copy, the subscription, the replication slot
+and the publication, lifts the source's fence and sets the shard active again
+on its old host. Without --shard, every unfinished move. A move that already
+flipped the map cannot be aborted: move the shard back with 'shardid shard move'.
+--json prints {"aborted":[{"id":N,"shard":N,"from":"pg1","to":"pg4","phase":"copy"}]}.`,
+		Args: cobra.NoArgs,
+	}
+	configPath := addClusterConfigFlag(cmd)
+	cmd.Flags().IntSliceVar(&shards, "shard", nil, "abort the move of this shard (repeatable)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print what was rolled back as JSON")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := loadCluster(*configPath)
+		if err != nil {
+			return err
+		}
+		res, err := shardmgr.AbortMove(cmd.Context(), cfg, shards)
+		if asJSON && res != nil {
+			if jerr := writeJSON(cmd.OutOrStdout(), map[string]any{"aborted": res}); jerr != nil && err == nil {
+				err = jerr
+			}
+		} else {
+			for _, a := range res {
+				fmt.Fprintf(cmd.OutOrStdout(), "aborted move %d: shard %d stays on %s (was in phase %s towards %s)\n", a.ID, a.Shard, a.From, a.Phase, a.To)
+			}
+		}
+		return err
+	}
+	return cmd
+}
+
+func newRebalanceCleanupCmd() *cobra.Command {
+	var all, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "cleanup [--all] [--json]",
+		Short: "Drop moved shards' old copies whose keep period has passed (--all: every one)",
+		Long: `A move keeps the shard's old copy on its old host, renamed
+shard_NNNN_moved_gG and fenced, for --keep. cleanup drops those whose time is
+up, or all of them with --all. --json prints
+{"dropped":[{"move":N,"shard":N,"host":"pg1","schema":"shard_0005_moved_g12"}],"kept":N}.`,
+		Args: cobra.NoArgs,
+	}
+	configPath := addClusterConfigFlag(cmd)
+	cmd.Flags().BoolVar(&all, "all", false, "drop every retired copy, also those inside their keep period")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print what was dropped as JSON")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := loadCluster(*configPath)
+		if err != nil {
+			return err
+		}
+		res, err := shardmgr.Cleanup(cmd.Context(), cfg, shardmgr.CleanupOptions{All: all})
+		if res != nil {
+			if asJSON {
+				if jerr := writeJSON(cmd.OutOrStdout(), res); jerr != nil && err == nil {
+					err = jerr
+				}
+			} else {
+				for _, d := range res.Dropped {
+					fmt.Fprintf(cmd.OutOrStdout(), "dropped %s on %s (shard %d, move %d)\n", d.Schema, d.Host, d.Shard, d.MoveID)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%d dropped, %d kept\n", len(res.Dropped), res.Kept)
+			}
+		}
+		return err
+	}
+	return cmd
+}
