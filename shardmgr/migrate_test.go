@@ -614,3 +614,48 @@ func TestMigrateShardOn(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, v)
 }
+
+func TestMigrateUnreachableHostAndMovingShard(t *testing.T) {
+	t.Parallel()
+	cfg := initCluster(t, 6)
+	m := clusterMap(t, cfg)
+	set := sampleSet(t)
+	_, err := SetShardState(ctx(t), pool(t, cfg.Catalog), 1, StateMoving, 0)
+	require.NoError(t, err)
+
+	// pg3 goes away: its shards fail with the connection error, the other
+	// hosts carry on.
+	down := *cfg
+	down.Hosts = append([]Host(nil), cfg.Hosts...)
+	down.Hosts[2].DSN = "postgres://postgres@127.0.0.1:1/nope?sslmode=disable&connect_timeout=2"
+	res, err := Migrate(ctx(t), &down, set, MigrateOptions{})
+	var perr *PartialError
+	require.ErrorAs(t, err, &perr)
+	failed := map[int]*MigrationError{}
+	for _, f := range perr.Failed {
+		failed[f.Shard] = f
+	}
+	require.Len(t, failed, 3) // 1 (moving), 4 and 5 (pg3)
+	require.ErrorIs(t, failed[1], ErrShardMoving)
+	for _, id := range m.ShardsOn("pg3") {
+		require.Equal(t, -1, failed[id].Version)
+		require.Contains(t, failed[id].Message, "connect to host pg3")
+	}
+	for _, id := range []int{0, 2, 3} {
+		require.Equal(t, 2, res.Shards[id].To)
+	}
+
+	st, err := ReadMigrationStatus(ctx(t), &down, set)
+	require.NoError(t, err)
+	require.Equal(t, []int{4, 5}, st.Summary().Unreadable)
+	require.Equal(t, -1, st.Shards[4].Version)
+	require.Contains(t, st.Shards[4].Error, "connect to host pg3")
+
+	// Back to normal: the move is over and pg3 answers; up finishes.
+	_, err = SetShardState(ctx(t), pool(t, cfg.Catalog), 1, StateActive, 0)
+	require.NoError(t, err)
+	_, err = Migrate(ctx(t), cfg, set, MigrateOptions{})
+	require.NoError(t, err)
+	_, versions := statusVersions(t, cfg, set)
+	require.Equal(t, map[int]int{2: 6}, versions)
+}
