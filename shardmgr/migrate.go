@@ -300,6 +300,9 @@ func MigrateShards(ctx context.Context, cfg *Config, dir fs.FS, shards []int, op
 				opts.To = s.Version
 			}
 		}
+		if opts.To > set.Latest() {
+			return nil, fmt.Errorf("other shards are at version %d but the migrations directory has only %d migrations", opts.To, set.Latest())
+		}
 	}
 	return Migrate(ctx, cfg, set, opts)
 }
