@@ -70,8 +70,9 @@ type Plan struct {
 // draining with floor(n/h) or ceil(n/h) shards; hosts that already hold
 // the most keep the larger share, so a host that is balanced gives nothing
 // away. By size, it moves shards from the most loaded host to the least
-// loaded while that brings both closer to the mean, until no host is
-// above the mean by more than half the largest shard. Both are
+// loaded, each time the shard that brings the two closest to the mean,
+// until no host is above the mean by more than half the largest shard or
+// no move helps. Both are
 // deterministic: ties go to the lower host name and the higher shard id.
 func PlanRebalance(ctx context.Context, cfg *Config, opts PlanOptions) (*Plan, error) {
 	if err := cfg.ValidateCluster(); err != nil {
@@ -267,18 +268,17 @@ func planMoves(m *Map, hosts []Host, sizes []int64, by PlanBy) (*Plan, error) {
 			if most.bytes <= mean+tol || most == to {
 				break
 			}
-			want := min(most.bytes-mean, mean-to.bytes)
-			best := -1
+			// The shard that brings the two hosts closest to the mean,
+			// if any brings them closer at all.
+			spread := func(d, r int64) int64 { return abs64(d-mean) + abs64(r-mean) }
+			best, bestSpread := -1, spread(most.bytes, to.bytes)
 			for _, id := range most.shards {
-				if moved[id] || to.bytes+sizes[id] >= most.bytes {
+				if moved[id] {
 					continue
 				}
-				d, bd := abs64(sizes[id]-want), int64(0)
-				if best >= 0 {
-					bd = abs64(sizes[best] - want)
-				}
-				if best < 0 || d < bd || (d == bd && id > best) {
-					best = id
+				s := spread(most.bytes-sizes[id], to.bytes+sizes[id])
+				if s < bestSpread || (s == bestSpread && best >= 0 && id > best) {
+					best, bestSpread = id, s
 				}
 			}
 			if best < 0 {
