@@ -101,8 +101,10 @@ type LockWait struct {
 // MigrateResult is what a run did, per shard.
 type MigrateResult struct {
 	Direction Direction `json:"direction"`
-	// Target is the version the run brought shards to.
-	Target int `json:"target"`
+	// Target is the version the run brought shards to, TargetName its
+	// file ("" for version 0).
+	Target     int    `json:"target"`
+	TargetName string `json:"target_name,omitempty"`
 	// Latest is the number of migrations in the directory.
 	Latest int              `json:"latest"`
 	Shards []ShardMigration `json:"shards"` // ascending by id
@@ -115,7 +117,8 @@ type ShardMigration struct {
 	ID   int    `json:"id"`
 	Host string `json:"host"`
 	// From and To are the shard's versions before and after the run; -1
-	// when the version could not be read.
+	// when the version could not be read (or, with FailFast, the shard was
+	// never started).
 	From int `json:"from"`
 	To   int `json:"to"`
 	// Applied is the number of migrations run on the shard.
@@ -265,7 +268,7 @@ func Migrate(ctx context.Context, cfg *Config, set *MigrationSet, opts MigrateOp
 	}
 	res, err := runMigrations(ctx, cfg, shards, rendered, target, opts)
 	if res != nil {
-		res.Latest = set.Latest()
+		res.Latest, res.TargetName = set.Latest(), set.Name(target)
 		res.Elapsed = time.Since(start)
 	}
 	return res, err

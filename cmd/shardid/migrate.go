@@ -128,18 +128,20 @@ required (0 undoes everything). Shards already at or below N are left alone.`
 				return werr
 			}
 		} else {
-			printMigrateResult(cmd.OutOrStdout(), set, res)
+			printMigrateResult(cmd.OutOrStdout(), res)
 		}
 		return err
 	}
 	return cmd
 }
 
-func printMigrateResult(w io.Writer, set *shardmgr.MigrationSet, res *shardmgr.MigrateResult) {
+// printMigrateResult prints what a migrate run did: counts, then every
+// shard that failed or was stopped. shardid init --dir prints the same.
+func printMigrateResult(w io.Writer, res *shardmgr.MigrateResult) {
 	changed, unchanged, failed, stopped := res.Counts()
 	target := fmt.Sprintf("version %d", res.Target)
-	if name := set.Name(res.Target); name != "" {
-		target += " (" + name + ")"
+	if res.TargetName != "" {
+		target += " (" + res.TargetName + ")"
 	}
 	applied := 0
 	for _, s := range res.Shards {
