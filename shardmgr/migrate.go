@@ -238,7 +238,8 @@ func (e *PartialError) Unwrap() []error {
 // recorded in the shard's FailureTable for MigrationStatus, and the run
 // carries on with the other shards (or stops, with FailFast); Migrate
 // then returns the result and a *PartialError. Running it again finishes
-// what is left.
+// what is left. When ctx is cancelled, the result holds the shards
+// finished so far, with an error wrapping ctx's.
 func Migrate(ctx context.Context, cfg *Config, set *MigrationSet, opts MigrateOptions) (*MigrateResult, error) {
 	start := time.Now()
 	if err := cfg.ValidateCluster(); err != nil {
@@ -476,12 +477,13 @@ func runMigrations(ctx context.Context, cfg *Config, shards []ShardInfo, rendere
 		}
 		report(migrateShard(ctx, c, host, sh, rendered[sh.ID], target, opts.Direction, waiting, &stop))
 	})
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-
 	slices.SortFunc(results, func(a, b ShardMigration) int { return a.ID - b.ID })
 	res := &MigrateResult{Direction: opts.Direction, Target: target, Shards: results}
+	if err := ctx.Err(); err != nil {
+		// Interrupted: the shards finished so far are in the result; a
+		// shard in the middle of a step rolled it back.
+		return res, fmt.Errorf("migrate %s interrupted after %d of %d shards: %w", opts.Direction, len(results), len(shards), err)
+	}
 	perr := &PartialError{Direction: opts.Direction, Total: len(results)}
 	for _, r := range results {
 		if r.Err != nil {

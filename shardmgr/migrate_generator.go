@@ -179,11 +179,11 @@ func UpgradeGenerators(ctx context.Context, cfg *Config, opts GeneratorOptions) 
 		}
 		report(r)
 	})
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	slices.SortFunc(results, func(a, b GeneratorUpgrade) int { return a.ID - b.ID })
 	res := &GeneratorResult{Shards: results, Elapsed: time.Since(start)}
+	if err := ctx.Err(); err != nil {
+		return res, fmt.Errorf("generator upgrade interrupted after %d of %d shards: %w", len(results), len(shards), err)
+	}
 	gerr := &GeneratorError{Total: len(results)}
 	for _, r := range results {
 		if r.Error != "" {

@@ -1,6 +1,7 @@
 package shardmgr
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/golang-migrate/migrate/v4"
 	_ "github.com/golang-migrate/migrate/v4/database/pgx/v5"
@@ -658,4 +660,34 @@ func TestMigrateUnreachableHostAndMovingShard(t *testing.T) {
 	require.NoError(t, err)
 	_, versions := statusVersions(t, cfg, set)
 	require.Equal(t, map[int]int{2: 6}, versions)
+}
+
+func TestMigrateInterrupted(t *testing.T) {
+	t.Parallel()
+	cfg := initCluster(t, 12)
+	set := setOf(t, map[string]string{
+		"001_likes.sql": createLikes,
+		"002_slow.sql":  `CREATE TABLE {{.schema}}.slow (x int); SELECT pg_sleep(0.2);`,
+	})
+	c, cancel := context.WithTimeout(ctx(t), 500*time.Millisecond)
+	defer cancel()
+	res, err := Migrate(c, cfg, set, MigrateOptions{Workers: 1})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorContains(t, err, "migrate up interrupted after")
+	require.NotNil(t, res)
+	require.Less(t, len(res.Shards), 12)
+
+	// Every shard is cleanly before or after each step: the step that was
+	// running rolled back, and nothing is recorded as failed.
+	st, err := ReadMigrationStatus(ctx(t), cfg, set)
+	require.NoError(t, err)
+	m := clusterMap(t, cfg)
+	for _, s := range st.Shards {
+		require.Nil(t, s.Failure, "shard %d", s.ID)
+		require.Equal(t, s.Version >= 2, tableExists(t, shardPool(t, cfg, m, s.ID), m.Shards[s.ID].Schema+".slow"), "shard %d", s.ID)
+	}
+	_, err = Migrate(ctx(t), cfg, set, MigrateOptions{})
+	require.NoError(t, err)
+	_, versions := statusVersions(t, cfg, set)
+	require.Equal(t, map[int]int{2: 12}, versions)
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -119,8 +118,7 @@ required (0 undoes everything). Shards already at or below N are left alone.`
 			Progress: bars.Update, Waiting: bars.Waiting, Logger: migrateLogger(),
 		})
 		bars.Done()
-		var perr *shardmgr.PartialError
-		if err != nil && !errors.As(err, &perr) {
+		if res == nil {
 			return err
 		}
 		if asJSON {
@@ -437,8 +435,7 @@ layout is refused. Shards already current are left alone.`,
 			Progress: bars.Update, Waiting: bars.Waiting, Logger: migrateLogger(),
 		})
 		bars.Done()
-		var gerr *shardmgr.GeneratorError
-		if err != nil && !errors.As(err, &gerr) {
+		if res == nil {
 			return err
 		}
 		w := cmd.OutOrStdout()
