@@ -73,6 +73,12 @@ type MigrateOptions struct {
 	// FailFast stops the run at the first failure: shards not yet started
 	// are not run, shards in progress stop after their current migration.
 	FailFast bool
+	// LockTimeout bounds how long a migration waits for a table lock
+	// (PostgreSQL's lock_timeout), so that an ALTER TABLE queued behind a
+	// long transaction fails on its shard (SQLSTATE 55P03, run up again
+	// later) instead of holding every writer of the table behind it. Zero
+	// means the server's setting.
+	LockTimeout time.Duration
 	// Progress, when set, is called after each shard with its host's
 	// counts. Calls are serialised.
 	Progress func(HostProgress)
@@ -334,7 +340,7 @@ func MigrateShardOn(ctx context.Context, conn *pgx.Conn, host string, set *Migra
 			opts.Waiting(w)
 		}
 	}
-	res := migrateShard(ctx, conn, host, shard, migs, target, opts.Direction, waiting, &atomic.Bool{})
+	res := migrateShard(ctx, conn, host, shard, migs, target, opts.Direction, opts.LockTimeout, waiting, &atomic.Bool{})
 	if res.Err != nil {
 		return res, res.Err
 	}
@@ -475,7 +481,7 @@ func runMigrations(ctx context.Context, cfg *Config, shards []ShardInfo, rendere
 			report(failedShard(sh, host, -1, nil, "", err))
 			return
 		}
-		report(migrateShard(ctx, c, host, sh, rendered[sh.ID], target, opts.Direction, waiting, &stop))
+		report(migrateShard(ctx, c, host, sh, rendered[sh.ID], target, opts.Direction, opts.LockTimeout, waiting, &stop))
 	})
 	slices.SortFunc(results, func(a, b ShardMigration) int { return a.ID - b.ID })
 	res := &MigrateResult{Direction: opts.Direction, Target: target, Shards: results}
@@ -608,7 +614,7 @@ func hostProgress(shards []ShardInfo) map[string]*HostProgress {
 
 // migrateShard moves one shard to target under its lock. A failure is in
 // the result's Err, and recorded in the shard's FailureTable.
-func migrateShard(ctx context.Context, conn *pgx.Conn, host string, sh ShardInfo, migs []RenderedMigration, target int, dir Direction, waiting func(LockWait), stop *atomic.Bool) ShardMigration {
+func migrateShard(ctx context.Context, conn *pgx.Conn, host string, sh ShardInfo, migs []RenderedMigration, target int, dir Direction, lockTimeout time.Duration, waiting func(LockWait), stop *atomic.Bool) ShardMigration {
 	unlock, err := lockShard(ctx, conn, host, sh.ID, waiting)
 	if err != nil {
 		return failedShard(sh, host, -1, nil, "", fmt.Errorf("lock: %w", err))
@@ -645,7 +651,7 @@ func migrateShard(ctx context.Context, conn *pgx.Conn, host string, sh ShardInfo
 				return r
 			}
 		}
-		if err := applyStep(ctx, conn, sh.Schema, cur, next, mig.Name, dir, sql, noTx); err != nil {
+		if err := applyStep(ctx, conn, sh.Schema, cur, next, mig.Name, dir, sql, noTx, lockTimeout); err != nil {
 			r := failedShard(sh, host, cur, mig, dir, err)
 			r.From, r.Applied = res.From, res.Applied
 			if ctx.Err() == nil {
@@ -742,8 +748,12 @@ func prepareShard(ctx context.Context, conn *pgx.Conn, schema string) (int, erro
 // the version to next in the same transaction. A disable-tx half runs
 // statement by statement; a row in the failure table says so while it runs
 // and stays if it is interrupted.
-func applyStep(ctx context.Context, conn *pgx.Conn, schema string, cur, next int, name string, dir Direction, sql string, noTx bool) error {
+func applyStep(ctx context.Context, conn *pgx.Conn, schema string, cur, next int, name string, dir Direction, sql string, noTx bool, lockTimeout time.Duration) error {
 	vt, ft := pgx.Identifier{schema, VersionTable}.Sanitize(), pgx.Identifier{schema, FailureTable}.Sanitize()
+	setTimeout := ""
+	if lockTimeout > 0 {
+		setTimeout = fmt.Sprintf("SET LOCAL lock_timeout = %d", max(lockTimeout.Milliseconds(), 1))
+	}
 	if noTx {
 		if _, err := conn.Exec(ctx, `INSERT INTO `+ft+` (version, migration, direction, state, partial, sqlstate, message)
 			VALUES ($1, $2, $3, 'running', true, '', 'running without a transaction; if no run holds the shard, it was interrupted')
@@ -751,6 +761,14 @@ func applyStep(ctx context.Context, conn *pgx.Conn, schema string, cur, next int
 			  state = EXCLUDED.state, partial = EXCLUDED.partial, sqlstate = EXCLUDED.sqlstate, message = EXCLUDED.message, at = now()`,
 			cur, name, string(dir)); err != nil {
 			return err
+		}
+		if setTimeout != "" {
+			// Session-wide here (each statement commits on its own);
+			// RESET ALL below or the deferred RESET puts it back.
+			if _, err := conn.Exec(ctx, strings.Replace(setTimeout, "SET LOCAL", "SET", 1)); err != nil {
+				return err
+			}
+			defer conn.Exec(context.WithoutCancel(ctx), `RESET lock_timeout`)
 		}
 		stmts := splitSQL(sql)
 		for i, s := range stmts {
@@ -768,7 +786,11 @@ func applyStep(ctx context.Context, conn *pgx.Conn, schema string, cur, next int
 		_, err := conn.Exec(ctx, finish)
 		return err
 	}
-	if _, err := conn.Exec(ctx, `BEGIN`); err != nil {
+	begin := `BEGIN`
+	if setTimeout != "" {
+		begin += "; " + setTimeout
+	}
+	if _, err := conn.Exec(ctx, begin); err != nil {
 		return err
 	}
 	if _, err := conn.Exec(ctx, sql); err != nil {

@@ -433,7 +433,7 @@ CREATE TABLE {{.schema}}.trace (x int);
 DROP INDEX CONCURRENTLY {{.schema}}.likes_post_idx;
 DROP TABLE {{.schema}}.trace;`,
 	})
-	res, err := Migrate(ctx(t), cfg, set, MigrateOptions{})
+	res, err := Migrate(ctx(t), cfg, set, MigrateOptions{LockTimeout: 5 * time.Second})
 	var perr *PartialError
 	require.ErrorAs(t, err, &perr)
 	require.Len(t, perr.Failed, 1)
@@ -690,4 +690,34 @@ func TestMigrateInterrupted(t *testing.T) {
 	require.NoError(t, err)
 	_, versions := statusVersions(t, cfg, set)
 	require.Equal(t, map[int]int{2: 12}, versions)
+}
+
+func TestMigrateLockTimeout(t *testing.T) {
+	t.Parallel()
+	cfg := initCluster(t, 6)
+	m := clusterMap(t, cfg)
+	set := setOf(t, fixedSet)
+	_, err := Migrate(ctx(t), cfg, set, MigrateOptions{To: 2})
+	require.NoError(t, err)
+
+	// A long transaction reads shard 2's table: 003's ALTER TABLE would
+	// wait for it, and every writer would queue behind the ALTER.
+	tx, err := shardPool(t, cfg, m, 2).Begin(ctx(t))
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx(t), `SELECT count(*) FROM shard_0002.likes`)
+	require.NoError(t, err)
+	res, err := Migrate(ctx(t), cfg, set, MigrateOptions{LockTimeout: 200 * time.Millisecond})
+	var perr *PartialError
+	require.ErrorAs(t, err, &perr)
+	require.Len(t, perr.Failed, 1)
+	require.Equal(t, 2, perr.Failed[0].Shard)
+	require.Equal(t, "55P03", perr.Failed[0].SQLState) // lock_not_available
+	require.Equal(t, 2, res.Shards[2].To)
+	require.NoError(t, tx.Rollback(ctx(t)))
+
+	// The setting does not leak into the session: later work is unaffected.
+	_, err = Migrate(ctx(t), cfg, set, MigrateOptions{})
+	require.NoError(t, err)
+	_, versions := statusVersions(t, cfg, set)
+	require.Equal(t, map[int]int{3: 6}, versions)
 }

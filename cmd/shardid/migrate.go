@@ -58,14 +58,15 @@ func migrateLogger() *slog.Logger {
 
 func newMigrateRunCmd(dir shardmgr.Direction) *cobra.Command {
 	var (
-		to       int
-		workers  int
-		failFast bool
-		asJSON   bool
+		to          int
+		workers     int
+		failFast    bool
+		asJSON      bool
+		lockTimeout time.Duration
 	)
 	cmd := &cobra.Command{Args: cobra.NoArgs}
 	if dir == shardmgr.Up {
-		cmd.Use = "up --dir DIR [--to N] [--fail-fast] [--workers N] [--json]"
+		cmd.Use = "up --dir DIR [--to N] [--fail-fast] [--workers N] [--lock-timeout D] [--json]"
 		cmd.Short = "Apply migrations to every shard, up to the latest or to version N"
 		cmd.Long = `Brings every logical shard on every host up to version N (default: the latest
 in --dir). Hosts run in parallel, and on each host --workers shards at a time,
@@ -77,9 +78,13 @@ A migration that fails rolls back on its shard; the others carry on (with
 --fail-fast, the run stops early). The command then lists every shard that
 stopped, at which version, with the database's error, records the failure
 where 'shardid migrate status' shows it, and exits 1. Running it again after
-the fix finishes the rest. Shards already past N are left alone.`
+the fix finishes the rest. Shards already past N are left alone.
+
+--lock-timeout 5s makes a migration that waits for a table lock (an ALTER TABLE
+behind a long transaction, holding every writer of the table behind it) fail
+on its shard after 5s instead; run up again later.`
 	} else {
-		cmd.Use = "down --to N --dir DIR [--fail-fast] [--workers N] [--json]"
+		cmd.Use = "down --to N --dir DIR [--fail-fast] [--workers N] [--lock-timeout D] [--json]"
 		cmd.Short = "Undo migrations on every shard down to version N"
 		cmd.Long = `Runs the down SQL of every migration above N on every logical shard, newest
 first, with the same locking, transactions and failure handling as up. --to is
@@ -91,7 +96,11 @@ required (0 undoes everything). Shards already at or below N are left alone.`
 	cmd.Flags().IntVar(&workers, "workers", shardmgr.DefaultMigrateWorkers, "connections per host migrating shards in parallel")
 	cmd.Flags().BoolVar(&failFast, "fail-fast", false, "stop at the first failure instead of carrying on with the other shards")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	cmd.Flags().DurationVar(&lockTimeout, "lock-timeout", 0, "fail a shard's migration that waits longer than this for a table lock (0: the server's lock_timeout)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if lockTimeout < 0 {
+			return usagef("--lock-timeout must not be negative")
+		}
 		if dir == shardmgr.Down && !cmd.Flags().Changed("to") {
 			return usagef("--to is required for down (0 undoes every migration)")
 		}
@@ -114,7 +123,7 @@ required (0 undoes everything). Shards already at or below N are left alone.`
 		}
 		bars := newHostBars(os.Stderr, "migrate "+string(dir))
 		res, err := shardmgr.Migrate(cmd.Context(), cfg, set, shardmgr.MigrateOptions{
-			Direction: dir, To: to, Workers: workers, FailFast: failFast,
+			Direction: dir, To: to, Workers: workers, FailFast: failFast, LockTimeout: lockTimeout,
 			Progress: bars.Update, Waiting: bars.Waiting, Logger: migrateLogger(),
 		})
 		bars.Done()
