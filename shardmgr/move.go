@@ -46,9 +46,10 @@ type MoveOptions struct {
 	// shard_NNNN_moved_gG and fenced, before Cleanup drops it. Zero means
 	// DefaultKeep; negative drops it as soon as the move is done.
 	Keep time.Duration
-	// CatchupLag is the replication lag, in bytes of WAL, under which an
-	// online move cuts over. Zero means 1 MiB.
-	CatchupLag int64
+	// CatchupDelay is how quickly a change on the source must show up on
+	// the target before an online move cuts over: about how long the
+	// cut-over then refuses writes. Zero means 100ms.
+	CatchupDelay time.Duration
 	// CutoverTimeout bounds the cut-over, while writes are refused: when
 	// the target has not received every change by then, the move gives up,
 	// lifts the fence and leaves the source serving. Zero means 30s.
@@ -146,8 +147,8 @@ func newMover(ctx context.Context, cfg *Config, opts MoveOptions) (*mover, error
 	if opts.Keep == 0 {
 		opts.Keep = DefaultKeep
 	}
-	if opts.CatchupLag <= 0 {
-		opts.CatchupLag = 1 << 20
+	if opts.CatchupDelay <= 0 {
+		opts.CatchupDelay = 100 * time.Millisecond
 	}
 	if opts.CutoverTimeout <= 0 {
 		opts.CutoverTimeout = 30 * time.Second
@@ -576,16 +577,17 @@ func (mo *mover) startReplication(ctx context.Context, rec *MoveRecord) error {
 	if err := src.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_catalog.pg_publication WHERE pubname = $1)`, rec.replName).Scan(&hasPub); err != nil {
 		return fmt.Errorf("source %s: %w", rec.From, err)
 	}
-	if !hasPub {
-		sql := `CREATE PUBLICATION ` + name
-		if len(tables) > 0 {
-			names := make([]string, len(tables))
-			for i, t := range tables {
-				names[i] = pgx.Identifier{rec.Schema, t}.Sanitize()
-			}
-			sql += ` FOR TABLE ` + strings.Join(names, ", ")
+	for _, db := range []*pgxpool.Pool{src, dst} {
+		if err := createMarkTable(ctx, db, rec); err != nil {
+			return fmt.Errorf("mark table: %w", err)
 		}
-		if _, err := src.Exec(ctx, sql); err != nil {
+	}
+	if !hasPub {
+		names := []string{markTable(rec)}
+		for _, t := range tables {
+			names = append(names, pgx.Identifier{rec.Schema, t}.Sanitize())
+		}
+		if _, err := src.Exec(ctx, `CREATE PUBLICATION `+name+` FOR TABLE `+strings.Join(names, ", ")); err != nil {
 			return fmt.Errorf("source %s: create publication: %w", rec.From, err)
 		}
 	}
@@ -688,6 +690,26 @@ func dropSlot(ctx context.Context, q execer, name string) error {
 	}
 }
 
+// dropReplication removes a move's subscription, slot, publication and
+// mark tables. It is idempotent.
+func dropReplication(ctx context.Context, src, dst *pgxpool.Pool, rec *MoveRecord) error {
+	if err := dropSubscription(ctx, dst, rec.replName); err != nil {
+		return fmt.Errorf("target %s: %w", rec.To, err)
+	}
+	if err := dropSlot(ctx, src, rec.replName); err != nil {
+		return fmt.Errorf("source %s: %w", rec.From, err)
+	}
+	if _, err := src.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{rec.replName}.Sanitize()); err != nil {
+		return fmt.Errorf("source %s: %w", rec.From, err)
+	}
+	for _, db := range []*pgxpool.Pool{src, dst} {
+		if _, err := db.Exec(ctx, `DROP TABLE IF EXISTS `+markTable(rec)); err != nil {
+			return fmt.Errorf("drop mark table: %w", err)
+		}
+	}
+	return nil
+}
+
 // dropSubscription removes the target's subscription without touching
 // the source (its slot is dropped there separately, so that a source that
 // is unreachable does not block the target).
@@ -754,8 +776,24 @@ func (mo *mover) catchUp(ctx context.Context, rec *MoveRecord) error {
 			return fmt.Errorf("source %s: %w", rec.From, err)
 		}
 		mo.progress(rec, MoveProgress{Phase: PhaseCatchup, Tables: tables, Synced: ready, Lag: lag})
-		if ready == tables && lag >= 0 && lag <= mo.opts.CatchupLag {
-			return setPhase(ctx, mo.catalog, rec, PhaseCatchup, "")
+		if ready == tables {
+			// Close enough when a change on the source shows up on the
+			// target within CatchupDelay: the cut-over then waits about
+			// that long with writes refused.
+			t0 := time.Now()
+			n, err := bumpMark(ctx, src, rec)
+			if err != nil {
+				return fmt.Errorf("source %s: %w", rec.From, err)
+			}
+			wctx, cancel := context.WithTimeout(ctx, mo.opts.CatchupDelay)
+			err = waitMark(wctx, dst, rec, n)
+			cancel()
+			if err == nil && time.Since(t0) <= mo.opts.CatchupDelay {
+				return setPhase(ctx, mo.catalog, rec, PhaseCatchup, "")
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -937,10 +975,16 @@ func (mo *mover) verifyCopy(ctx context.Context, rec *MoveRecord) error {
 	}
 	if rec.Mode == MoveOnline {
 		wctx, cancel := context.WithTimeout(ctx, mo.opts.CutoverTimeout)
-		err := waitConfirmed(wctx, src, rec.replName)
+		n, err := bumpMark(wctx, src, rec)
+		if err == nil {
+			err = waitMark(wctx, dst, rec, n)
+		}
+		if err == nil {
+			err = flushWAL(wctx, dst)
+		}
 		cancel()
 		if err != nil {
-			return fmt.Errorf("source %s: wait for the target to confirm every change: %w", rec.From, err)
+			return fmt.Errorf("wait for the target to apply every change made before the fence: %w", err)
 		}
 	}
 	if err := mo.carryCounter(ctx, src, dst, rec); err != nil {
@@ -966,31 +1010,52 @@ func (mo *mover) verifyCopy(ctx context.Context, rec *MoveRecord) error {
 	return setPhase(ctx, mo.catalog, rec, PhaseVerified, "rows_copied = $3", rows)
 }
 
-// waitConfirmed waits until the slot's confirmed position reaches the
-// source's current WAL position.
-func waitConfirmed(ctx context.Context, src *pgxpool.Pool, slot string) error {
-	var lsn string
-	if err := src.QueryRow(ctx, `SELECT pg_catalog.pg_current_wal_lsn()::text`).Scan(&lsn); err != nil {
-		return err
-	}
+// markTable is the one-row table a move publishes beside the shard's
+// tables, in the shardid schema of both hosts: a change to it after the
+// fence that shows up on the target proves that every change committed
+// before it was applied there, as the apply worker applies transactions in
+// commit order.
+func markTable(rec *MoveRecord) string { return pgx.Identifier{"shardid", rec.replName}.Sanitize() }
+
+// createMarkTable creates the move's mark table on a host.
+func createMarkTable(ctx context.Context, db execer, rec *MoveRecord) error {
+	_, err := db.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+markTable(rec)+` (id boolean PRIMARY KEY DEFAULT true CHECK (id), n bigint NOT NULL)`)
+	return err
+}
+
+// bumpMark changes the move's mark on the source and returns its value.
+func bumpMark(ctx context.Context, src *pgxpool.Pool, rec *MoveRecord) (int64, error) {
+	mark := markTable(rec)
+	var n int64
+	err := src.QueryRow(ctx, `INSERT INTO `+mark+` (n) VALUES (1) ON CONFLICT (id) DO UPDATE SET n = `+mark+`.n + 1 RETURNING n`).Scan(&n)
+	return n, err
+}
+
+// waitMark waits until the target shows mark n.
+func waitMark(ctx context.Context, dst *pgxpool.Pool, rec *MoveRecord, n int64) error {
 	for {
-		var ok *bool
-		err := src.QueryRow(ctx, `SELECT confirmed_flush_lsn >= $2::pg_lsn FROM pg_catalog.pg_replication_slots WHERE slot_name = $1`, slot, lsn).Scan(&ok)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("replication slot %s is missing", slot)
-		}
-		if err != nil {
+		var got *int64
+		if err := dst.QueryRow(ctx, `SELECT max(n) FROM `+markTable(rec)).Scan(&got); err != nil {
 			return err
 		}
-		if ok != nil && *ok {
+		if got != nil && *got >= n {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the target confirmed less than %s: %w", lsn, ctx.Err())
-		case <-time.After(2 * time.Millisecond):
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
 		}
 	}
+}
+
+// flushWAL makes what the target's apply worker committed (asynchronously)
+// durable: a synchronous commit flushes the WAL before it.
+func flushWAL(ctx context.Context, db *pgxpool.Pool) error {
+	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = on; SELECT pg_catalog.txid_current()`)
+		return err
+	})
 }
 
 // carryCounter raises the target's counter past the source's last value
@@ -1183,14 +1248,8 @@ func (mo *mover) cleanup(ctx context.Context, rec *MoveRecord) error {
 	if _, err := dst.Exec(ctx, fmt.Sprintf(`COMMENT ON SCHEMA %s IS NULL`, pgx.Identifier{rec.Schema}.Sanitize())); err != nil {
 		return fmt.Errorf("target %s: %w", rec.To, err)
 	}
-	if err := dropSubscription(ctx, dst, rec.replName); err != nil {
-		return fmt.Errorf("target %s: %w", rec.To, err)
-	}
-	if err := dropSlot(ctx, src, rec.replName); err != nil {
-		return fmt.Errorf("source %s: %w", rec.From, err)
-	}
-	if _, err := src.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{rec.replName}.Sanitize()); err != nil {
-		return fmt.Errorf("source %s: %w", rec.From, err)
+	if err := dropReplication(ctx, src, dst, rec); err != nil {
+		return err
 	}
 	retired := RetiredSchema(rec.Schema, gen)
 	drop := rec.keep < 0

@@ -226,8 +226,8 @@ func (mo *mover) abort(ctx context.Context, rec *MoveRecord) error {
 	if err != nil {
 		return err
 	}
-	if err := dropSubscription(ctx, dst, rec.replName); err != nil {
-		return fmt.Errorf("target %s: %w", rec.To, err)
+	if err := dropReplication(ctx, src, dst, rec); err != nil {
+		return err
 	}
 	var comment *string
 	err = dst.QueryRow(ctx, `SELECT coalesce(obj_description(oid, 'pg_namespace'), '') FROM pg_catalog.pg_namespace WHERE nspname = $1`, rec.Schema).Scan(&comment)
@@ -245,12 +245,6 @@ func (mo *mover) abort(ctx context.Context, rec *MoveRecord) error {
 	})
 	if err != nil {
 		return fmt.Errorf("target %s: drop the copy: %w", rec.To, err)
-	}
-	if err := dropSlot(ctx, src, rec.replName); err != nil {
-		return fmt.Errorf("source %s: %w", rec.From, err)
-	}
-	if _, err := src.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{rec.replName}.Sanitize()); err != nil {
-		return fmt.Errorf("source %s: %w", rec.From, err)
 	}
 	if err := mo.unfenceSourceHost(ctx, src, rec); err != nil {
 		return fmt.Errorf("source %s: lift the fence: %w", rec.From, err)
