@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -17,6 +18,7 @@ func newInitCmd() *cobra.Command {
 	var (
 		workers int
 		asJSON  bool
+		dir     string
 	)
 	cmd := &cobra.Command{
 		Use:   "init [--config FILE]",
@@ -26,12 +28,17 @@ catalog (shardid schema, golang-migrate), the map of logical shards to hosts in
 balanced contiguous ranges, and every shard's schema and generator on its host,
 in parallel per host. Running it again is safe: it finishes what is missing and
 changes nothing else. It refuses a cluster file that contradicts the catalog on
-what is fixed once initialised (cluster name, shard count, epoch).`,
+what is fixed once initialised (cluster name, shard count, epoch).
+
+With --dir, every shard is then brought to the migration version of the others
+(or to the newest in DIR when no shard has been migrated yet): a shard that init
+had to create again gets the same tables as the rest. See docs/migrations.md.`,
 		Args: cobra.NoArgs,
 	}
 	configPath := addClusterConfigFlag(cmd)
 	cmd.Flags().IntVar(&workers, "workers", 4, "connections per host installing shards in parallel")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	cmd.Flags().StringVar(&dir, "dir", "", "per-shard migrations: bring every shard to the version of the others")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if workers < 1 {
 			return usagef("--workers must be at least 1")
@@ -39,6 +46,12 @@ what is fixed once initialised (cluster name, shard count, epoch).`,
 		cfg, err := loadCluster(*configPath)
 		if err != nil {
 			return err
+		}
+		if dir != "" {
+			// A directory that does not load or render fails before anything changes.
+			if _, err := shardmgr.LoadMigrationDir(dir); err != nil {
+				return err
+			}
 		}
 		bar := newProgressBar(os.Stderr, "installing shards")
 		res, err := shardmgr.Init(cmd.Context(), cfg, shardmgr.InitOptions{
@@ -50,32 +63,54 @@ what is fixed once initialised (cluster name, shard count, epoch).`,
 		if err != nil {
 			return err
 		}
+		var migrated *shardmgr.MigrateResult
+		var migrateErr error
+		if dir != "" {
+			bars := newHostBars(os.Stderr, "migrate up")
+			migrated, migrateErr = shardmgr.MigrateShards(cmd.Context(), cfg, os.DirFS(dir), nil,
+				shardmgr.MigrateOptions{Workers: workers, Progress: bars.Update, Waiting: bars.Waiting})
+			bars.Done()
+		}
 		out := cmd.OutOrStdout()
 		if asJSON {
-			return writeJSON(out, map[string]any{
+			doc := map[string]any{
 				"cluster": res.Cluster, "generation": res.Generation, "created_databases": nonNil(res.CreatedDatabases),
 				"catalog_created": res.CatalogCreated, "catalog_changes": nonNil(res.CatalogChanges),
 				"installed": res.Installed, "unchanged": res.Unchanged, "seconds": res.Elapsed.Seconds(),
-			})
+			}
+			if migrated != nil {
+				doc["migrations"] = migrated
+			}
+			if err := writeJSON(out, doc); err != nil {
+				return err
+			}
+			return migrateErr
 		}
-		for _, db := range res.CreatedDatabases {
-			fmt.Fprintf(out, "created database %s\n", db)
+		printInitResult(out, cfg, res)
+		if migrated != nil {
+			printMigrateResult(out, migrated)
 		}
-		switch {
-		case res.CatalogCreated:
-			fmt.Fprintf(out, "created cluster %s in the catalog: %d shards on %d hosts\n", res.Cluster, res.Installed+res.Unchanged, len(cfg.Hosts))
-		case len(res.CatalogChanges) > 0:
-			fmt.Fprintf(out, "catalog: %s\n", strings.Join(res.CatalogChanges, "; "))
-		}
-		if !res.Changed() {
-			fmt.Fprintf(out, "cluster %s is complete: nothing to do (generation %d, %d shards)\n", res.Cluster, res.Generation, res.Unchanged)
-			return nil
-		}
-		fmt.Fprintf(out, "installed %d shards, %d already in place; generation %d; %.2fs\n",
-			res.Installed, res.Unchanged, res.Generation, res.Elapsed.Seconds())
-		return nil
+		return migrateErr
 	}
 	return cmd
+}
+
+func printInitResult(out io.Writer, cfg *shardmgr.Config, res *shardmgr.InitResult) {
+	for _, db := range res.CreatedDatabases {
+		fmt.Fprintf(out, "created database %s\n", db)
+	}
+	switch {
+	case res.CatalogCreated:
+		fmt.Fprintf(out, "created cluster %s in the catalog: %d shards on %d hosts\n", res.Cluster, res.Installed+res.Unchanged, len(cfg.Hosts))
+	case len(res.CatalogChanges) > 0:
+		fmt.Fprintf(out, "catalog: %s\n", strings.Join(res.CatalogChanges, "; "))
+	}
+	if !res.Changed() {
+		fmt.Fprintf(out, "cluster %s is complete: nothing to do (generation %d, %d shards)\n", res.Cluster, res.Generation, res.Unchanged)
+		return
+	}
+	fmt.Fprintf(out, "installed %d shards, %d already in place; generation %d; %.2fs\n",
+		res.Installed, res.Unchanged, res.Generation, res.Elapsed.Seconds())
 }
 
 func nonNil(s []string) []string {
