@@ -182,18 +182,16 @@ func (h *Handler) serveIDs(w http.ResponseWriter, r *http.Request, name string) 
 	if f != nil {
 		now = h.alloc.Now()
 	}
-	for i, id := range ids {
-		if i > 0 {
-			out = append(out, ',')
+	if f == nil {
+		out = appendIDs(out, ids)
+	} else {
+		for i, id := range ids {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			b.tmp = f.Append(b.tmp[:0], id, now, key)
+			out = appendString(out, string(b.tmp))
 		}
-		if f == nil {
-			out = append(out, '"')
-			out = strconv.AppendInt(out, id, 10)
-			out = append(out, '"')
-			continue
-		}
-		b.tmp = f.Append(b.tmp[:0], id, now, key)
-		out = appendString(out, string(b.tmp))
 	}
 	out = append(out, "]}\n"...)
 	b.out = out
