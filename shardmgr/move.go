@@ -234,7 +234,7 @@ func MoveShard(ctx context.Context, cfg *Config, shard int, to string, opts Move
 	if shard < 0 || shard >= cfg.Shards {
 		return nil, &ShardError{Shard: shard, Err: ErrUnknownShard}
 	}
-	if _, err := Init(ctx, cfg, InitOptions{}); err != nil {
+	if err := registerHosts(ctx, cfg); err != nil {
 		return nil, err
 	}
 	mo, err := newMover(ctx, cfg, opts)
@@ -264,6 +264,25 @@ func MoveShard(ctx context.Context, cfg *Config, shard int, to string, opts Move
 		rec = recs[0]
 	}
 	return mo.run(ctx, rec)
+}
+
+// registerHosts runs Init when the cluster file names hosts the catalog
+// does not know, or changes a host's DSN or drain mark: Init registers them
+// and prepares the new hosts' records. Otherwise it only checks that the
+// catalog holds the cluster.
+func registerHosts(ctx context.Context, cfg *Config) error {
+	m, err := readClusterMap(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	for _, h := range cfg.Hosts {
+		ch, ok := m.Host(h.Name)
+		if !ok || ch.DSN != h.RawDSN() || ch.Drain != h.Drain {
+			_, err := Init(ctx, cfg, InitOptions{})
+			return err
+		}
+	}
+	return nil
 }
 
 // journal records planned moves in one catalog transaction, after
@@ -337,6 +356,9 @@ func (mo *mover) run(ctx context.Context, rec *MoveRecord) (*MoveResult, error) 
 		return r
 	}
 	for rec.Phase.Open() {
+		if mo.opts.stopAfter != "" && rec.Phase == mo.opts.stopAfter {
+			return res(), errStopped
+		}
 		i := slices.Index(seq, rec.Phase)
 		if i < 0 || i+1 >= len(seq) {
 			return res(), fmt.Errorf("move %d: phase %s is not one of a %s move", rec.ID, rec.Phase, rec.Mode)
@@ -356,9 +378,6 @@ func (mo *mover) run(ctx context.Context, rec *MoveRecord) (*MoveResult, error) 
 			}
 			recordError(ctx, mo.catalog, rec, err)
 			return res(), err
-		}
-		if mo.opts.stopAfter != "" && rec.Phase == mo.opts.stopAfter {
-			return res(), errStopped
 		}
 	}
 	mo.log.Info("move done", "id", rec.ID, "shard", rec.Shard, "to", rec.To, "elapsed", time.Since(start))

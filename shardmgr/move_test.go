@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/shardid/shardid/internal/localpg"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/stretchr/testify/require"
 )
@@ -30,14 +31,14 @@ func moveCluster(t *testing.T, shards int) *Config {
 	return cfg
 }
 
-// addHost adds a host on the fourth shared server, with a database of
-// this test's own, to cfg.
+// addHost adds a host on a server of this test's own to cfg. The server
+// starts subscription workers without PostgreSQL's default 5s pause
+// between starts (wal_retrieve_retry_interval), which would otherwise pace
+// a test's successive online moves.
 func addHost(t *testing.T, cfg *Config, name string) {
 	t.Helper()
-	s := pgtest.Servers(t, 4)[3]
-	db := fmt.Sprintf("%s_%s", cfg.Cluster, name)
-	dropLater(t, s, db)
-	cfg.Hosts = append(cfg.Hosts, Host{Name: name, DSN: s.DSN(db)})
+	s := pgtest.Own(t, localpg.Options{Settings: map[string]string{"wal_retrieve_retry_interval": "100ms"}})
+	cfg.Hosts = append(cfg.Hosts, Host{Name: name, DSN: s.DSN("app")})
 	require.NoError(t, cfg.ValidateCluster())
 }
 
@@ -263,4 +264,177 @@ type tWriter struct{ t *testing.T }
 func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
+}
+
+// TestMoveResumesAfterEachPhase interrupts a move right after each phase,
+// as a crash there would, and runs it again: it finishes, with every row,
+// and verify passes.
+func TestMoveResumesAfterEachPhase(t *testing.T) {
+	t.Parallel()
+	cfg := moveCluster(t, 16)
+	r := openRouter(t, cfg, WithRefreshInterval(0))
+	shard := 0
+	for _, mode := range []MoveMode{MoveOnline, MoveOffline} {
+		for _, phase := range steps(mode) {
+			if phase == PhaseCleaned {
+				continue
+			}
+			routeLikes(t, r, shard, 100)
+			want := likeIDs(t, cfg, shard)
+			from := clusterMap(t, cfg).Shards[shard].Host
+			opts := MoveOptions{Mode: mode, Migrations: sampleSet(t), Keep: -1, Logger: testLogger(t)}
+			opts.stopAfter = phase
+			res, err := MoveShard(ctx(t), cfg, shard, "pg4", opts)
+			require.ErrorIs(t, err, errStopped, "%s %s", mode, phase)
+			require.Equal(t, phase, res.Phase)
+
+			// While it is stopped the shard is where it was; after the
+			// fence, writes are refused with the typed error.
+			m := clusterMap(t, cfg)
+			if phase.flipped() {
+				require.Equal(t, "pg4", m.Shards[shard].Host)
+			} else {
+				require.Equal(t, from, m.Shards[shard].Host)
+				if sourceFenced(mode, phase) {
+					require.Equal(t, StateMoving, m.Shards[shard].State)
+					err := r.Tx(ctx(t), shard, func(ctx context.Context, tx pgx.Tx, s Shard) error { return nil })
+					require.ErrorIs(t, err, ErrShardMoving)
+				}
+			}
+
+			opts.stopAfter = ""
+			res, err = MoveShard(ctx(t), cfg, shard, "pg4", opts)
+			require.NoError(t, err, "%s %s", mode, phase)
+			require.Equal(t, PhaseCleaned, res.Phase)
+			require.Equal(t, "pg4", clusterMap(t, cfg).Shards[shard].Host)
+			require.Equal(t, want, likeIDs(t, cfg, shard), "%s %s", mode, phase)
+			routeLikes(t, r, shard, 1)
+			require.Zero(t, replicationLeftovers(t, cfg, moveRecord(t, cfg, res.ID).replName))
+			shard++
+		}
+	}
+	requireVerifyOK(t, cfg)
+}
+
+func TestAbortMove(t *testing.T) {
+	t.Parallel()
+	cfg := moveCluster(t, 6)
+	r := openRouter(t, cfg, WithRefreshInterval(0))
+	_, err := AbortMove(ctx(t), cfg, nil)
+	require.ErrorIs(t, err, ErrNoMove)
+
+	for i, tc := range []struct {
+		mode  MoveMode
+		phase Phase
+	}{{MoveOnline, PhaseCopy}, {MoveOnline, PhaseFenced}, {MoveOnline, PhaseVerified}, {MoveOffline, PhaseCopy}} {
+		shard := i
+		routeLikes(t, r, shard, 50)
+		want := likeIDs(t, cfg, shard)
+		before := clusterMap(t, cfg).Shards[shard]
+		opts := MoveOptions{Mode: tc.mode, Migrations: sampleSet(t)}
+		opts.stopAfter = tc.phase
+		res, err := MoveShard(ctx(t), cfg, shard, "pg4", opts)
+		require.ErrorIs(t, err, errStopped)
+
+		ab, err := AbortMove(ctx(t), cfg, []int{shard})
+		require.NoError(t, err)
+		require.Equal(t, []AbortResult{{ID: res.ID, Shard: shard, From: before.Host, To: "pg4", Phase: tc.phase}}, ab)
+		require.Equal(t, PhaseAborted, moveRecord(t, cfg, res.ID).Phase)
+		after := clusterMap(t, cfg).Shards[shard]
+		require.Equal(t, before.Host, after.Host)
+		require.Equal(t, StateActive, after.State)
+		require.Zero(t, replicationLeftovers(t, cfg, moveRecord(t, cfg, res.ID).replName))
+		var has bool
+		require.NoError(t, hostPool(t, cfg, "pg4").QueryRow(ctx(t), `SELECT to_regnamespace($1) IS NOT NULL`, before.Schema).Scan(&has))
+		require.False(t, has, "the target's partial copy is gone")
+		// The source takes writes again, with its counter running.
+		routeLikes(t, r, shard, 5)
+		require.Len(t, likeIDs(t, cfg, shard), len(want)+5)
+	}
+	requireVerifyOK(t, cfg)
+
+	// After the flip there is nothing to abort: the move finishes, and
+	// moving back is a move like any other.
+	opts := MoveOptions{Migrations: sampleSet(t)}
+	opts.stopAfter = PhaseFlipped
+	_, err = MoveShard(ctx(t), cfg, 5, "pg4", opts)
+	require.ErrorIs(t, err, errStopped)
+	_, err = AbortMove(ctx(t), cfg, []int{5})
+	require.ErrorIs(t, err, ErrMoveFlipped)
+	opts.stopAfter = ""
+	_, err = MoveShard(ctx(t), cfg, 5, "pg4", opts)
+	require.NoError(t, err)
+	_, err = MoveShard(ctx(t), cfg, 5, "pg3", opts)
+	require.NoError(t, err)
+	requireVerifyOK(t, cfg)
+}
+
+// A cut-over that cannot finish in time lifts the fence: the source serves
+// as before, and running the move again finishes it.
+func TestMoveFailedCutoverLeavesSourceServing(t *testing.T) {
+	t.Parallel()
+	cfg := moveCluster(t, 3)
+	r := openRouter(t, cfg, WithRefreshInterval(0))
+	routeLikes(t, r, 1, 200)
+	_, err := MoveShard(ctx(t), cfg, 1, "pg4", MoveOptions{Migrations: sampleSet(t), CutoverTimeout: time.Nanosecond})
+	require.Error(t, err)
+	recs, err := Moves(ctx(t), cfg, false)
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	require.Equal(t, PhaseCatchup, recs[0].Phase)
+	require.Contains(t, recs[0].Error, "phase verified")
+	s := clusterMap(t, cfg).Shards[1]
+	require.Equal(t, "pg2", s.Host)
+	require.Equal(t, StateActive, s.State)
+	routeLikes(t, r, 1, 10) // fence lifted, counter running
+
+	res, err := MoveShard(ctx(t), cfg, 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
+	require.NoError(t, err)
+	require.EqualValues(t, 210, res.Rows)
+	requireVerifyOK(t, cfg)
+}
+
+// The target's counter is carried past every id the source handed out,
+// even when the source's counter ran an hour ahead of the target's clock.
+func TestMoveCarriesCounterAheadOfTargetClock(t *testing.T) {
+	t.Parallel()
+	cfg := moveCluster(t, 3)
+	m := clusterMap(t, cfg)
+	src := hostPool(t, cfg, m.Shards[2].Host)
+	ahead := idOfCounter(m.Layout, (time.Now().Add(time.Hour).UnixMilli()-m.Layout.Epoch)<<m.Layout.Resolved().SeqBits, 2)
+	_, err := src.Exec(ctx(t), `SELECT shard_0002.next_id_advance($1)`, ahead)
+	require.NoError(t, err)
+	r := openRouter(t, cfg, WithRefreshInterval(0))
+	routeLikes(t, r, 2, 100)
+	old := likeIDs(t, cfg, 2)
+	require.Greater(t, old[0], ahead)
+	// One more id drawn from the source's counter and never stored: the
+	// target must not hand it out either.
+	var drawn int64
+	require.NoError(t, src.QueryRow(ctx(t), `SELECT shard_0002.next_id()`).Scan(&drawn))
+
+	for _, mode := range []MoveMode{MoveOnline, MoveOffline} {
+		to := "pg4"
+		if mode == MoveOffline {
+			to = "pg1"
+		}
+		_, err = MoveShard(ctx(t), cfg, 2, to, MoveOptions{Mode: mode, Migrations: sampleSet(t)})
+		require.NoError(t, err)
+		routeLikes(t, r, 2, 100)
+		ids := likeIDs(t, cfg, 2)
+		require.Len(t, ids, len(old)+100)
+		for _, id := range ids[len(old):] {
+			require.Greater(t, id, drawn, "%s: the target's clock is an hour behind the ids", mode)
+		}
+		old = ids
+		drawn = ids[len(ids)-1]
+	}
+	// verify agrees, apart from the generator's ids running an hour
+	// ahead of the clock, which is what this test made them do.
+	rep, err := Verify(ctx(t), cfg, VerifyOptions{Deep: true})
+	require.NoError(t, err)
+	for _, p := range rep.Problems {
+		require.Equal(t, CheckGeneratorID, p.Check, "%v", p)
+		require.Equal(t, 2, p.Shard)
+	}
 }

@@ -76,7 +76,7 @@ func Apply(ctx context.Context, cfg *Config, opts ApplyOptions) (*ApplyResult, e
 	if opts.Plan.By != ByCount && opts.Plan.By != BySize {
 		return nil, fmt.Errorf("plan by %q: want count or size", opts.Plan.By)
 	}
-	if _, err := Init(ctx, cfg, InitOptions{}); err != nil {
+	if err := registerHosts(ctx, cfg); err != nil {
 		return nil, err
 	}
 	mo, err := newMover(ctx, cfg, opts.Move)
