@@ -144,7 +144,7 @@ func journalMove(ctx context.Context, tx pgx.Tx, shard int, from, to string, mod
 	var id int64
 	err := tx.QueryRow(ctx, `INSERT INTO shardid.moves (shard, from_host, to_host, mode, repl_name, schema_name, bytes, keep_ms)
 		VALUES ($1, $2, $3, $4, 'pending-' || gen_random_uuid(), $5, $6, $7) RETURNING id`,
-		shard, from, to, string(mode), schema, bytes, keep.Milliseconds()).Scan(&id)
+		shard, from, to, string(mode), schema, bytes, keepMS(keep)).Scan(&id)
 	if err != nil {
 		if isUniqueViolation(err) {
 			return nil, &ShardError{Shard: shard, Err: ErrMoveOpen}
@@ -162,6 +162,14 @@ func journalMove(ctx context.Context, tx pgx.Tx, shard int, from, to string, mod
 		return nil, err
 	}
 	return pgx.CollectExactlyOneRow(rows, scanMove)
+}
+
+// keepMS is keep as the journal records it: -1 for "drop at once".
+func keepMS(keep time.Duration) int64 {
+	if keep < 0 {
+		return -1
+	}
+	return keep.Milliseconds()
 }
 
 // setPhase records that move mv completed phase next (from its current

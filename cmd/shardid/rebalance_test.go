@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/shardid/shardid/internal/localpg/pgtest"
+	"github.com/shardid/shardid/shardmgr"
+)
+
+func decodeStrict(t *testing.T, out string, v any) {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(v), out)
+}
+
+// The README's flow: three hosts, a fourth added to the cluster file,
+// shardid rebalance plan, shardid rebalance apply, verify.
+func TestRebalanceCLI(t *testing.T) {
+	path, _ := clusterFile(t, 6)
+	dir := filepath.Join("..", "..", "testdata", "migrations")
+	out, code := runClusterCmd(t, "init", "--config", path)
+	require.Equal(t, 0, code, out)
+	out, code = runClusterCmd(t, "migrate", "up", "--config", path, "--dir", dir)
+	require.Equal(t, 0, code, out)
+
+	cfg, err := shardmgr.LoadConfig(path)
+	require.NoError(t, err)
+	r, err := shardmgr.Open(context.Background(), cfg)
+	require.NoError(t, err)
+	for s := range 6 {
+		err := r.Tx(context.Background(), s, func(ctx context.Context, tx pgx.Tx, sh shardmgr.Shard) error {
+			_, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (user_id, post_id) SELECT g, g FROM generate_series(1, 100) g`, sh.Table("likes")))
+			return err
+		})
+		require.NoError(t, err)
+	}
+	r.Close()
+
+	out, code = runClusterCmd(t, "rebalance", "plan", "--config", path)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "balanced by count: nothing to move")
+
+	// Add a host to the cluster file.
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = fmt.Fprintf(f, "  - name: pg4\n    dsn: %s\n", pgtest.NewDB(t, pgtest.Servers(t, 4)[3]))
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+
+	out, code = runClusterCmd(t, "rebalance", "plan", "--config", path, "--json")
+	require.Equal(t, 0, code, out)
+	var plan struct {
+		Moves []struct {
+			Shard int    `json:"shard"`
+			From  string `json:"from"`
+			To    string `json:"to"`
+			Bytes int64  `json:"bytes"`
+		} `json:"moves"`
+	}
+	decodeStrict(t, out, &plan)
+	require.Len(t, plan.Moves, 1)
+	require.Equal(t, "pg3", plan.Moves[0].From)
+	require.Equal(t, "pg4", plan.Moves[0].To)
+	require.Equal(t, 5, plan.Moves[0].Shard)
+	require.Positive(t, plan.Moves[0].Bytes)
+
+	out, code = runClusterCmd(t, "rebalance", "plan", "--config", path)
+	require.Equal(t, 0, code, out)
+	require.Regexp(t, `(?m)^5\s+pg3\s+pg4\s`, out)
+	require.Regexp(t, `(?m)^pg4\s+0\s+0 B\s+1\s`, out)
+
+	out, code = runClusterCmd(t, "rebalance", "apply", "--config", path, "--dir", dir, "--parallel", "2", "--json")
+	require.Equal(t, 0, code, out)
+	var res struct {
+		Resumed int `json:"resumed"`
+		Moves   []struct {
+			ID            int64  `json:"id"`
+			Shard         int    `json:"shard"`
+			From          string `json:"from"`
+			To            string `json:"to"`
+			Mode          string `json:"mode"`
+			Phase         string `json:"phase"`
+			Rows          int64  `json:"rows"`
+			Bytes         int64  `json:"bytes"`
+			RefusedMS     int64  `json:"refused_ms"`
+			ElapsedMS     int64  `json:"elapsed_ms"`
+			Generation    int64  `json:"generation"`
+			RetiredSchema string `json:"retired_schema"`
+			Error         string `json:"error"`
+		} `json:"moves"`
+		ElapsedMS  int64 `json:"elapsed_ms"`
+		Generation int64 `json:"generation"`
+	}
+	decodeStrict(t, out, &res)
+	require.Len(t, res.Moves, 1)
+	require.Equal(t, "cleaned", res.Moves[0].Phase)
+	require.Equal(t, "online", res.Moves[0].Mode)
+	require.EqualValues(t, 100, res.Moves[0].Rows)
+	require.Equal(t, fmt.Sprintf("shard_0005_moved_g%d", res.Moves[0].Generation), res.Moves[0].RetiredSchema)
+
+	out, code = runClusterCmd(t, "verify", "--config", path, "--deep")
+	require.Equal(t, 0, code, out)
+	out, code = runClusterCmd(t, "rebalance", "apply", "--config", path, "--dir", dir)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "balanced: nothing to move")
+
+	// One shard by hand, offline, and back.
+	out, code = runClusterCmd(t, "shard", "move", "0", "--to", "pg4", "--mode", "offline", "--config", path, "--dir", dir)
+	require.Equal(t, 0, code, out)
+	require.Regexp(t, `(?m)^\d+\s+0\s+pg1\s+pg4\s+offline\s+cleaned\s+100\s`, out)
+	out, code = runClusterCmd(t, "shard", "move", "0", "--to", "pg1", "--config", path, "--dir", dir, "--keep", "0", "--json")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, `"phase": "cleaned"`)
+
+	out, code = runClusterCmd(t, "rebalance", "status", "--config", path, "--all")
+	require.Equal(t, 0, code, out)
+	require.Equal(t, 3, strings.Count(out, "cleaned"), out)
+	out, code = runClusterCmd(t, "rebalance", "abort", "--config", path)
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "no unfinished move")
+
+	out, code = runClusterCmd(t, "rebalance", "cleanup", "--config", path, "--all", "--json")
+	require.Equal(t, 0, code, out)
+	var cl struct {
+		Dropped []struct {
+			Move   int64  `json:"move"`
+			Shard  int    `json:"shard"`
+			Host   string `json:"host"`
+			Schema string `json:"schema"`
+		} `json:"dropped"`
+		Kept int `json:"kept"`
+	}
+	decodeStrict(t, out, &cl)
+	require.Len(t, cl.Dropped, 2) // the third was dropped at once (--keep 0)
+	out, code = runClusterCmd(t, "verify", "--config", path, "--deep")
+	require.Equal(t, 0, code, out)
+}
+
+func TestRebalanceCLIBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"rebalance", "plan", "--by", "weight"}, 2, `--by "weight"`},
+		{[]string{"rebalance", "apply", "--parallel", "0"}, 2, "--parallel"},
+		{[]string{"rebalance", "apply", "--mode", "fast"}, 2, `--mode "fast"`},
+		{[]string{"shard", "move", "x", "--to", "pg4"}, 2, `shard "x"`},
+		{[]string{"shard", "move", "1"}, 2, "--to is required"},
+		{[]string{"shard", "move"}, 2, "accepts 1 arg"},
+		{[]string{"rebalance", "plan", "--config", "nope.yaml"}, 1, "nope.yaml not found"},
+	} {
+		out, code := runClusterCmd(t, tc.args...)
+		require.Equal(t, tc.code, code, "%v: %s", tc.args, out)
+		require.Contains(t, out, tc.msg, tc.args)
+	}
+}
