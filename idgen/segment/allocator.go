@@ -382,15 +382,14 @@ func (t *Tag) loader() {
 			return
 		case <-t.wake:
 		}
-		for t.next.Load() == nil {
+		// Kicks coalesce and may be stale (a caller waiting for a load
+		// that already finished), so load only when the segment in use is
+		// past its preload point or used up; retry until then, so that
+		// the tag comes back by itself when a source does.
+		for t.next.Load() == nil && t.needed() {
 			err := t.loadNext()
 			t.signal(err)
 			if err == nil {
-				break
-			}
-			// Retry while the segment in use is running low, so that the
-			// tag comes back by itself when a source does.
-			if !t.cur.Load().triggered.Load() && t.cur.Load().left() > 0 {
 				break
 			}
 			select {
@@ -403,6 +402,11 @@ func (t *Tag) loader() {
 			t.signal(nil)
 		}
 	}
+}
+
+func (t *Tag) needed() bool {
+	c := t.cur.Load()
+	return c.triggered.Load() || c.left() == 0
 }
 
 func (t *Tag) loadNext() error {
