@@ -22,7 +22,7 @@ import (
 // them with the sample migrations (a likes table) and adds a fourth host,
 // pg4, to the cluster file only: the user's first step before a
 // rebalance.
-func moveCluster(t *testing.T, shards int) *Config {
+func moveCluster(t testing.TB, shards int) *Config {
 	t.Helper()
 	cfg := initCluster(t, shards)
 	_, err := Migrate(ctx(t), cfg, sampleSet(t), MigrateOptions{})
@@ -35,7 +35,7 @@ func moveCluster(t *testing.T, shards int) *Config {
 // starts subscription workers without PostgreSQL's default 5s pause
 // between starts (wal_retrieve_retry_interval), which would otherwise pace
 // a test's successive online moves.
-func addHost(t *testing.T, cfg *Config, name string) {
+func addHost(t testing.TB, cfg *Config, name string) {
 	t.Helper()
 	s := pgtest.Own(t, localpg.Options{Settings: map[string]string{"wal_retrieve_retry_interval": "100ms"}})
 	cfg.Hosts = append(cfg.Hosts, Host{Name: name, DSN: s.DSN("app")})
@@ -43,7 +43,7 @@ func addHost(t *testing.T, cfg *Config, name string) {
 }
 
 // routeLikes inserts n rows into shard's likes table through the router.
-func routeLikes(t *testing.T, r *Router, shard, n int) {
+func routeLikes(t testing.TB, r *Router, shard, n int) {
 	t.Helper()
 	err := r.Tx(ctx(t), shard, func(ctx context.Context, tx pgx.Tx, s Shard) error {
 		_, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (user_id, post_id) SELECT g, g %% 100 FROM generate_series(1, $1) g`, s.Table("likes")), n)
@@ -52,7 +52,7 @@ func routeLikes(t *testing.T, r *Router, shard, n int) {
 	require.NoError(t, err)
 }
 
-func openRouter(t *testing.T, cfg *Config, opts ...RouterOption) *Router {
+func openRouter(t testing.TB, cfg *Config, opts ...RouterOption) *Router {
 	t.Helper()
 	r, err := Open(ctx(t), cfg, opts...)
 	require.NoError(t, err)
@@ -61,7 +61,7 @@ func openRouter(t *testing.T, cfg *Config, opts ...RouterOption) *Router {
 }
 
 // likeIDs reads shard's like ids from the host the catalog places it on.
-func likeIDs(t *testing.T, cfg *Config, shard int) []int64 {
+func likeIDs(t testing.TB, cfg *Config, shard int) []int64 {
 	t.Helper()
 	m := clusterMap(t, cfg)
 	p := hostPool(t, cfg, m.Shards[shard].Host)
@@ -72,7 +72,7 @@ func likeIDs(t *testing.T, cfg *Config, shard int) []int64 {
 	return ids
 }
 
-func requireVerifyOK(t *testing.T, cfg *Config) {
+func requireVerifyOK(t testing.TB, cfg *Config) {
 	t.Helper()
 	rep, err := Verify(ctx(t), cfg, VerifyOptions{Deep: true})
 	require.NoError(t, err)
@@ -81,7 +81,7 @@ func requireVerifyOK(t *testing.T, cfg *Config) {
 
 // replicationLeftovers counts publications, subscriptions and slots named
 // like a move's on the cluster's hosts.
-func replicationLeftovers(t *testing.T, cfg *Config, names ...string) int {
+func replicationLeftovers(t testing.TB, cfg *Config, names ...string) int {
 	t.Helper()
 	n := 0
 	for _, h := range cfg.Hosts {
@@ -96,7 +96,7 @@ func replicationLeftovers(t *testing.T, cfg *Config, names ...string) int {
 	return n
 }
 
-func moveRecord(t *testing.T, cfg *Config, id int64) *MoveRecord {
+func moveRecord(t testing.TB, cfg *Config, id int64) *MoveRecord {
 	t.Helper()
 	recs, err := readMoves(ctx(t), pool(t, cfg.Catalog), `id = $1`, id)
 	require.NoError(t, err)
