@@ -61,7 +61,7 @@ func BenchmarkMoveShard1M(b *testing.B) {
 						}
 					})
 				}
-				res, err := MoveShard(context.Background(), cfg, 0, "pg4", MoveOptions{Mode: mode, Migrations: sampleSet(b)})
+				res, err := MoveShard(context.Background(), cfg, 0, "pg4", MoveOptions{Mode: mode, Migrations: sampleSet(b), Logger: testLogger(b)})
 				close(stop)
 				wg.Wait()
 				if err != nil {
