@@ -23,21 +23,27 @@ import (
 // pg4, to the cluster file only: the user's first step before a
 // rebalance.
 func moveCluster(t testing.TB, shards int) *Config {
+	return moveClusterRetry(t, shards, "100ms")
+}
+
+// moveClusterRetry is moveCluster with the added host's
+// wal_retrieve_retry_interval set to retry.
+func moveClusterRetry(t testing.TB, shards int, retry string) *Config {
 	t.Helper()
 	cfg := initCluster(t, shards)
 	_, err := Migrate(ctx(t), cfg, sampleSet(t), MigrateOptions{})
 	require.NoError(t, err)
-	addHost(t, cfg, "pg4")
+	addHost(t, cfg, "pg4", retry)
 	return cfg
 }
 
-// addHost adds a host on a server of this test's own to cfg. The server
-// starts subscription workers without PostgreSQL's default 5s pause
-// between starts (wal_retrieve_retry_interval), which would otherwise pace
-// a test's successive online moves.
-func addHost(t testing.TB, cfg *Config, name string) {
+// addHost adds a host on a server of this test's own to cfg. With retry
+// "100ms" the server starts subscription workers without PostgreSQL's
+// default 5s pause between starts (wal_retrieve_retry_interval), which
+// would otherwise pace a test's successive online moves.
+func addHost(t testing.TB, cfg *Config, name, retry string) {
 	t.Helper()
-	s := pgtest.Own(t, localpg.Options{Settings: map[string]string{"wal_retrieve_retry_interval": "100ms"}})
+	s := pgtest.Own(t, localpg.Options{Settings: map[string]string{"wal_retrieve_retry_interval": retry}})
 	cfg.Hosts = append(cfg.Hosts, Host{Name: name, DSN: s.DSN("app")})
 	require.NoError(t, cfg.ValidateCluster())
 }
