@@ -276,7 +276,10 @@ func figureCount1000(b *testing.B, ours string) {
 // run; every response is checked and every id kept.
 func figureOutage(b *testing.B) {
 	own := pgtest.Own(b, localpg.Options{})
-	servers := append(pgtest.Servers(b, 2), own)
+	shared := pgtest.Servers(b, 2)
+	// A new slice: appending to the shared one would overwrite pgtest's
+	// third server, which then never gets stopped.
+	servers := []*localpg.Server{shared[0], shared[1], own}
 	a := benchAllocator(b, servers, map[string]segment.TagConfig{"payment": {}})
 	h, err := httpapi.New(a, httpapi.WithLogger(quiet))
 	if err != nil {
