@@ -340,9 +340,48 @@ func sourceFenced(mode MoveMode, p Phase) bool {
 	return p == PhaseFenced || (mode == MoveOffline && (p == PhaseCopy || p == PhaseVerified)) || (mode == MoveOnline && p == PhaseVerified)
 }
 
+// moveLockClass is the first key of the session advisory lock, on the
+// catalog, that a manager holds while it runs or aborts a move (the second
+// key is the move's id): 'shmv'.
+const moveLockClass int32 = 0x73686d76
+
+// ErrMoveBusy: another manager is running or aborting the move.
+var ErrMoveBusy = errors.New("another manager is working on this move")
+
+// lockMove takes the move's lock on a connection of its own, so that two
+// managers never work on one move at once; the returned function releases
+// it. The lock goes with the session if the process dies.
+func (mo *mover) lockMove(ctx context.Context, rec *MoveRecord) (func(), error) {
+	conn, err := pgx.Connect(ctx, mo.cfg.Catalog)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	var ok bool
+	if err := conn.QueryRow(ctx, `SELECT pg_catalog.pg_try_advisory_lock($1, $2)`, moveLockClass, int32(rec.ID)).Scan(&ok); err != nil || !ok {
+		conn.Close(context.WithoutCancel(ctx))
+		if err == nil {
+			err = fmt.Errorf("move %d of shard %d: %w", rec.ID, rec.Shard, ErrMoveBusy)
+		}
+		return nil, err
+	}
+	return func() { conn.Close(context.WithoutCancel(ctx)) }, nil
+}
+
 // run takes a journaled move from its phase to cleaned.
 func (mo *mover) run(ctx context.Context, rec *MoveRecord) (*MoveResult, error) {
 	start := time.Now()
+	unlock, err := mo.lockMove(ctx, rec)
+	if err != nil {
+		return &MoveResult{ID: rec.ID, Shard: rec.Shard, From: rec.From, To: rec.To, Mode: rec.Mode, Phase: rec.Phase, Error: err.Error()}, err
+	}
+	defer unlock()
+	// Re-read the journal under the lock: another manager may have moved
+	// it on since it was read.
+	fresh, err := readMoves(ctx, mo.catalog, `id = $1`, rec.ID)
+	if err != nil {
+		return nil, err
+	}
+	*rec = *fresh[0]
 	seq := steps(rec.Mode)
 	res := func() *MoveResult {
 		r := &MoveResult{ID: rec.ID, Shard: rec.Shard, From: rec.From, To: rec.To, Mode: rec.Mode, Phase: rec.Phase,

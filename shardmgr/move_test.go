@@ -394,6 +394,18 @@ func TestMoveFailedCutoverLeavesSourceServing(t *testing.T) {
 	require.Equal(t, StateActive, s.State)
 	routeLikes(t, r, 1, 10) // fence lifted, counter running
 
+	// While another manager holds the move, neither a second run nor an
+	// abort touches it.
+	conn, err := pgx.Connect(ctx(t), cfg.Catalog)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx(t), `SELECT pg_advisory_lock($1, $2)`, moveLockClass, int32(recs[0].ID))
+	require.NoError(t, err)
+	_, err = MoveShard(ctx(t), cfg, 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
+	require.ErrorIs(t, err, ErrMoveBusy)
+	_, err = AbortMove(ctx(t), cfg, []int{1})
+	require.ErrorIs(t, err, ErrMoveBusy)
+	require.NoError(t, conn.Close(ctx(t)))
+
 	res, err := MoveShard(ctx(t), cfg, 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
 	require.NoError(t, err)
 	require.EqualValues(t, 210, res.Rows)

@@ -222,6 +222,18 @@ func AbortMove(ctx context.Context, cfg *Config, shards []int) ([]AbortResult, e
 }
 
 func (mo *mover) abort(ctx context.Context, rec *MoveRecord) error {
+	unlock, err := mo.lockMove(ctx, rec)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	fresh, err := readMoves(ctx, mo.catalog, `id = $1`, rec.ID)
+	if err != nil {
+		return err
+	}
+	if *rec = *fresh[0]; !rec.Phase.Open() || rec.Phase.flipped() {
+		return fmt.Errorf("move %d is now in phase %s", rec.ID, rec.Phase)
+	}
 	src, dst, err := mo.ends(ctx, rec)
 	if err != nil {
 		return err
