@@ -1,0 +1,67 @@
+package shardmgr_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+
+	"github.com/shardid/shardid/shardmgr"
+)
+
+// After adding a host to the cluster file, an operator's tool plans the
+// moves, then runs them; running it again after an interruption resumes.
+func ExampleApply() {
+	ctx := context.Background()
+	cfg, err := shardmgr.LoadConfig("shardid.yaml")
+	if err != nil {
+		log.Fatal(err)
+	}
+	plan, err := shardmgr.PlanRebalance(ctx, cfg, shardmgr.PlanOptions{By: shardmgr.ByCount})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, m := range plan.Moves {
+		fmt.Printf("shard %d: %s -> %s (%d bytes)\n", m.Shard, m.From, m.To, m.Bytes)
+	}
+	migrations, err := shardmgr.LoadMigrationDir("migrations")
+	if err != nil {
+		log.Fatal(err)
+	}
+	res, err := shardmgr.Apply(ctx, cfg, shardmgr.ApplyOptions{
+		Parallel: 4,
+		Move: shardmgr.MoveOptions{
+			Migrations: migrations,
+			Progress: func(p shardmgr.MoveProgress) {
+				fmt.Fprintf(os.Stderr, "shard %d: %s\n", p.Shard, p.Phase)
+			},
+		},
+	})
+	var failed *shardmgr.MovesError
+	if errors.As(err, &failed) {
+		log.Printf("%d moves failed; their shards still serve from their old hosts", len(failed.Failed))
+	} else if err != nil {
+		log.Fatal(err)
+	}
+	for _, m := range res.Moves {
+		fmt.Printf("shard %d on %s: writes refused for %d ms\n", m.Shard, m.To, m.RefusedMS)
+	}
+}
+
+// One shard, offline (fence, COPY, flip), keeping no old copy.
+func ExampleMoveShard() {
+	ctx := context.Background()
+	cfg, err := shardmgr.LoadConfig("shardid.yaml")
+	if err != nil {
+		log.Fatal(err)
+	}
+	res, err := shardmgr.MoveShard(ctx, cfg, 5, "pg4", shardmgr.MoveOptions{Mode: shardmgr.MoveOffline, Keep: -1})
+	if errors.Is(err, shardmgr.ErrMoveOpen) {
+		log.Fatal("shard 5 is already moving elsewhere: shardid rebalance abort --shard 5")
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%d rows moved to %s at generation %d\n", res.Rows, res.To, res.Generation)
+}
