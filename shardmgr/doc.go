@@ -37,4 +37,12 @@
 // A Router serves applications: it maps keys and ids to shards, keeps one
 // pgx pool per host, runs functions in transactions scoped to a shard, and
 // refuses writes to shards that are read-only or moving.
+//
+// PlanRebalance, Apply and MoveShard move whole logical shards between
+// hosts when the cluster file adds a host or marks one drain: the schema
+// is built on the target, copied with logical replication (or COPY,
+// offline), fenced for a short cut-over, its counter carried over so no
+// id repeats, checked table by table and flipped in the catalog. A journal
+// in the catalog makes every move resumable and AbortMove rolls one back
+// (docs/rebalance.md).
 package shardmgr
