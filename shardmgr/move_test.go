@@ -456,3 +456,48 @@ func TestMoveCarriesCounterAheadOfTargetClock(t *testing.T) {
 		require.Equal(t, 2, p.Shard)
 	}
 }
+
+// A table without a primary key cannot follow changes online, and a table
+// the migrations did not make cannot be built on the target: both are
+// refused before anything is fenced, and offline moves the first.
+func TestMoveRefusesWhatItCannotCopy(t *testing.T) {
+	t.Parallel()
+	cfg := initCluster(t, 3)
+	set := setOf(t, map[string]string{"001_log.sql": `CREATE TABLE {{.schema}}.log (id bigint NOT NULL DEFAULT {{.next_id}}, msg text);`})
+	_, err := Migrate(ctx(t), cfg, set, MigrateOptions{})
+	require.NoError(t, err)
+	addHost(t, cfg, "pg4", "100ms")
+	src := hostPool(t, cfg, "pg1")
+	_, err = src.Exec(ctx(t), `INSERT INTO shard_0000.log (msg) SELECT 'm' || g FROM generate_series(1, 300) g`)
+	require.NoError(t, err)
+
+	_, err = MoveShard(ctx(t), cfg, 0, "pg4", MoveOptions{Migrations: set})
+	require.ErrorContains(t, err, "without a primary key or replica identity")
+	require.ErrorContains(t, err, "--mode offline")
+	s := clusterMap(t, cfg).Shards[0]
+	require.Equal(t, StateActive, s.State)
+	_, err = AbortMove(ctx(t), cfg, []int{0})
+	require.NoError(t, err)
+
+	res, err := MoveShard(ctx(t), cfg, 0, "pg4", MoveOptions{Migrations: set, Mode: MoveOffline})
+	require.NoError(t, err)
+	require.EqualValues(t, 300, res.Rows)
+
+	// A table made by hand on shard 1.
+	_, err = hostPool(t, cfg, "pg2").Exec(ctx(t), `CREATE TABLE shard_0001.extra (id bigint PRIMARY KEY)`)
+	require.NoError(t, err)
+	_, err = MoveShard(ctx(t), cfg, 1, "pg4", MoveOptions{Migrations: set, Mode: MoveOffline})
+	require.ErrorIs(t, err, ErrMoveCheck)
+	require.ErrorContains(t, err, "extra")
+	_, err = AbortMove(ctx(t), cfg, nil)
+	require.NoError(t, err)
+
+	// Without the migrations directory a migrated shard cannot be built.
+	_, err = MoveShard(ctx(t), cfg, 2, "pg4", MoveOptions{Mode: MoveOffline})
+	require.ErrorIs(t, err, ErrMigrationsNeeded)
+	_, err = AbortMove(ctx(t), cfg, nil)
+	require.NoError(t, err)
+	_, err = hostPool(t, cfg, "pg2").Exec(ctx(t), `DROP TABLE shard_0001.extra`)
+	require.NoError(t, err)
+	requireVerifyOK(t, cfg)
+}

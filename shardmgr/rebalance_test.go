@@ -38,6 +38,12 @@ func TestRebalanceAddHostThenDrain(t *testing.T) {
 	again, err := PlanRebalance(ctx(t), cfg, PlanOptions{})
 	require.NoError(t, err)
 	require.Equal(t, plan.Moves, again.Moves)
+	bySize, err := PlanRebalance(ctx(t), cfg, PlanOptions{By: BySize})
+	require.NoError(t, err)
+	require.NotEmpty(t, bySize.Moves)
+	for _, mv := range bySize.Moves {
+		require.Equal(t, "pg4", mv.To)
+	}
 	after := clusterMap(t, cfg)
 	require.Equal(t, before.Generation, after.Generation)
 	_, known := after.Host("pg4")
