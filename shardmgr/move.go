@@ -833,7 +833,11 @@ func (mo *mover) catchUp(ctx context.Context, rec *MoveRecord) error {
 		if err != nil {
 			return fmt.Errorf("source %s: %w", rec.From, err)
 		}
-		mo.progress(rec, MoveProgress{Phase: PhaseCatchup, Tables: tables, Synced: ready, Lag: lag})
+		// Rows on the target so far, from its statistics (they trail by
+		// up to a second): progress only.
+		var rows int64
+		_ = dst.QueryRow(ctx, `SELECT coalesce(sum(n_tup_ins), 0)::bigint FROM pg_catalog.pg_stat_user_tables WHERE schemaname = $1`, rec.Schema).Scan(&rows)
+		mo.progress(rec, MoveProgress{Phase: PhaseCatchup, Tables: tables, Synced: ready, Rows: rows, Lag: lag})
 		if ready == tables {
 			// Close enough when a change on the source shows up on the
 			// target within CatchupDelay: the cut-over then waits about
