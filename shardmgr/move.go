@@ -408,6 +408,21 @@ func (mo *mover) run(ctx context.Context, rec *MoveRecord) (*MoveResult, error) 
 		err := mo.step(ctx, rec, next)
 		if err != nil {
 			err = &ShardError{Shard: rec.Shard, Host: rec.To, Err: fmt.Errorf("move %d (%s -> %s), phase %s: %w", rec.ID, rec.From, rec.To, next, err)}
+			if next == PhaseFlipped {
+				// The flip may have committed even though its answer was
+				// lost: then the target serves, and the source must stay
+				// fenced. The journal says which.
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+				fresh, rerr := readMoves(rctx, mo.catalog, `id = $1`, rec.ID)
+				cancel()
+				if rerr != nil || fresh[0].Phase.flipped() {
+					if rerr == nil {
+						*rec = *fresh[0]
+					}
+					recordError(ctx, mo.catalog, rec, err)
+					return res(), err
+				}
+			}
 			if sourceFenced(rec.Mode, rec.Phase) {
 				// Writes are refused: give the source back rather than
 				// leave the shard unwritable until someone notices.
