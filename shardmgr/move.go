@@ -671,16 +671,20 @@ func (mo *mover) startReplication(ctx context.Context, rec *MoveRecord) error {
 	if hasSub {
 		return setPhase(ctx, mo.catalog, rec, PhaseCopy, "")
 	}
-	// A slot left by a CREATE SUBSCRIPTION that did not commit.
-	if err := dropSlot(ctx, src, rec.replName); err != nil {
-		return fmt.Errorf("source %s: %w", rec.From, err)
+	// The slot is made here rather than by CREATE SUBSCRIPTION: that
+	// would wait forever when both hosts are databases of one server (the
+	// slot waits for the transaction creating it). A slot left by an
+	// earlier attempt is reused.
+	if _, err := src.Exec(ctx, `SELECT pg_catalog.pg_create_logical_replication_slot($1, 'pgoutput')
+		WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_replication_slots WHERE slot_name = $1)`, rec.replName); err != nil {
+		return fmt.Errorf("source %s: create replication slot: %w", rec.From, err)
 	}
 	h, _ := mo.cfg.Host(rec.From)
 	conninfo, err := mo.connInfo(h)
 	if err != nil {
 		return fmt.Errorf("source %s: %w", rec.From, err)
 	}
-	if _, err := dst.Exec(ctx, fmt.Sprintf(`CREATE SUBSCRIPTION %s CONNECTION %s PUBLICATION %s WITH (slot_name = %s, create_slot = true, copy_data = true)`,
+	if _, err := dst.Exec(ctx, fmt.Sprintf(`CREATE SUBSCRIPTION %s CONNECTION %s PUBLICATION %s WITH (slot_name = %s, create_slot = false, copy_data = true)`,
 		name, quoteLiteral(conninfo), name, quoteLiteral(rec.replName))); err != nil {
 		return fmt.Errorf("target %s: create subscription: %w", rec.To, err)
 	}

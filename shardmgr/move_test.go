@@ -501,3 +501,24 @@ func TestMoveRefusesWhatItCannotCopy(t *testing.T) {
 	require.NoError(t, err)
 	requireVerifyOK(t, cfg)
 }
+
+// Two hosts may be two databases of one server: the online move creates
+// the replication slot itself, as CREATE SUBSCRIPTION would wait forever.
+func TestMoveOnlineWithinOneServer(t *testing.T) {
+	t.Parallel()
+	cfg := initCluster(t, 3)
+	_, err := Migrate(ctx(t), cfg, sampleSet(t), MigrateOptions{})
+	require.NoError(t, err)
+	s := pgtest.Servers(t, 1)[0] // pg1's server
+	db := cfg.Cluster + "_pg4"
+	dropLater(t, s, db)
+	cfg.Hosts = append(cfg.Hosts, Host{Name: "pg4", DSN: s.DSN(db)})
+	r := openRouter(t, cfg, WithRefreshInterval(0))
+	routeLikes(t, r, 0, 100)
+	want := likeIDs(t, cfg, 0)
+	res, err := MoveShard(ctx(t), cfg, 0, "pg4", MoveOptions{Migrations: sampleSet(t), CutoverTimeout: time.Minute})
+	require.NoError(t, err)
+	require.EqualValues(t, 100, res.Rows)
+	require.Equal(t, want, likeIDs(t, cfg, 0))
+	requireVerifyOK(t, cfg)
+}
