@@ -1,58 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
-
-	"github.com/shardid/shardid/internal/localpg/pgtest"
 )
-
-// runClusterCmd runs shardid with args and returns stdout, stderr-free
-// error text and the exit code main would use.
-func runClusterCmd(t *testing.T, args ...string) (string, int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	root := newRootCmd()
-	var out, errOut bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&errOut)
-	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
-	if err != nil {
-		out.WriteString("error: " + err.Error())
-	}
-	return out.String(), exitCode(err)
-}
-
-// clusterFile writes a cluster file for shards shards on three local
-// servers with databases of this test's own and returns its path and the
-// host DSNs.
-func clusterFile(t *testing.T, shards int) (string, []string) {
-	t.Helper()
-	servers := pgtest.Servers(t, 3)
-	var b strings.Builder
-	fmt.Fprintf(&b, "cluster: cli\nshards: %d\ncatalog: %s\nhosts:\n", shards, pgtest.NewDB(t, servers[0]))
-	var dsns []string
-	for i, s := range servers {
-		dsn := pgtest.NewDB(t, s)
-		dsns = append(dsns, dsn)
-		fmt.Fprintf(&b, "  - name: pg%d\n    dsn: %s\n", i+1, dsn)
-	}
-	path := filepath.Join(t.TempDir(), "shardid.yaml")
-	require.NoError(t, os.WriteFile(path, []byte(b.String()), 0o600))
-	return path, dsns
-}
 
 func TestInitStatusVerifyCLI(t *testing.T) {
 	cfg, dsns := clusterFile(t, 6)

@@ -2,50 +2,18 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/shardid/shardid/shardmgr"
 )
 
 const sampleMigrations = "../../testdata/migrations"
-
-// runCLI runs shardid with args and returns its stdout and exit code.
-func runCLI(t *testing.T, args ...string) (string, int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	root := newRootCmd()
-	var out bytes.Buffer
-	root.SetOut(&out)
-	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
-	return out.String(), exitCode(err)
-}
-
-// migrateCluster writes a cluster file for 6 shards on three local
-// servers, each test with databases of its own, and returns its path.
-func migrateCluster(t *testing.T) string {
-	t.Helper()
-	servers := pgtest.Servers(t, 3)
-	var b strings.Builder
-	fmt.Fprintf(&b, "cluster: mig\nshards: 6\ncatalog: %s\nhosts:\n", pgtest.NewDB(t, servers[0]))
-	for i, s := range servers {
-		fmt.Fprintf(&b, "  - name: pg%d\n    dsn: %s\n", i+1, pgtest.NewDB(t, s))
-	}
-	path := filepath.Join(t.TempDir(), "shardid.yaml")
-	require.NoError(t, os.WriteFile(path, []byte(b.String()), 0o600))
-	return path
-}
 
 func writeMigrations(t *testing.T, files map[string]string) string {
 	t.Helper()
@@ -57,17 +25,17 @@ func writeMigrations(t *testing.T, files map[string]string) string {
 }
 
 func TestMigrateCLI(t *testing.T) {
-	cfg := migrateCluster(t)
-	out, code := runCLI(t, "init", "--config", cfg)
+	cfg := clusterPath(t, 6)
+	out, code := runClusterCmd(t, "init", "--config", cfg)
 	require.Equal(t, 0, code, out)
 
 	// From an empty cluster to tables in every shard.
-	out, code = runCLI(t, "migrate", "up", "--config", cfg, "--dir", sampleMigrations)
+	out, code = runClusterCmd(t, "migrate", "up", "--config", cfg, "--dir", sampleMigrations)
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "migrate up to version 2 (002_add_likes_post_index.sql): 6 shards")
 	require.Contains(t, out, "migrated 6 (12 migrations run), already there 0, failed 0")
 
-	out, code = runCLI(t, "migrate", "status", "--config", cfg, "--dir", sampleMigrations, "--json")
+	out, code = runClusterCmd(t, "migrate", "status", "--config", cfg, "--dir", sampleMigrations, "--json")
 	require.Equal(t, 0, code, out)
 	var st struct {
 		Latest int              `json:"latest"`
@@ -78,18 +46,18 @@ func TestMigrateCLI(t *testing.T) {
 	require.Len(t, st.Shards, 6)
 	require.Equal(t, map[string]any{"id": 5.0, "host": "pg3", "version": 2.0}, st.Shards[5])
 
-	out, code = runCLI(t, "migrate", "status", "--config", cfg, "--dir", sampleMigrations)
+	out, code = runClusterCmd(t, "migrate", "status", "--config", cfg, "--dir", sampleMigrations)
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "latest version 2 (002_add_likes_post_index.sql); 6 shards on 3 hosts")
 	require.Contains(t, out, "every shard is at version 2")
 	require.Regexp(t, `4-5\s+pg3\s+2`, out)
 
-	out, code = runCLI(t, "migrate", "render", "--config", cfg, "--dir", sampleMigrations, "--shard", "5")
+	out, code = runClusterCmd(t, "migrate", "render", "--config", cfg, "--dir", sampleMigrations, "--shard", "5")
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "-- 001_create_likes.sql (version 1), up:\n")
 	require.Contains(t, out, "id         bigint      PRIMARY KEY DEFAULT shard_0005.next_id(),")
 	rendered := t.TempDir()
-	out, code = runCLI(t, "migrate", "render", "--config", cfg, "--dir", sampleMigrations, "--shard", "5", "--format", "golang-migrate", "--out", rendered)
+	out, code = runClusterCmd(t, "migrate", "render", "--config", cfg, "--dir", sampleMigrations, "--shard", "5", "--format", "golang-migrate", "--out", rendered)
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, filepath.Join(rendered, "001_create_likes.up.sql"))
 	body, err := os.ReadFile(filepath.Join(rendered, "002_add_likes_post_index.down.sql"))
@@ -103,13 +71,13 @@ func TestMigrateCLI(t *testing.T) {
 		"002_add_likes_post_index.sql": mustRead(t, filepath.Join(sampleMigrations, "002_add_likes_post_index.sql")),
 		"003_note.sql":                 "ALTER TABLE {{.schema}}.likes ADD COLUMN note text{{if eq .shard_id 4}} NOT A TYPE{{end}};\n---- create above / drop below ----\nALTER TABLE {{.schema}}.likes DROP COLUMN note;",
 	})
-	out, code = runCLI(t, "migrate", "up", "--config", cfg, "--dir", broken)
+	out, code = runClusterCmd(t, "migrate", "up", "--config", cfg, "--dir", broken)
 	require.Equal(t, 1, code, out)
 	require.Contains(t, out, "migrated 5 (5 migrations run), already there 0, failed 1")
 	require.Contains(t, out, "failed:\n  shard 4 on pg3 stopped at version 2: 003_note.sql (up): ERROR: syntax error at or near \"A\"")
 	require.Contains(t, out, "(SQLSTATE 42601)")
 
-	out, code = runCLI(t, "migrate", "status", "--config", cfg, "--dir", broken)
+	out, code = runClusterCmd(t, "migrate", "status", "--config", cfg, "--dir", broken)
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "behind (1): shards 4")
 	require.Contains(t, out, "failed (1):\n  shard 4 on pg3 at version 2: 003_note.sql (up) failed ")
@@ -120,7 +88,7 @@ func TestMigrateCLI(t *testing.T) {
 		"002_add_likes_post_index.sql": mustRead(t, filepath.Join(sampleMigrations, "002_add_likes_post_index.sql")),
 		"003_note.sql":                 "ALTER TABLE {{.schema}}.likes ADD COLUMN note text;\n---- create above / drop below ----\nALTER TABLE {{.schema}}.likes DROP COLUMN note;",
 	})
-	out, code = runCLI(t, "migrate", "up", "--config", cfg, "--dir", fixed, "--json")
+	out, code = runClusterCmd(t, "migrate", "up", "--config", cfg, "--dir", fixed, "--json")
 	require.Equal(t, 0, code, out)
 	var res struct {
 		Shards []struct {
@@ -132,18 +100,18 @@ func TestMigrateCLI(t *testing.T) {
 	require.Equal(t, 3, res.Shards[4].To)
 	require.Equal(t, 0, res.Shards[3].Applied)
 
-	out, code = runCLI(t, "migrate", "down", "--config", cfg, "--dir", fixed, "--to", "1")
+	out, code = runClusterCmd(t, "migrate", "down", "--config", cfg, "--dir", fixed, "--to", "1")
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "migrate down to version 1 (001_create_likes.sql): 6 shards")
 
-	out, code = runCLI(t, "migrate", "generator", "--config", cfg, "--dry-run")
+	out, code = runClusterCmd(t, "migrate", "generator", "--config", cfg, "--dry-run")
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "generator: would upgrade 0 shards, 6 already current, 0 failed")
 }
 
 func TestMigrateCLIBadInput(t *testing.T) {
-	cfg := migrateCluster(t)
-	out, code := runCLI(t, "init", "--config", cfg)
+	cfg := clusterPath(t, 6)
+	out, code := runClusterCmd(t, "init", "--config", cfg)
 	require.Equal(t, 0, code, out)
 	for _, c := range []struct {
 		args []string
@@ -158,11 +126,11 @@ func TestMigrateCLIBadInput(t *testing.T) {
 		{[]string{"migrate", "render", "--config", cfg, "--dir", sampleMigrations, "--shard", "1", "--format", "x"}, 2},
 		{[]string{"migrate", "up", "--config", cfg, "--dir", writeMigrations(t, map[string]string{"001_a.sql": "SELECT {{.nope}};"})}, 1},
 	} {
-		out, code := runCLI(t, c.args...)
+		out, code := runClusterCmd(t, c.args...)
 		require.Equal(t, c.code, code, "%v: %s", c.args, out)
 	}
 	// Nothing was migrated by any of them.
-	out, code = runCLI(t, "migrate", "status", "--config", cfg, "--dir", sampleMigrations, "--json")
+	out, code = runClusterCmd(t, "migrate", "status", "--config", cfg, "--dir", sampleMigrations, "--json")
 	require.Equal(t, 0, code, out)
 	require.NotContains(t, out, `"version": 1`)
 	require.NotContains(t, out, `"version": 2`)
