@@ -262,17 +262,37 @@ func reconcileCatalog(ctx context.Context, tx pgx.Tx, cfg *Config, cur *Map) ([]
 	if cfg.EpochMS != 0 && cfg.EpochMS != cur.Layout.Epoch {
 		bad = append(bad, fmt.Sprintf("the catalog's epoch_ms is %d, the file says %d (fixed once initialised)", cur.Layout.Epoch, cfg.EpochMS))
 	}
+	// A host gone from the file leaves the catalog once it holds nothing:
+	// no shard (drain it first) and no unfinished move, whose retired copy
+	// would otherwise be left where no command looks (rebalance cleanup).
+	var removed []string
 	for _, ch := range cur.Hosts {
-		if _, ok := cfg.Host(ch.Name); !ok {
-			if n := len(cur.ShardsOn(ch.Name)); n > 0 {
-				bad = append(bad, fmt.Sprintf("host %s holds %d shards in the catalog but is not in the file", ch.Name, n))
-			}
+		if _, ok := cfg.Host(ch.Name); ok {
+			continue
 		}
+		if n := len(cur.ShardsOn(ch.Name)); n > 0 {
+			bad = append(bad, fmt.Sprintf("host %s holds %d shards in the catalog but is not in the file (drain it first: drain: true, then shardid rebalance apply)", ch.Name, n))
+			continue
+		}
+		var open int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM shardid.moves
+			WHERE $1 IN (from_host, to_host) AND (phase NOT IN ('cleaned', 'aborted')
+			   OR (from_host = $1 AND retired_schema IS NOT NULL AND retired_dropped_at IS NULL))`, ch.Name).Scan(&open); err != nil {
+			return nil, err
+		}
+		if open > 0 {
+			bad = append(bad, fmt.Sprintf("host %s is not in the file but %d moves involving it are unfinished or keep a retired copy there (shardid rebalance cleanup --all, or abort)", ch.Name, open))
+			continue
+		}
+		removed = append(removed, ch.Name)
 	}
 	if len(bad) > 0 {
 		return nil, fmt.Errorf("%w: %s", ErrClusterMismatch, strings.Join(bad, "; "))
 	}
 	var changes []string
+	for _, name := range removed {
+		changes = append(changes, fmt.Sprintf("remove host %s", name))
+	}
 	for _, h := range cfg.Hosts {
 		ch, ok := cur.Host(h.Name)
 		switch {
@@ -288,6 +308,11 @@ func reconcileCatalog(ctx context.Context, tx pgx.Tx, cfg *Config, cur *Map) ([]
 		return nil, nil
 	}
 	gen := cur.Generation + 1
+	for _, name := range removed {
+		if _, err := tx.Exec(ctx, `DELETE FROM shardid.hosts WHERE name = $1`, name); err != nil {
+			return nil, err
+		}
+	}
 	for _, h := range cfg.Hosts {
 		if _, err := tx.Exec(ctx, `INSERT INTO shardid.hosts (name, dsn, drain, added_generation) VALUES ($1, $2, $3, $4)
 			ON CONFLICT (name) DO UPDATE SET dsn = EXCLUDED.dsn, drain = EXCLUDED.drain

@@ -103,8 +103,26 @@ func TestRebalanceAddHostThenDrain(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, cl.Dropped)
 	require.Equal(t, 6, cl.Kept)
+	// The drained host leaves the cluster file: refused while moves off it
+	// still keep retired copies there, done once they are cleaned up.
+	drained := cfg.Hosts[1]
+	cfg.Hosts = append(cfg.Hosts[:1:1], cfg.Hosts[2:]...)
+	_, err = Init(ctx(t), cfg, InitOptions{})
+	require.ErrorIs(t, err, ErrClusterMismatch)
+	require.ErrorContains(t, err, "host pg2 is not in the file but")
+	require.ErrorContains(t, err, "keep a retired copy there")
+	cfg.Hosts = append(cfg.Hosts[:1:1], append([]Host{drained}, cfg.Hosts[1:]...)...)
+
 	cl, err = Cleanup(ctx(t), cfg, CleanupOptions{All: true})
 	require.NoError(t, err)
 	require.Len(t, cl.Dropped, 6)
+	requireVerifyOK(t, cfg)
+
+	cfg.Hosts = append(cfg.Hosts[:1:1], cfg.Hosts[2:]...)
+	ir, err := Init(ctx(t), cfg, InitOptions{})
+	require.NoError(t, err)
+	require.Contains(t, ir.CatalogChanges, "remove host pg2")
+	_, ok := clusterMap(t, cfg).Host("pg2")
+	require.False(t, ok, "pg2 left the catalog")
 	requireVerifyOK(t, cfg)
 }
