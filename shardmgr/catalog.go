@@ -242,3 +242,20 @@ func isUndefinedTable(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "3F000")
 }
+
+// readClusterMap reads the map from the catalog named in cfg.
+func readClusterMap(ctx context.Context, cfg *Config) (*Map, error) {
+	pool, err := openPool(ctx, cfg.Catalog, 1)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	defer pool.Close()
+	m, err := ReadMap(ctx, pool)
+	if err != nil {
+		if errors.Is(err, ErrNotInitialized) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	return m, nil
+}

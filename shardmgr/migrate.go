@@ -367,23 +367,6 @@ func migrateTarget(set *MigrationSet, opts MigrateOptions) (int, error) {
 	return 0, fmt.Errorf("unknown direction %q (up or down)", opts.Direction)
 }
 
-// readClusterMap reads the map from the catalog named in cfg.
-func readClusterMap(ctx context.Context, cfg *Config) (*Map, error) {
-	pool, err := openPool(ctx, cfg.Catalog, 1)
-	if err != nil {
-		return nil, fmt.Errorf("catalog: %w", err)
-	}
-	defer pool.Close()
-	m, err := ReadMap(ctx, pool)
-	if err != nil {
-		if errors.Is(err, ErrNotInitialized) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("catalog: %w", err)
-	}
-	return m, nil
-}
-
 // selectShards returns the shards ids names (nil: all), ascending, or an
 // error wrapping ErrUnknownShard.
 func selectShards(m *Map, ids []int) ([]ShardInfo, error) {

@@ -2,7 +2,6 @@ package shardmgr
 
 import (
 	"context"
-	"fmt"
 )
 
 // Status is the map as `shardid status --json` prints it:
@@ -46,14 +45,9 @@ func ClusterStatus(ctx context.Context, cfg *Config) (*Status, error) {
 	if err := cfg.ValidateCluster(); err != nil {
 		return nil, err
 	}
-	pool, err := openPool(ctx, cfg.Catalog, 1)
+	m, err := readClusterMap(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("catalog: %w", err)
-	}
-	defer pool.Close()
-	m, err := ReadMap(ctx, pool)
-	if err != nil {
-		return nil, fmt.Errorf("catalog: %w", err)
+		return nil, err
 	}
 	return StatusOf(m), nil
 }

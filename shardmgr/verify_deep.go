@@ -3,6 +3,7 @@ package shardmgr
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -46,7 +47,7 @@ func (v *verifier) checkStored(ctx context.Context) {
 			continue
 		}
 		wg.Go(func() {
-			for _, schema := range sortedKeys(hs.columns) {
+			for _, schema := range slices.Sorted(maps.Keys(hs.columns)) {
 				if _, ok := hs.retired[schema]; ok {
 					continue // a moved shard's old copy: its ids live on in the new one
 				}
@@ -160,13 +161,4 @@ func joinCols(cols []idColumn) string {
 		s[i] = c.String()
 	}
 	return strings.Join(s, ", ")
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -114,7 +116,7 @@ func New(pools []*pgxpool.Pool, tags map[string]TagConfig, opts ...Option) (*All
 		s.br.since = o.now()
 		a.sources = append(a.sources, s)
 	}
-	for _, name := range sortedKeys(tags) {
+	for _, name := range slices.Sorted(maps.Keys(tags)) {
 		cfg := tags[name]
 		if !tagName.MatchString(name) {
 			return nil, fmt.Errorf("%w: tag %q: name must be 1-64 of A-Z a-z 0-9 _ . -", ErrConfig, name)
@@ -153,7 +155,7 @@ func (a *Allocator) Close() {
 func (a *Allocator) Tag(name string) *Tag { return a.tags[name] }
 
 // Tags returns the configured tag names, sorted.
-func (a *Allocator) Tags() []string { return sortedKeys(a.tags) }
+func (a *Allocator) Tags() []string { return slices.Sorted(maps.Keys(a.tags)) }
 
 // Next returns the next id of tag.
 func (a *Allocator) Next(ctx context.Context, tag string) (int64, error) {

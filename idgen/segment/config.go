@@ -3,6 +3,7 @@ package segment
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -81,7 +82,7 @@ func (c *Config) Validate() error {
 	if len(c.Tags) == 0 {
 		probs = append(probs, "tags: at least one tag is needed")
 	}
-	for _, name := range sortedKeys(c.Tags) {
+	for _, name := range slices.Sorted(maps.Keys(c.Tags)) {
 		if !tagName.MatchString(name) {
 			probs = append(probs, fmt.Sprintf("tags.%s: name must be 1-64 of A-Z a-z 0-9 _ . -", name))
 		}
@@ -167,12 +168,3 @@ func (c *Config) ExpandEnv(lookup func(string) (string, bool)) error {
 }
 
 var envRef = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*\}`)
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
