@@ -29,6 +29,12 @@ type InitOptions struct {
 	Workers int
 	// Logger receives progress messages. Nil discards them.
 	Logger *slog.Logger
+	// Migrations, when set, brings every shard to the migration version
+	// of the others after installing (MigrateShards), so that a shard Init
+	// created again gets the tables the rest have. Migrate adjusts that run
+	// (its Workers default to Workers).
+	Migrations *MigrationSet
+	Migrate    MigrateOptions
 }
 
 // InitResult is what Init did.
@@ -45,6 +51,8 @@ type InitResult struct {
 	// installed; Unchanged those that were already right.
 	Installed, Unchanged int
 	Elapsed              time.Duration
+	// Migrated is the migration run, when InitOptions.Migrations was set.
+	Migrated *MigrateResult
 }
 
 // Changed reports whether Init changed anything.
@@ -168,8 +176,14 @@ func Init(ctx context.Context, cfg *Config, opts InitOptions) (*InitResult, erro
 		}
 		return res, fmt.Errorf("init: %d of %d shards not installed: %s", len(failures), len(m.Shards), strings.Join(msgs, "; "))
 	}
+	if opts.Migrations != nil {
+		if opts.Migrate.Workers == 0 {
+			opts.Migrate.Workers = opts.Workers
+		}
+		res.Migrated, err = MigrateShards(ctx, cfg, opts.Migrations, nil, opts.Migrate)
+	}
 	res.Elapsed = time.Since(start)
-	return res, nil
+	return res, err
 }
 
 // planCatalog creates the cluster in the catalog, or checks it against cfg

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"slices"
 	"strings"
@@ -282,16 +281,12 @@ func Migrate(ctx context.Context, cfg *Config, set *MigrationSet, opts MigrateOp
 }
 
 // MigrateShards brings logical shards (nil: every shard) to the version
-// the rest of the cluster is at: shardid init --dir calls it after
-// installing new shards. With opts.To zero the target is the highest
+// the rest of the cluster is at: Init calls it after installing shards
+// when InitOptions.Migrations is set. With opts.To zero the target is the highest
 // version any other shard has (every shard's when shards is nil), or the
 // latest in dir when no shard has been migrated yet; a non-zero opts.To
 // is used as given. It only moves shards up.
-func MigrateShards(ctx context.Context, cfg *Config, dir fs.FS, shards []int, opts MigrateOptions) (*MigrateResult, error) {
-	set, err := LoadMigrationSet(dir)
-	if err != nil {
-		return nil, err
-	}
+func MigrateShards(ctx context.Context, cfg *Config, set *MigrationSet, shards []int, opts MigrateOptions) (*MigrateResult, error) {
 	if opts.Direction == Down {
 		return nil, errors.New("MigrateShards only migrates up")
 	}

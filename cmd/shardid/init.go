@@ -47,30 +47,34 @@ had to create again gets the same tables as the rest. See docs/migrations.md.`,
 		if err != nil {
 			return err
 		}
-		if dir != "" {
-			// A directory that does not load or render fails before anything changes.
-			if _, err := shardmgr.LoadMigrationDir(dir); err != nil {
-				return err
-			}
+		opts := shardmgr.InitOptions{
+			Workers: workers,
+			Logger:  slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		}
 		bar := newProgressBar(os.Stderr, "installing shards")
-		res, err := shardmgr.Init(cmd.Context(), cfg, shardmgr.InitOptions{
-			Workers:  workers,
-			Progress: bar.Update,
-			Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		})
-		bar.Done()
-		if err != nil {
-			return err
-		}
-		var migrated *shardmgr.MigrateResult
-		var migrateErr error
+		opts.Progress = bar.Update
+		var bars *hostBars
 		if dir != "" {
-			bars := newHostBars(os.Stderr, "migrate up")
-			migrated, migrateErr = shardmgr.MigrateShards(cmd.Context(), cfg, os.DirFS(dir), nil,
-				shardmgr.MigrateOptions{Workers: workers, Progress: bars.Update, Waiting: bars.Waiting})
+			// A directory that does not load or render fails before anything changes.
+			if opts.Migrations, err = shardmgr.LoadMigrationDir(dir); err != nil {
+				return err
+			}
+			bars = newHostBars(os.Stderr, "migrate up")
+			opts.Migrate = shardmgr.MigrateOptions{
+				// Migrating starts when installing is over: end the install bar's line first.
+				Progress: func(p shardmgr.HostProgress) { bar.Done(); bars.Update(p) },
+				Waiting:  bars.Waiting,
+			}
+		}
+		res, err := shardmgr.Init(cmd.Context(), cfg, opts)
+		bar.Done()
+		if bars != nil {
 			bars.Done()
 		}
+		if res == nil || (res.Migrated == nil && err != nil) {
+			return err
+		}
+		migrated, migrateErr := res.Migrated, err
 		out := cmd.OutOrStdout()
 		if asJSON {
 			doc := map[string]any{
