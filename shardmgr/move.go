@@ -71,6 +71,9 @@ type MoveOptions struct {
 	// stopAfter, in tests, stops the move right after it recorded this
 	// phase, as a crash there would.
 	stopAfter Phase
+	// afterScans, in tests, runs after an online move scanned both hosts
+	// before its fence.
+	afterScans func(ctx context.Context, src, dst *pgxpool.Pool) error
 }
 
 // MoveProgress is where one move stands.
@@ -767,8 +770,8 @@ func dropSlot(ctx context.Context, q execer, name string) error {
 	}
 }
 
-// dropReplication removes a move's subscription, slot, publication and
-// mark tables. It is idempotent.
+// dropReplication removes a move's subscription, slot, publication, mark
+// tables and change logs. It is idempotent.
 func dropReplication(ctx context.Context, src, dst *pgxpool.Pool, rec *MoveRecord) error {
 	if err := dropSubscription(ctx, dst, rec.replName); err != nil {
 		return fmt.Errorf("target %s: %w", rec.To, err)
@@ -782,6 +785,9 @@ func dropReplication(ctx context.Context, src, dst *pgxpool.Pool, rec *MoveRecor
 	for _, db := range []*pgxpool.Pool{src, dst} {
 		if _, err := db.Exec(ctx, `DROP TABLE IF EXISTS `+markTable(rec)); err != nil {
 			return fmt.Errorf("drop mark table: %w", err)
+		}
+		if err := dropDelta(ctx, db, rec); err != nil {
+			return fmt.Errorf("drop change log: %w", err)
 		}
 	}
 	return nil
@@ -858,23 +864,75 @@ func (mo *mover) catchUp(ctx context.Context, rec *MoveRecord) error {
 		_ = dst.QueryRow(ctx, `SELECT coalesce(sum(n_tup_ins), 0)::bigint FROM pg_catalog.pg_stat_user_tables WHERE schemaname = $1`, rec.Schema).Scan(&rows)
 		mo.progress(rec, MoveProgress{Phase: PhaseCatchup, Tables: tables, Synced: ready, Rows: rows, Lag: lag})
 		if ready == tables {
-			// Close enough when a change on the source shows up on the
-			// target within CatchupDelay: the cut-over then waits about
-			// that long with writes refused.
-			t0 := time.Now()
-			n, err := bumpMark(ctx, src, rec)
+			near, err := mo.closeEnough(ctx, src, dst, rec)
 			if err != nil {
-				return fmt.Errorf("source %s: %w", rec.From, err)
+				return err
 			}
-			wctx, cancel := context.WithTimeout(ctx, mo.opts.CatchupDelay)
-			err = waitMark(wctx, dst, rec, n)
-			cancel()
-			if err == nil && time.Since(t0) <= mo.opts.CatchupDelay {
+			if near {
 				return setPhase(ctx, mo.catalog, rec, PhaseCatchup, "")
 			}
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// closeEnough reports whether a change on the source shows up on the
+// target within CatchupDelay: the cut-over then waits about that long with
+// writes refused.
+func (mo *mover) closeEnough(ctx context.Context, src, dst *pgxpool.Pool, rec *MoveRecord) (bool, error) {
+	t0 := time.Now()
+	n, err := bumpMark(ctx, src, rec)
+	if err != nil {
+		return false, fmt.Errorf("source %s: %w", rec.From, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, mo.opts.CatchupDelay)
+	err = waitMark(wctx, dst, rec, n)
+	cancel()
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	return err == nil && time.Since(t0) <= mo.opts.CatchupDelay, nil
+}
+
+// prepareCutover, for an online move, scans the copy on both hosts before
+// the fence (see move_delta.go) and then waits until the target is close
+// behind the source again, which the scans may have slowed. Should it
+// fail, the change logging it started is taken away.
+func (mo *mover) prepareCutover(ctx context.Context, rec *MoveRecord) (err error) {
+	src, dst, err := mo.ends(ctx, rec)
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	ps, err := mo.prescan(ctx, src, dst, rec)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			mo.dropDeltas(ctx, rec)
+		}
+	}()
+	mo.log.Info("scanned before the fence", "id", rec.ID, "tables", len(ps.tables), "took", time.Since(t0))
+	if mo.opts.afterScans != nil {
+		if err := mo.opts.afterScans(ctx, src, dst); err != nil {
+			return err
+		}
+	}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		near, err := mo.closeEnough(ctx, src, dst, rec)
+		if err != nil {
+			return err
+		}
+		if near {
+			rec.prescan = ps
+			return nil
 		}
 		select {
 		case <-ctx.Done():
@@ -892,6 +950,11 @@ func (mo *mover) fence(ctx context.Context, rec *MoveRecord) error {
 	if err != nil {
 		return err
 	}
+	if rec.Mode == MoveOnline {
+		if err := mo.prepareCutover(ctx, rec); err != nil {
+			return err
+		}
+	}
 	_, err = changeCatalog(ctx, mo.catalog, 0, fmt.Sprintf("move %d: shard %d moving %s -> %s", rec.ID, rec.Shard, rec.From, rec.To), func(tx pgx.Tx, gen int64) error {
 		tag, err := tx.Exec(ctx, `UPDATE shardid.shards SET state = 'moving', changed_generation = $3
 			WHERE id = $1 AND host = $2 AND state IN ('active', 'moving')`, rec.Shard, rec.From, gen)
@@ -905,6 +968,7 @@ func (mo *mover) fence(ctx context.Context, rec *MoveRecord) error {
 		return err
 	})
 	if err != nil {
+		mo.dropDeltas(ctx, rec)
 		return err
 	}
 	err = withLockRetry(ctx, src, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
@@ -936,6 +1000,7 @@ func (mo *mover) unfenceSource(ctx context.Context, rec *MoveRecord) error {
 	if err := mo.unfenceSourceHost(ctx, src, rec); err != nil {
 		return err
 	}
+	mo.dropDeltas(ctx, rec)
 	back := PhaseCatchup
 	if rec.Mode == MoveOffline {
 		back = PhaseSchema
@@ -961,6 +1026,9 @@ func (mo *mover) unfenceSourceHost(ctx context.Context, src *pgxpool.Pool, rec *
 		return err
 	}
 	return withLockRetry(ctx, src, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
+		if err := dropDelta(ctx, tx, rec); err != nil {
+			return err
+		}
 		if err := removeFence(ctx, tx, rec.Schema); err != nil {
 			return err
 		}
@@ -1083,11 +1151,21 @@ func (mo *mover) verifyCopy(ctx context.Context, rec *MoveRecord) error {
 		return fmt.Errorf("source %s: %w", rec.From, err)
 	}
 	t0 := time.Now()
-	rows, err := compareTables(ctx, src, dst, rec.Schema, tables)
-	if err != nil {
-		return err
+	var rows int64
+	checked := false
+	if ps := rec.prescan; ps != nil && ps.sameTables(tables) {
+		if rows, checked, err = compareDelta(ctx, src, dst, rec, ps); err != nil {
+			return err
+		}
 	}
-	mo.log.Info("checked", "id", rec.ID, "tables", len(tables), "rows", rows, "took", time.Since(t0))
+	how := "changes since the scans"
+	if !checked {
+		how = "full scans"
+		if rows, err = compareTables(ctx, src, dst, rec.Schema, tables); err != nil {
+			return err
+		}
+	}
+	mo.log.Info("checked", "id", rec.ID, "tables", len(tables), "rows", rows, "from", how, "took", time.Since(t0))
 	rec.Rows = rows
 	mo.progress(rec, MoveProgress{Phase: PhaseVerified, Tables: len(tables), Rows: rows, Lag: 0})
 	return setPhase(ctx, mo.catalog, rec, PhaseVerified, "rows_copied = $3", rows)
@@ -1233,22 +1311,12 @@ type tableSum struct {
 // column type that has no hash function (json, point) is hashed over its
 // rows' text instead, with the settings that shape that text fixed.
 func checksum(ctx context.Context, db *pgxpool.Pool, table string) (tableSum, error) {
-	var s tableSum
-	run := func(expr string) error {
-		return pgx.BeginTxFunc(ctx, db, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `SET LOCAL TimeZone = 'UTC'; SET LOCAL DateStyle = 'ISO, MDY'; SET LOCAL IntervalStyle = 'postgres';
-				SET LOCAL extra_float_digits = 1; SET LOCAL bytea_output = 'hex'`); err != nil {
-				return err
-			}
-			return tx.QueryRow(ctx, fmt.Sprintf(`SELECT count(*), coalesce(sum(%s), 0)::text FROM ONLY %s t`, expr, table)).Scan(&s.rows, &s.sum)
-		})
-	}
-	err := run(`pg_catalog.hash_record_extended(t, 0)`)
+	s, err := scanTable(ctx, db, table, false)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "42883" { // undefined_function: a column type without hashing
-		err = run(`pg_catalog.hashtextextended(t::text, 0)`)
+		s, err = scanTable(ctx, db, table, true)
 	}
-	return s, err
+	return s.tableSum, err
 }
 
 // compareTables compares every table's count and checksum on both hosts,
@@ -1273,19 +1341,7 @@ func compareTables(ctx context.Context, src, dst *pgxpool.Pool, schema string, t
 	if err := g.Wait(); err != nil {
 		return 0, err
 	}
-	var rows int64
-	var bad []string
-	for i, t := range tables {
-		s, d := sums[i][0], sums[i][1]
-		if s != d {
-			bad = append(bad, fmt.Sprintf("%s: source %d rows (checksum %s), target %d rows (checksum %s)", t, s.rows, s.sum, d.rows, d.sum))
-		}
-		rows += s.rows
-	}
-	if len(bad) > 0 {
-		return 0, fmt.Errorf("%w: %s", ErrMoveCheck, strings.Join(bad, "; "))
-	}
-	return rows, nil
+	return sameSums(tables, sums)
 }
 
 // flip lifts the target's fence and points the catalog at it; the
@@ -1296,6 +1352,9 @@ func (mo *mover) flip(ctx context.Context, rec *MoveRecord) error {
 		return err
 	}
 	err = withLockRetry(ctx, dst, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
+		if err := dropDelta(ctx, tx, rec); err != nil {
+			return err
+		}
 		return removeFence(ctx, tx, rec.Schema)
 	})
 	if err != nil {

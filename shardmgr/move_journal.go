@@ -92,6 +92,7 @@ type MoveRecord struct {
 	keep       time.Duration
 	keepUntil  *time.Time
 	flipGen    *int64
+	prescan    *prescan // an online move's scans before its fence, in this run
 }
 
 const moveColumns = `id, shard, from_host, to_host, mode, phase, schema_name, coalesce(retired_schema, ''), coalesce(version, 0),

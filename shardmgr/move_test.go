@@ -89,6 +89,11 @@ func requireVerifyOK(t testing.TB, cfg *Config) {
 // like a move's on the cluster's hosts.
 func replicationLeftovers(t testing.TB, cfg *Config, names ...string) int {
 	t.Helper()
+	var tables, funcs []string
+	for _, name := range names {
+		tables = append(tables, name, name+"_delta")
+		funcs = append(funcs, name+"_delta_rec", name+"_delta_txt")
+	}
 	n := 0
 	for _, h := range cfg.Hosts {
 		p := hostPool(t, cfg, h.Name)
@@ -96,7 +101,9 @@ func replicationLeftovers(t testing.TB, cfg *Config, names ...string) int {
 		require.NoError(t, p.QueryRow(ctx(t), `SELECT (SELECT count(*) FROM pg_publication WHERE pubname = ANY($1))
 			+ (SELECT count(*) FROM pg_subscription WHERE subname = ANY($1))
 			+ (SELECT count(*) FROM pg_replication_slots WHERE slot_name = ANY($1))
-			+ (SELECT count(*) FROM pg_tables WHERE schemaname = 'shardid' AND tablename = ANY($1))`, names).Scan(&c))
+			+ (SELECT count(*) FROM pg_tables WHERE schemaname = 'shardid' AND tablename = ANY($2))
+			+ (SELECT count(*) FROM pg_proc WHERE proname = ANY($3))
+			+ (SELECT count(*) FROM pg_trigger WHERE tgname IN ($4, $5))`, names, tables, funcs, deltaTrigger, deltaTruncate).Scan(&c))
 		n += c
 	}
 	return n
@@ -228,12 +235,14 @@ func TestMoveOnlineUnderContinuousWrites(t *testing.T) {
 	stop := make(chan struct{})
 	w, wg := runWriters(t, r, []int{2, 2, 3, 4}, 6, stop)
 	time.Sleep(300 * time.Millisecond)
-	res, err := MoveShard(ctx(t), cfg, 2, "pg4", MoveOptions{Migrations: sampleSet(t), Logger: testLogger(t)})
+	logs := &logLines{t: t}
+	res, err := MoveShard(ctx(t), cfg, 2, "pg4", MoveOptions{Migrations: sampleSet(t), Logger: logs.logger()})
 	time.Sleep(300 * time.Millisecond)
 	close(stop)
 	wg.Wait()
 	require.NoError(t, err)
 	require.Equal(t, PhaseCleaned, res.Phase)
+	require.Equal(t, "changes since the scans", logs.checkedFrom(), "checked under the fence from the change log")
 
 	require.Empty(t, w.failures, "writers saw only the typed refusal")
 	require.Empty(t, w.dups, "no id repeated")
@@ -521,4 +530,106 @@ func TestMoveOnlineWithinOneServer(t *testing.T) {
 	require.EqualValues(t, 100, res.Rows)
 	require.Equal(t, want, likeIDs(t, cfg, 0))
 	requireVerifyOK(t, cfg)
+}
+
+// logLines is a logger for a move that keeps its lines, and logs them
+// through t too.
+type logLines struct {
+	t     testing.TB
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimSpace(string(p)))
+	l.mu.Lock()
+	l.lines = append(l.lines, string(p))
+	l.mu.Unlock()
+	return len(p), nil
+}
+
+func (l *logLines) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
+
+// checkedFrom is how the move's copy was checked, from its "checked" line.
+func (l *logLines) checkedFrom() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, line := range l.lines {
+		if strings.Contains(line, "msg=checked") {
+			_, from, _ := strings.Cut(line, `from="`)
+			from, _, _ = strings.Cut(from, `"`)
+			return from
+		}
+	}
+	return ""
+}
+
+// An online move checks its copy before the fence; under the fence only
+// the changes since. A target row that differs from the source's after
+// the scans is still caught: the move stops before the flip, the source
+// serves, and nothing of the check is left behind on either host.
+func TestMoveCheckCatchesDivergenceAfterTheScans(t *testing.T) {
+	t.Parallel()
+	cfg := moveCluster(t, 3)
+	r := openRouter(t, cfg, WithRefreshInterval(0))
+	routeLikes(t, r, 1, 300)
+	m := clusterMap(t, cfg)
+	opts := MoveOptions{Migrations: sampleSet(t), Logger: testLogger(t)}
+	opts.afterScans = func(ctx context.Context, src, dst *pgxpool.Pool) error {
+		// A change the source never made, as a faulty apply would store
+		// it: past the target's fence (which replication bypasses).
+		return pgx.BeginFunc(ctx, dst, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL session_replication_role = replica;
+				UPDATE %s SET post_id = post_id + 1 WHERE id = (SELECT min(id) FROM %[1]s)`, pgx.Identifier{m.Shards[1].Schema, "likes"}.Sanitize()))
+			return err
+		})
+	}
+	_, err := MoveShard(ctx(t), cfg, 1, "pg4", opts)
+	require.ErrorIs(t, err, ErrMoveCheck)
+	require.ErrorContains(t, err, "likes: source 300 rows")
+	s := clusterMap(t, cfg).Shards[1]
+	require.Equal(t, "pg2", s.Host)
+	require.Equal(t, StateActive, s.State)
+	routeLikes(t, r, 1, 10) // the source takes writes again
+	var triggers int
+	require.NoError(t, hostPool(t, cfg, "pg2").QueryRow(ctx(t), `SELECT count(*) FROM pg_trigger WHERE tgname IN ($1, $2)`, deltaTrigger, deltaTruncate).Scan(&triggers))
+	require.Zero(t, triggers, "the source no longer logs its writes")
+
+	ab, err := AbortMove(ctx(t), cfg, []int{1})
+	require.NoError(t, err)
+	require.Len(t, ab, 1)
+	require.Zero(t, replicationLeftovers(t, cfg, moveRecord(t, cfg, ab[0].ID).replName))
+	requireVerifyOK(t, cfg)
+}
+
+// A TRUNCATE after the scans is not in the change log (row triggers do
+// not see it): the move checks with full scans under the fence instead,
+// and finishes with the rows written after it.
+func TestMoveChecksFullAfterTruncate(t *testing.T) {
+	t.Parallel()
+	cfg := moveCluster(t, 3)
+	r := openRouter(t, cfg, WithRefreshInterval(0))
+	routeLikes(t, r, 1, 300)
+	m := clusterMap(t, cfg)
+	logs := &logLines{t: t}
+	opts := MoveOptions{Migrations: sampleSet(t), Logger: logs.logger()}
+	opts.afterScans = func(ctx context.Context, src, dst *pgxpool.Pool) error {
+		_, err := src.Exec(ctx, fmt.Sprintf(`TRUNCATE %s; INSERT INTO %[1]s (user_id, post_id) VALUES (1, 1), (2, 2)`, pgx.Identifier{m.Shards[1].Schema, "likes"}.Sanitize()))
+		return err
+	}
+	res, err := MoveShard(ctx(t), cfg, 1, "pg4", opts)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, res.Rows)
+	require.Equal(t, "full scans", logs.checkedFrom())
+	require.Len(t, likeIDs(t, cfg, 1), 2)
+	require.Zero(t, replicationLeftovers(t, cfg, moveRecord(t, cfg, res.ID).replName))
+	requireVerifyOK(t, cfg)
+
+	// Without one, the check is the change log's.
+	logs = &logLines{t: t}
+	opts = MoveOptions{Migrations: sampleSet(t), Logger: logs.logger()}
+	res, err = MoveShard(ctx(t), cfg, 1, "pg3", opts)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, res.Rows)
+	require.Equal(t, "changes since the scans", logs.checkedFrom())
 }
