@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	shsql "github.com/shardid/shardid/sql"
 )
 
@@ -76,31 +77,116 @@ type execer interface {
 	Querier
 }
 
-// installFence creates the fence's trigger function in schema and its
-// trigger on every table of schema. It is idempotent.
-func installFence(ctx context.Context, tx execer, schema string) error {
-	fn := pgx.Identifier{schema, fenceTrigger}.Sanitize()
-	if _, err := tx.Exec(ctx, fmt.Sprintf(`CREATE OR REPLACE FUNCTION %s() RETURNS trigger
-LANGUAGE plpgsql AS $shardid$
-BEGIN
-  IF pg_catalog.current_setting('%s', true) = 'on' THEN
+// fenceFunc writes schema's fence function: raising, or open (it lets
+// every write through). Swapping the body takes no lock on the tables, so
+// it cannot queue behind autovacuum or make writers queue behind it, and a
+// writer that takes its table lock after the swap committed runs the new
+// body. raiseFence below waits for the writers that took theirs before.
+func fenceFunc(ctx context.Context, tx execer, schema string, raise bool) error {
+	body := `RETURN NULL;`
+	if raise {
+		body = fmt.Sprintf(`IF pg_catalog.current_setting('%s', true) = 'on' THEN
     RETURN NULL;
   END IF;
   RAISE EXCEPTION USING ERRCODE = '%s',
     MESSAGE = pg_catalog.format('shard schema %%s is fenced: the shard is moving or has moved to another host', TG_TABLE_SCHEMA),
-    HINT = 'write through the shard map (shardid router); it names the shard''s current host';
+    HINT = 'write through the shard map (shardid router); it names the shard''s current host';`, fenceBypass, FenceSQLState)
+	}
+	_, err := tx.Exec(ctx, fmt.Sprintf(`CREATE OR REPLACE FUNCTION %s() RETURNS trigger
+LANGUAGE plpgsql AS $shardid$
+BEGIN
+  %s
 END
-$shardid$`, fn, fenceBypass, FenceSQLState)); err != nil {
+$shardid$`, pgx.Identifier{schema, fenceTrigger}.Sanitize(), body))
+	if err != nil {
 		return fmt.Errorf("fence %s: %w", schema, err)
+	}
+	return nil
+}
+
+// installFence creates the fence's trigger function in schema, raising or
+// open, and its trigger on every table of schema. It is idempotent. The
+// triggers take a lock on each table that waits for writers in flight
+// (and for autovacuum).
+func installFence(ctx context.Context, tx execer, schema string, raise bool) error {
+	if err := fenceFunc(ctx, tx, schema, raise); err != nil {
+		return err
 	}
 	tables, err := shardTables(ctx, tx, schema)
 	if err != nil {
 		return fmt.Errorf("fence %s: %w", schema, err)
 	}
+	fn := pgx.Identifier{schema, fenceTrigger}.Sanitize()
 	for _, t := range tables {
 		if _, err := tx.Exec(ctx, fmt.Sprintf(`CREATE OR REPLACE TRIGGER %s BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s
 			FOR EACH STATEMENT EXECUTE FUNCTION %s()`, pgx.Identifier{fenceTrigger}.Sanitize(), pgx.Identifier{schema, t}.Sanitize(), fn)); err != nil {
 			return fmt.Errorf("fence %s.%s: %w", schema, t, err)
+		}
+	}
+	return nil
+}
+
+// fenceInstalled reports whether every table of schema carries the fence
+// trigger.
+func fenceInstalled(ctx context.Context, q Querier, schema string) (bool, error) {
+	var missing int
+	err := q.QueryRow(ctx, `SELECT count(*) FROM pg_catalog.pg_class c
+		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+		AND NOT EXISTS (SELECT FROM pg_catalog.pg_trigger tg WHERE tg.tgrelid = c.oid AND tg.tgname = $2 AND tg.tgenabled <> 'D')`,
+		schema, fenceTrigger).Scan(&missing)
+	return missing == 0, err
+}
+
+// raiseFence fences schema on db without waiting on a table lock: its
+// (open) fence function becomes the raising one, then it waits until every
+// transaction that held a write lock on one of schema's tables at that
+// moment has ended, so that none lands after the fence. Tables without the
+// trigger get it the locking way.
+func raiseFence(ctx context.Context, db *pgxpool.Pool, schema string, lockTimeout time.Duration) error {
+	var writers []string
+	err := withLockRetry(ctx, db, lockTimeout, 30, func(tx pgx.Tx) error {
+		ok, err := fenceInstalled(ctx, tx, schema)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return installFence(ctx, tx, schema, true)
+		}
+		return fenceFunc(ctx, tx, schema, true)
+	})
+	if err != nil {
+		return err
+	}
+	// Read after the commit: a writer that locks a table from now on runs
+	// the raising body.
+	rows, err := db.Query(ctx, `SELECT DISTINCT l.virtualtransaction FROM pg_catalog.pg_locks l
+		JOIN pg_catalog.pg_class c ON c.oid = l.relation
+		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND l.mode = 'RowExclusiveLock' AND l.granted AND l.pid <> pg_catalog.pg_backend_pid()`, schema)
+	if err == nil {
+		writers, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if err != nil {
+		return err
+	}
+	// As long as taking the locks the fence once took could have lasted.
+	deadline := time.Now().Add(30 * lockTimeout)
+	for len(writers) > 0 {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("fence %s: transactions that were writing when the fence went up are still open after %v", schema, 30*lockTimeout)
+		}
+		var left int
+		if err := db.QueryRow(ctx, `SELECT count(*) FROM pg_catalog.pg_locks WHERE locktype = 'virtualxid' AND virtualxid = ANY($1) AND granted`, writers).Scan(&left); err != nil {
+			return err
+		}
+		if left == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
 		}
 	}
 	return nil
@@ -216,6 +302,34 @@ func withLockRetry(ctx context.Context, db txBeginner, lockTimeout time.Duration
 		}
 	}
 	return err
+}
+
+// withTablesIdle runs fn once no VACUUM or ANALYZE is working on a table
+// of schema (waiting at most a minute): DDL on a table queues behind them
+// and every writer queues behind the DDL, and autovacuum gives way only to
+// a lock wait longer than deadlock_timeout.
+func withTablesIdle(ctx context.Context, db Querier, schema string, fn func() error) error {
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		var busy int
+		err := db.QueryRow(ctx, `SELECT count(*) FROM (SELECT relid FROM pg_catalog.pg_stat_progress_vacuum
+				UNION ALL SELECT relid FROM pg_catalog.pg_stat_progress_analyze) p
+			JOIN pg_catalog.pg_class c ON c.oid = p.relid
+			JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+			WHERE n.nspname = $1`, schema).Scan(&busy)
+		if err != nil {
+			return err
+		}
+		if busy == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return fn()
 }
 
 // txBeginner is a pool or connection that begins transactions.

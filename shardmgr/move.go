@@ -615,7 +615,7 @@ func (mo *mover) buildTarget(ctx context.Context, rec *MoveRecord) error {
 				return err
 			}
 		}
-		return installFence(ctx, tx, schema)
+		return installFence(ctx, tx, schema, true)
 	})
 	if err != nil {
 		return fmt.Errorf("target %s: %w", rec.To, err)
@@ -971,13 +971,13 @@ func (mo *mover) fence(ctx context.Context, rec *MoveRecord) error {
 		mo.dropDeltas(ctx, rec)
 		return err
 	}
-	err = withLockRetry(ctx, src, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
-		if err := installFence(ctx, tx, rec.Schema); err != nil {
+	err = raiseFence(ctx, src, rec.Schema, mo.opts.LockTimeout)
+	if err == nil {
+		err = withLockRetry(ctx, src, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
+			_, err := clampCounter(ctx, tx, rec.Schema, rec.Shard)
 			return err
-		}
-		_, err := clampCounter(ctx, tx, rec.Schema, rec.Shard)
-		return err
-	})
+		})
+	}
 	if err != nil {
 		// The catalog says moving: the caller lifts that.
 		rec.Phase = PhaseFenced
@@ -1025,11 +1025,13 @@ func (mo *mover) unfenceSourceHost(ctx context.Context, src *pgxpool.Pool, rec *
 	if err := src.QueryRow(ctx, `SELECT to_regnamespace($1) IS NOT NULL`, pgx.Identifier{rec.Schema}.Sanitize()).Scan(&has); err != nil || !has {
 		return err
 	}
-	return withLockRetry(ctx, src, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
-		if err := dropDelta(ctx, tx, rec); err != nil {
+	// Writes first, by function swaps and the counter's range (no table
+	// lock); then the triggers go, as far as the tables let them.
+	err := withLockRetry(ctx, src, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
+		if err := muteDelta(ctx, tx, rec); err != nil {
 			return err
 		}
-		if err := removeFence(ctx, tx, rec.Schema); err != nil {
+		if err := fenceFunc(ctx, tx, rec.Schema, false); err != nil {
 			return err
 		}
 		if rec.counterMax != nil {
@@ -1037,6 +1039,21 @@ func (mo *mover) unfenceSourceHost(ctx context.Context, src *pgxpool.Pool, rec *
 		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	err = withTablesIdle(ctx, src, rec.Schema, func() error {
+		return withLockRetry(ctx, src, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
+			if err := dropDelta(ctx, tx, rec); err != nil {
+				return err
+			}
+			return removeFence(ctx, tx, rec.Schema)
+		})
+	})
+	if err != nil {
+		mo.log.Warn("the source takes writes again; its open fence and change-log triggers stay until the move is run or aborted again", "id", rec.ID, "host", rec.From, "err", err)
+	}
+	return nil
 }
 
 // copyOffline copies every table from the fenced source with COPY, in one
@@ -1351,11 +1368,13 @@ func (mo *mover) flip(ctx context.Context, rec *MoveRecord) error {
 	if err != nil {
 		return err
 	}
+	// Function swaps only: no table lock to wait for while writes are
+	// refused. Cleanup drops the triggers.
 	err = withLockRetry(ctx, dst, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
-		if err := dropDelta(ctx, tx, rec); err != nil {
+		if err := muteDelta(ctx, tx, rec); err != nil {
 			return err
 		}
-		return removeFence(ctx, tx, rec.Schema)
+		return fenceFunc(ctx, tx, rec.Schema, false)
 	})
 	if err != nil {
 		return fmt.Errorf("target %s: %w", rec.To, err)
@@ -1397,6 +1416,20 @@ func (mo *mover) cleanup(ctx context.Context, rec *MoveRecord) error {
 		return fmt.Errorf("target %s: %w", rec.To, err)
 	}
 	if _, err := dst.Exec(ctx, fmt.Sprintf(`COMMENT ON SCHEMA %s IS NULL`, pgx.Identifier{rec.Schema}.Sanitize())); err != nil {
+		return fmt.Errorf("target %s: %w", rec.To, err)
+	}
+	// The flip left the target's fence and change log open; their
+	// triggers go now, writes flowing (each try holds writers back for at
+	// most LockTimeout).
+	err = withTablesIdle(ctx, dst, rec.Schema, func() error {
+		return withLockRetry(ctx, dst, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
+			if err := dropDelta(ctx, tx, rec); err != nil {
+				return err
+			}
+			return removeFence(ctx, tx, rec.Schema)
+		})
+	})
+	if err != nil {
 		return fmt.Errorf("target %s: %w", rec.To, err)
 	}
 	if err := dropReplication(ctx, src, dst, rec); err != nil {

@@ -123,26 +123,70 @@ $shardid$`, deltaFunc(rec, asText), strings.Join(set, " "), deltaTable(rec), row
 			return err
 		}
 	}
-	return withLockRetry(ctx, db, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
-		for _, t := range tables {
-			qt := pgx.Identifier{rec.Schema, t}.Sanitize()
-			fn := deltaFunc(rec, text[t])
-			for _, sql := range []string{
-				fmt.Sprintf(`CREATE OR REPLACE TRIGGER %s AFTER INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW EXECUTE FUNCTION %s()`, deltaTrigger, qt, fn),
-				fmt.Sprintf(`CREATE OR REPLACE TRIGGER %s AFTER TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION %s()`, deltaTruncate, qt, fn),
-			} {
-				if _, err := tx.Exec(ctx, sql); err != nil {
-					return fmt.Errorf("%s: %w", qt, err)
+	lockTimeout := mo.opts.LockTimeout
+	if onTarget {
+		// Only the apply worker waits behind these locks on the target:
+		// wait past deadlock_timeout, which cancels an autovacuum in the
+		// way (likely right after the initial copy).
+		lockTimeout = max(lockTimeout, 5*time.Second)
+	}
+	install := func() error {
+		return withLockRetry(ctx, db, lockTimeout, 30, func(tx pgx.Tx) error {
+			if !onTarget {
+				// The fence, open for now: raising it under the cut-over
+				// is then a function swap (raiseFence).
+				if err := installFence(ctx, tx, rec.Schema, false); err != nil {
+					return err
 				}
 			}
-			if onTarget {
-				if _, err := tx.Exec(ctx, fmt.Sprintf(`ALTER TABLE %s ENABLE ALWAYS TRIGGER %s, ENABLE ALWAYS TRIGGER %s`, qt, deltaTrigger, deltaTruncate)); err != nil {
-					return fmt.Errorf("%s: %w", qt, err)
-				}
+			return mo.deltaTriggers(ctx, tx, rec, tables, text, onTarget)
+		})
+	}
+	if onTarget {
+		return install()
+	}
+	return withTablesIdle(ctx, db, rec.Schema, install)
+}
+
+// deltaTriggers creates the move's change-log triggers on tables.
+func (mo *mover) deltaTriggers(ctx context.Context, tx pgx.Tx, rec *MoveRecord, tables []string, text map[string]bool, onTarget bool) error {
+	for _, t := range tables {
+		qt := pgx.Identifier{rec.Schema, t}.Sanitize()
+		fn := deltaFunc(rec, text[t])
+		stmts := []string{
+			fmt.Sprintf(`CREATE OR REPLACE TRIGGER %s AFTER INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW EXECUTE FUNCTION %s()`, deltaTrigger, qt, fn),
+			fmt.Sprintf(`CREATE OR REPLACE TRIGGER %s AFTER TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION %s()`, deltaTruncate, qt, fn),
+		}
+		if onTarget {
+			stmts = append(stmts, fmt.Sprintf(`ALTER TABLE %s ENABLE ALWAYS TRIGGER %s, ENABLE ALWAYS TRIGGER %s`, qt, deltaTrigger, deltaTruncate))
+		}
+		for _, sql := range stmts {
+			if _, err := tx.Exec(ctx, sql); err != nil {
+				return fmt.Errorf("%s: %w", qt, err)
 			}
 		}
-		return nil
-	})
+	}
+	return nil
+}
+
+// muteDelta makes the move's trigger functions on a host log nothing, if
+// they exist: a function swap, without the table locks dropping the
+// triggers takes.
+func muteDelta(ctx context.Context, tx execer, rec *MoveRecord) error {
+	for _, asText := range []bool{false, true} {
+		fn := deltaFunc(rec, asText)
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT pg_catalog.to_regprocedure($1) IS NOT NULL`, fn+"()").Scan(&exists); err != nil {
+			return err
+		}
+		if !exists {
+			continue
+		}
+		if _, err := tx.Exec(ctx, `CREATE OR REPLACE FUNCTION `+fn+`() RETURNS trigger LANGUAGE plpgsql AS $shardid$ BEGIN RETURN NULL; END $shardid$`); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // dropDelta removes the move's triggers (with their functions) and delta
@@ -164,7 +208,12 @@ func (mo *mover) dropDeltas(ctx context.Context, rec *MoveRecord) {
 	for _, host := range []string{rec.From, rec.To} {
 		db, err := mo.pool(ctx, host)
 		if err == nil {
-			err = withLockRetry(ctx, db, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error { return dropDelta(ctx, tx, rec) })
+			err = withLockRetry(ctx, db, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error { return muteDelta(ctx, tx, rec) })
+		}
+		if err == nil {
+			err = withTablesIdle(ctx, db, rec.Schema, func() error {
+				return withLockRetry(ctx, db, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error { return dropDelta(ctx, tx, rec) })
+			})
 		}
 		if err != nil {
 			mo.log.Warn("could not remove a move's change log (abort or resume the move)", "id", rec.ID, "host", host, "err", err)

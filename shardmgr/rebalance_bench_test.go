@@ -21,66 +21,76 @@ import (
 //	go test ./shardmgr -run '^$' -bench MoveShard1M -benchtime 1x -timeout 30m
 func BenchmarkMoveShard1M(b *testing.B) {
 	for _, mode := range []MoveMode{MoveOnline, MoveOffline} {
-		b.Run(string(mode), func(b *testing.B) {
-			const rows = 1_000_000
-			var moveS, refusedMS, seenMS float64
-			var moved int64
-			for b.Loop() {
-				cfg := moveCluster(b, 3)
-				r := openRouter(b, cfg, WithRefreshInterval(20*time.Millisecond))
-				routeLikes(b, r, 0, rows)
-
-				stop := make(chan struct{})
-				var refusals atomic.Int64
-				var mu sync.Mutex
-				var first, last time.Time
-				var wg sync.WaitGroup
-				for w := range 2 {
-					wg.Go(func() {
-						for i := 0; ; i++ {
-							select {
-							case <-stop:
-								return
-							default:
-							}
-							shard := []int{0, 1}[(w+i)%2]
-							err := r.Tx(context.Background(), shard, func(ctx context.Context, tx pgx.Tx, s Shard) error {
-								_, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (user_id, post_id) VALUES ($1, $2)`, s.Table("likes")), w, i)
-								return err
-							})
-							if err != nil {
-								refusals.Add(1)
-								mu.Lock()
-								if first.IsZero() {
-									first = time.Now()
-								}
-								last = time.Now()
-								mu.Unlock()
-								time.Sleep(2 * time.Millisecond)
-							}
-						}
-					})
-				}
-				res, err := MoveShard(context.Background(), cfg, 0, "pg4", MoveOptions{Mode: mode, Migrations: sampleSet(b), Logger: testLogger(b)})
-				close(stop)
-				wg.Wait()
-				if err != nil {
-					b.Fatal(err)
-				}
-				moveS += float64(res.ElapsedMS) / 1000
-				refusedMS += float64(res.RefusedMS)
-				seenMS += float64(last.Sub(first).Milliseconds())
-				moved += res.Rows
-				b.Logf("%s: %d rows (%s) in %.1fs, refused %d ms (writers: %d refusals over %d ms)",
-					mode, res.Rows, byteCount(res.Bytes), float64(res.ElapsedMS)/1000, res.RefusedMS, refusals.Load(), last.Sub(first).Milliseconds())
-			}
-			n := float64(b.N)
-			b.ReportMetric(moveS/n, "move-s")
-			b.ReportMetric(float64(moved)/moveS, "rows/s")
-			b.ReportMetric(refusedMS/n, "refused-ms")
-			b.ReportMetric(seenMS/n, "writers-refused-ms")
-		})
+		b.Run(string(mode), func(b *testing.B) { benchMove(b, mode, 1_000_000) })
 	}
+}
+
+// BenchmarkMoveShard1GB is the same online move for a shard of 1 GiB
+// (12,600,000 rows of likes, table and indexes), the size the goal of
+// refusing writes for under a second is set at.
+//
+//	go test ./shardmgr -run '^$' -bench MoveShard1GB -benchtime 1x -timeout 60m
+func BenchmarkMoveShard1GB(b *testing.B) { benchMove(b, MoveOnline, 12_600_000) }
+
+func benchMove(b *testing.B, mode MoveMode, rows int) {
+	var moveS, refusedMS, seenMS float64
+	var moved int64
+	for b.Loop() {
+		cfg := moveCluster(b, 3)
+		r := openRouter(b, cfg, WithRefreshInterval(20*time.Millisecond))
+		for left := rows; left > 0; left -= 1_000_000 {
+			routeLikes(b, r, 0, min(left, 1_000_000))
+		}
+
+		stop := make(chan struct{})
+		var refusals atomic.Int64
+		var mu sync.Mutex
+		var first, last time.Time
+		var wg sync.WaitGroup
+		for w := range 2 {
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					shard := []int{0, 1}[(w+i)%2]
+					err := r.Tx(context.Background(), shard, func(ctx context.Context, tx pgx.Tx, s Shard) error {
+						_, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (user_id, post_id) VALUES ($1, $2)`, s.Table("likes")), w, i)
+						return err
+					})
+					if err != nil {
+						refusals.Add(1)
+						mu.Lock()
+						if first.IsZero() {
+							first = time.Now()
+						}
+						last = time.Now()
+						mu.Unlock()
+						time.Sleep(2 * time.Millisecond)
+					}
+				}
+			})
+		}
+		res, err := MoveShard(context.Background(), cfg, 0, "pg4", MoveOptions{Mode: mode, Migrations: sampleSet(b), Logger: testLogger(b)})
+		close(stop)
+		wg.Wait()
+		if err != nil {
+			b.Fatal(err)
+		}
+		moveS += float64(res.ElapsedMS) / 1000
+		refusedMS += float64(res.RefusedMS)
+		seenMS += float64(last.Sub(first).Milliseconds())
+		moved += res.Rows
+		b.Logf("%s: %d rows (%s) in %.1fs, refused %d ms (writers: %d refusals over %d ms)",
+			mode, res.Rows, byteCount(res.Bytes), float64(res.ElapsedMS)/1000, res.RefusedMS, refusals.Load(), last.Sub(first).Milliseconds())
+	}
+	n := float64(b.N)
+	b.ReportMetric(moveS/n, "move-s")
+	b.ReportMetric(float64(moved)/moveS, "rows/s")
+	b.ReportMetric(refusedMS/n, "refused-ms")
+	b.ReportMetric(seenMS/n, "writers-refused-ms")
 }
 
 // BenchmarkRebalance64 measures the other figure of docs/rebalance.md:
