@@ -65,4 +65,3 @@ func TestRaiseFenceWaitsForWritersNotVacuum(t *testing.T) {
 	_, err = db.Exec(c, `UPDATE s.t SET id = id`)
 	require.True(t, isFenceError(err), "%v", err)
 }
-
