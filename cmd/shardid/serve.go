@@ -25,6 +25,7 @@ func newServeCmd() *cobra.Command {
 		configPath string
 		listen     string
 		grace      time.Duration
+		heapMiB    int64
 	)
 	defaultConfig := shardmgr.DefaultConfigPath
 	if env := os.Getenv("SHARDID_CONFIG"); env != "" {
@@ -43,16 +44,20 @@ SIGTERM. See docs/segments.md.`,
 			if grace <= 0 {
 				return usagef("--grace must be positive")
 			}
-			return serve(cmd.Context(), configPath, listen, grace)
+			if heapMiB < 0 {
+				return usagef("--heap-mib must not be negative")
+			}
+			return serve(cmd.Context(), configPath, listen, grace, heapMiB<<20)
 		},
 	}
 	cmd.Flags().StringVar(&configPath, "config", defaultConfig, "cluster file (env SHARDID_CONFIG)")
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8080", "address to serve HTTP on")
 	cmd.Flags().DurationVar(&grace, "grace", 10*time.Second, "how long shutdown waits for requests in flight")
+	cmd.Flags().Int64Var(&heapMiB, "heap-mib", httpapi.DefaultHeapLimit>>20, "collect garbage when the heap reaches this many MiB (GOGC=off, GOMEMLIMIT); 0 keeps Go's default; GOGC or GOMEMLIMIT in the environment win")
 	return cmd
 }
 
-func serve(ctx context.Context, configPath, listen string, grace time.Duration) error {
+func serve(ctx context.Context, configPath, listen string, grace time.Duration, heapLimit int64) error {
 	cfg, err := shardmgr.LoadConfig(configPath)
 	if err != nil {
 		return err
@@ -106,7 +111,11 @@ func serve(ctx context.Context, configPath, listen string, grace time.Duration) 
 	if err != nil {
 		return err
 	}
-	logger.Info("serving ids", "addr", ln.Addr().String(), "tags", alloc.Tags(), "sources", len(pools))
+	gc := "go default (GOGC, GOMEMLIMIT)"
+	if httpapi.LimitGC(heapLimit) {
+		gc = fmt.Sprintf("at %d MiB of heap", heapLimit>>20)
+	}
+	logger.Info("serving ids", "addr", ln.Addr().String(), "tags", alloc.Tags(), "sources", len(pools), "gc", gc)
 	err = httpapi.Serve(ctx, ln, h, grace)
 	if err == nil || errors.Is(err, context.Canceled) {
 		logger.Info("stopped")

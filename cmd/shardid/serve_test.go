@@ -3,15 +3,18 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/shardid/shardid/idgen/segment"
+	"github.com/shardid/shardid/idgen/segment/httpapi"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/stretchr/testify/require"
 )
@@ -37,6 +40,11 @@ func TestServe(t *testing.T) {
       format: "ORD-{date}-{seq:10}"
 `), 0o600))
 	t.Setenv("SHARDID_CONFIG", file) // the default of --config
+	// serve's garbage-collector policy applies when the environment sets
+	// none; it is the process's, so give this one back its default after.
+	t.Setenv("GOGC", "")
+	t.Setenv("GOMEMLIMIT", "")
+	t.Cleanup(func() { debug.SetGCPercent(100); debug.SetMemoryLimit(math.MaxInt64) })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := ln.Addr().String()
@@ -75,6 +83,8 @@ func TestServe(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, 200, resp.StatusCode)
+	require.EqualValues(t, httpapi.DefaultHeapLimit, debug.SetMemoryLimit(-1), "collects at --heap-mib")
+	require.Equal(t, -1, debug.SetGCPercent(-1), "not each time the heap doubles")
 
 	cancel()
 	select {
@@ -99,4 +109,7 @@ func TestServeBadConfig(t *testing.T) {
 		require.ErrorContains(t, err, tc.msg, name)
 		require.Equal(t, 1, exitCode(err), name)
 	}
+	_, err := runShardid(t, "serve", "--heap-mib", "-1")
+	require.ErrorContains(t, err, "--heap-mib must not be negative")
+	require.Equal(t, 2, exitCode(err))
 }
