@@ -1020,6 +1020,21 @@ func (mo *mover) unfenceSource(ctx context.Context, rec *MoveRecord) error {
 	return nil
 }
 
+// dropMoveTriggers drops the fence's and the change log's triggers from a
+// host's copy of the shard once no VACUUM works on its tables: DDL that
+// takes the tables' locks, each try holding writers back for at most
+// LockTimeout.
+func (mo *mover) dropMoveTriggers(ctx context.Context, db *pgxpool.Pool, rec *MoveRecord) error {
+	return withTablesIdle(ctx, db, rec.Schema, func() error {
+		return withLockRetry(ctx, db, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
+			if err := dropDelta(ctx, tx, rec); err != nil {
+				return err
+			}
+			return removeFence(ctx, tx, rec.Schema)
+		})
+	})
+}
+
 func (mo *mover) unfenceSourceHost(ctx context.Context, src *pgxpool.Pool, rec *MoveRecord) error {
 	var has bool
 	if err := src.QueryRow(ctx, `SELECT to_regnamespace($1) IS NOT NULL`, pgx.Identifier{rec.Schema}.Sanitize()).Scan(&has); err != nil || !has {
@@ -1042,15 +1057,7 @@ func (mo *mover) unfenceSourceHost(ctx context.Context, src *pgxpool.Pool, rec *
 	if err != nil {
 		return err
 	}
-	err = withTablesIdle(ctx, src, rec.Schema, func() error {
-		return withLockRetry(ctx, src, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
-			if err := dropDelta(ctx, tx, rec); err != nil {
-				return err
-			}
-			return removeFence(ctx, tx, rec.Schema)
-		})
-	})
-	if err != nil {
+	if err := mo.dropMoveTriggers(ctx, src, rec); err != nil {
 		mo.log.Warn("the source takes writes again; its open fence and change-log triggers stay until the move is run or aborted again", "id", rec.ID, "host", rec.From, "err", err)
 	}
 	return nil
@@ -1419,17 +1426,8 @@ func (mo *mover) cleanup(ctx context.Context, rec *MoveRecord) error {
 		return fmt.Errorf("target %s: %w", rec.To, err)
 	}
 	// The flip left the target's fence and change log open; their
-	// triggers go now, writes flowing (each try holds writers back for at
-	// most LockTimeout).
-	err = withTablesIdle(ctx, dst, rec.Schema, func() error {
-		return withLockRetry(ctx, dst, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
-			if err := dropDelta(ctx, tx, rec); err != nil {
-				return err
-			}
-			return removeFence(ctx, tx, rec.Schema)
-		})
-	})
-	if err != nil {
+	// triggers go now, writes flowing.
+	if err := mo.dropMoveTriggers(ctx, dst, rec); err != nil {
 		return fmt.Errorf("target %s: %w", rec.To, err)
 	}
 	if err := dropReplication(ctx, src, dst, rec); err != nil {

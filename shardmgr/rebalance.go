@@ -238,6 +238,9 @@ func (mo *mover) abort(ctx context.Context, rec *MoveRecord) error {
 	if err != nil {
 		return err
 	}
+	// The change log's triggers first, the gentle way: the source may be
+	// serving.
+	mo.dropDeltas(ctx, rec)
 	if err := dropReplication(ctx, src, dst, rec); err != nil {
 		return err
 	}
