@@ -26,12 +26,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/shardid/shardid/idgen/segment"
 	"github.com/shardid/shardid/idgen/segment/httpapi"
 	"github.com/shardid/shardid/internal/localpg"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
-	"github.com/shardid/shardid/migrations"
 )
 
 // benchTags: "payment" keeps the default steps (500..20,000); "bulk" lets
@@ -41,25 +39,6 @@ import (
 var benchTags = map[string]segment.TagConfig{
 	"payment": {},
 	"bulk":    {MaxStep: 2_000_000},
-}
-
-func benchAllocator(b *testing.B, servers []*localpg.Server, tags map[string]segment.TagConfig) *segment.Allocator {
-	b.Helper()
-	var dsns []string
-	var pools []*pgxpool.Pool
-	for _, s := range servers {
-		dsn := pgtest.NewDB(b, s)
-		dsns = append(dsns, dsn)
-		pools = append(pools, pgtest.Pool(b, dsn))
-	}
-	a, err := segment.New(pools, tags, segment.WithLogger(quiet), segment.WithPrepare(func(ctx context.Context, i int) error {
-		return migrations.Up(ctx, dsns[i], migrations.Segment)
-	}))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(a.Close)
-	return a
 }
 
 // serveOn serves h on a loopback port until the benchmark ends.
@@ -88,7 +67,7 @@ func BenchmarkFigures(b *testing.B) {
 	// (and the load generator beside them).
 	b.Logf("gc at %d MiB of heap: %v (false: GOGC or GOMEMLIMIT set)", httpapi.DefaultHeapLimit>>20, httpapi.LimitGC(httpapi.DefaultHeapLimit))
 	servers := pgtest.Servers(b, 3)
-	alloc := benchAllocator(b, servers, benchTags)
+	alloc := newAllocator(b, servers, benchTags)
 	h, err := httpapi.New(alloc, httpapi.WithLogger(quiet))
 	if err != nil {
 		b.Fatal(err)
@@ -299,7 +278,7 @@ func figureFixedRate(b *testing.B, ours, bare string) {
 //	go test -run '^$' -bench GCPolicy -benchtime 1x -timeout 10m ./idgen/segment/httpapi
 func BenchmarkGCPolicy(b *testing.B) {
 	b.Cleanup(func() { debug.SetGCPercent(100); debug.SetMemoryLimit(math.MaxInt64) })
-	alloc := benchAllocator(b, pgtest.Servers(b, 3), benchTags)
+	alloc := newAllocator(b, pgtest.Servers(b, 3), benchTags)
 	h, err := httpapi.New(alloc, httpapi.WithLogger(quiet))
 	if err != nil {
 		b.Fatal(err)
@@ -373,7 +352,7 @@ func figureOutage(b *testing.B) {
 	// A new slice: appending to the shared one would overwrite pgtest's
 	// third server, which then never gets stopped.
 	servers := []*localpg.Server{shared[0], shared[1], own}
-	a := benchAllocator(b, servers, map[string]segment.TagConfig{"payment": {}})
+	a := newAllocator(b, servers, map[string]segment.TagConfig{"payment": {}})
 	h, err := httpapi.New(a, httpapi.WithLogger(quiet))
 	if err != nil {
 		b.Fatal(err)

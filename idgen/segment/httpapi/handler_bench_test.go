@@ -30,7 +30,7 @@ func benchHandler(b *testing.B, h http.Handler, target string) {
 }
 
 func BenchmarkHandler(b *testing.B) {
-	alloc := benchAllocator(b, pgtest.Servers(b, 1), benchTags)
+	alloc := newAllocator(b, pgtest.Servers(b, 1), benchTags)
 	h, err := httpapi.New(alloc, httpapi.WithLogger(quiet))
 	if err != nil {
 		b.Fatal(err)

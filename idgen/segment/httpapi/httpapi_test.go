@@ -26,23 +26,31 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-// newService starts an allocator over one database on each server and an
-// HTTP test server for it.
-func newService(t *testing.T, servers []*localpg.Server, tags map[string]segment.TagConfig, opts ...segment.Option) (*httptest.Server, *segment.Allocator) {
-	t.Helper()
+// newAllocator starts an allocator over a new database on each server,
+// closed when the test ends.
+func newAllocator(tb testing.TB, servers []*localpg.Server, tags map[string]segment.TagConfig, opts ...segment.Option) *segment.Allocator {
+	tb.Helper()
 	var dsns []string
 	var pools []*pgxpool.Pool
 	for _, s := range servers {
-		dsn := pgtest.NewDB(t, s)
+		dsn := pgtest.NewDB(tb, s)
 		dsns = append(dsns, dsn)
-		pools = append(pools, pgtest.Pool(t, dsn))
+		pools = append(pools, pgtest.Pool(tb, dsn))
 	}
 	opts = append([]segment.Option{segment.WithLogger(quiet), segment.WithPrepare(func(ctx context.Context, i int) error {
 		return migrations.Up(ctx, dsns[i], migrations.Segment)
 	})}, opts...)
 	a, err := segment.New(pools, tags, opts...)
-	require.NoError(t, err)
-	t.Cleanup(a.Close)
+	require.NoError(tb, err)
+	tb.Cleanup(a.Close)
+	return a
+}
+
+// newService starts an allocator over one database on each server and an
+// HTTP test server for it.
+func newService(t *testing.T, servers []*localpg.Server, tags map[string]segment.TagConfig, opts ...segment.Option) (*httptest.Server, *segment.Allocator) {
+	t.Helper()
+	a := newAllocator(t, servers, tags, opts...)
 	h, err := httpapi.New(a, httpapi.WithLogger(quiet))
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
