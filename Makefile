@@ -5,7 +5,7 @@
 
 GO ?= go
 
-.PHONY: demo test build bench lint
+.PHONY: demo test build bench lint release
 
 demo:
 	./scripts/ensure-postgres
@@ -18,6 +18,7 @@ test: lint
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	GOOS=darwin GOARCH=arm64 $(GO) build -o /dev/null ./cmd/shardid   # make release builds darwin too
 
 build:
 	$(GO) build -o shardid ./cmd/shardid
@@ -25,3 +26,8 @@ build:
 bench:
 	./scripts/ensure-postgres
 	$(GO) run ./cmd/shardid bench
+
+# Cross-builds linux and darwin, amd64 and arm64, into dist/ with the version
+# stamped (VERSION=v0.2.0 make release, else git describe) and SHA256SUMS.
+release:
+	./scripts/release

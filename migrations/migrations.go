@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strconv"
+	"strings"
 
 	"github.com/golang-migrate/migrate/v4"
 	pgxmigrate "github.com/golang-migrate/migrate/v4/database/pgx/v5"
@@ -85,4 +87,26 @@ func run(ctx context.Context, dsn string, set Set, f func(*migrate.Migrate) erro
 		return fmt.Errorf("%s migrations on %s: %w", set.Name, cfg.Database, err)
 	}
 	return nil
+}
+
+// Latest is the highest version among the set's files: the schema version a
+// database has once this binary has migrated it.
+func (s Set) Latest() (uint, error) {
+	entries, err := fs.ReadDir(s.FS, ".")
+	if err != nil {
+		return 0, fmt.Errorf("%s migrations: %w", s.Name, err)
+	}
+	var latest uint
+	for _, e := range entries {
+		num, _, ok := strings.Cut(e.Name(), "_")
+		if !ok || !strings.HasSuffix(e.Name(), ".up.sql") {
+			continue
+		}
+		v, err := strconv.ParseUint(num, 10, 32)
+		if err != nil {
+			return 0, fmt.Errorf("%s migrations: file %s has no version number", s.Name, e.Name())
+		}
+		latest = max(latest, uint(v))
+	}
+	return latest, nil
 }

@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/shardid/shardid/internal/buildinfo"
 )
 
 // usageError marks errors in how the command was called: exit code 2.
@@ -36,7 +38,9 @@ the whole installation can only produce unique ids.
 Run 'shardid demo' to see it work on local PostgreSQL servers it starts itself.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       buildinfo.Read().String(),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	for _, add := range commands {
 		root.AddCommand(add())

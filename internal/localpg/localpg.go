@@ -259,8 +259,7 @@ func (s *Server) start(ctx context.Context) error {
 	// not started with exec.CommandContext.
 	cmd := s.command(context.Background(), "postgres", args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	// If this process dies, take the server with it.
-	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	dieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return fmt.Errorf("localpg: start postgres: %w", err)
