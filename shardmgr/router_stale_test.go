@@ -4,11 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/shardid/shardid/internal/localpg"
+	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -136,4 +142,115 @@ func TestRouterFencedCopyIsErrShardMoving(t *testing.T) {
 		var n int64
 		return tx.QueryRow(ctx, "SELECT count(*) FROM "+s.Table("likes")).Scan(&n)
 	}))
+}
+
+// ownCatalogCluster is initCluster with the catalog on a server of this
+// test's own, which the test may halt while the hosts stay up.
+func ownCatalogCluster(t testing.TB, shards int) (*Config, *localpg.Server) {
+	t.Helper()
+	cfg := testCluster(t, shards, false)
+	cat := pgtest.Own(t, localpg.Options{})
+	cfg.Catalog = cat.DSN("catalog")
+	require.NoError(t, cfg.ValidateCluster())
+	_, err := Init(ctx(t), cfg, InitOptions{})
+	require.NoError(t, err)
+	return cfg, cat
+}
+
+// logBuffer collects log lines from many goroutines.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func TestRouterServesThroughCatalogOutage(t *testing.T) {
+	t.Parallel()
+	const shards = 6
+	cfg, cat := ownCatalogCluster(t, shards)
+	_, err := Migrate(ctx(t), cfg, sampleSet(t), MigrateOptions{})
+	require.NoError(t, err)
+	var logs logBuffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	// Both check the catalog on every call: the most a router could
+	// hammer it.
+	patient := openRouter(t, cfg, WithRefreshInterval(0), WithLogger(log))
+	const bound = 300 * time.Millisecond
+	strict := openRouter(t, cfg, WithRefreshInterval(0), WithMaxStaleness(bound), WithLogger(log))
+
+	insert := func(ctx context.Context, tx pgx.Tx, s Shard) error {
+		_, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (user_id, post_id) VALUES (1, 1)`, s.Table("likes")))
+		return err
+	}
+	count := func(ctx context.Context, tx pgx.Tx, s Shard) error {
+		var n int64
+		return tx.QueryRow(ctx, "SELECT count(*) FROM "+s.Table("likes")).Scan(&n)
+	}
+	for id := range shards {
+		require.NoError(t, patient.Tx(ctx(t), id, insert))
+		require.NoError(t, strict.Tx(ctx(t), id, insert))
+	}
+	require.Zero(t, patient.Staleness())
+	require.Zero(t, strict.Staleness())
+
+	require.NoError(t, cat.Halt())
+	checksBefore := patient.checks.Load()
+	outage := time.Now()
+	calls, refused := 0, 0
+	for time.Since(outage) < 3*time.Second {
+		for id := range shards {
+			require.NoError(t, patient.Tx(ctx(t), id, insert), "writes to healthy hosts go on")
+			require.NoError(t, patient.ReadTx(ctx(t), id, count))
+			require.NoError(t, strict.ReadTx(ctx(t), id, count), "reads go on past the bound")
+			stale := strict.Staleness() > bound
+			err := strict.Tx(ctx(t), id, insert)
+			if stale {
+				require.ErrorIs(t, err, ErrMapStale)
+				var se *ShardError
+				require.True(t, errors.As(err, &se), "%v", err)
+				require.Equal(t, id, se.Shard)
+				refused++
+			} else if err != nil {
+				require.ErrorIs(t, err, ErrMapStale)
+			}
+			calls += 4
+		}
+	}
+	require.Greater(t, refused, 0, "writes past the bound were refused")
+	require.Greater(t, patient.Staleness(), 2*time.Second)
+	checks := patient.checks.Load() - checksBefore
+	t.Logf("%d calls, %d catalog checks by one router, %d writes refused by the strict one", calls, checks, refused)
+	require.Less(t, checks, int64(15), "retries back off instead of following every call")
+	require.Contains(t, logs.String(), "catalog unreachable; serving from the last map")
+	require.Contains(t, logs.String(), "refusing writes until the catalog answers")
+
+	require.NoError(t, cat.Restart(ctx(t)))
+	for _, r := range []*Router{patient, strict} {
+		require.Eventually(t, func() bool {
+			return r.ReadTx(ctx(t), 0, count) == nil && r.Staleness() == 0
+		}, 15*time.Second, 20*time.Millisecond, "the map is confirmed once the catalog is back")
+		for id := range shards {
+			require.NoError(t, r.Tx(ctx(t), id, insert))
+		}
+	}
+	require.Contains(t, logs.String(), "catalog reachable again")
+
+	// A change made after the outage reaches both routers.
+	gen, err := SetShardState(ctx(t), pool(t, cfg.Catalog), 0, StateReadOnly, 0)
+	require.NoError(t, err)
+	for _, r := range []*Router{patient, strict} {
+		require.ErrorIs(t, r.Tx(ctx(t), 0, insert), ErrShardReadOnly)
+		require.Equal(t, gen, r.Generation())
+	}
 }
