@@ -92,8 +92,11 @@ type Router struct {
 	m       *Map
 	pools   map[string]*pgxpool.Pool
 	checked time.Time // last time the catalog confirmed m
-	health  catalogHealth
-	closed  bool
+	// checkStart is when the check that last confirmed m began: a map
+	// read after an error was seen cannot predate what caused it.
+	checkStart time.Time
+	health     catalogHealth
+	closed     bool
 
 	retrying atomic.Bool // a background retry of a failed refresh runs
 	bgCtx    context.Context

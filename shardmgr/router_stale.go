@@ -155,10 +155,11 @@ func (r *Router) retryInBackground() {
 // ended) or by Close says nothing about the catalog.
 func (r *Router) check(ctx, owner context.Context) (bool, error) {
 	r.checks.Add(1)
+	start := time.Now()
 	changed, err := r.reload(ctx)
 	switch {
 	case err == nil:
-		r.noteSuccess(changed)
+		r.noteSuccess(start, changed)
 	case errors.Is(err, ErrClosed) || owner.Err() != nil:
 	default:
 		r.noteFailure(err)
@@ -166,8 +167,9 @@ func (r *Router) check(ctx, owner context.Context) (bool, error) {
 	return changed, err
 }
 
-func (r *Router) noteSuccess(changed bool) {
+func (r *Router) noteSuccess(start time.Time, changed bool) {
 	r.mu.Lock()
+	r.checkStart = start
 	h := r.health
 	r.health = catalogHealth{}
 	gen := r.m.Generation
@@ -214,15 +216,19 @@ func (r *Router) refuseStale(s Shard) error {
 	if bound < 0 {
 		return nil
 	}
-	r.mu.Lock()
+	r.mu.RLock()
 	age := r.stalenessLocked(time.Now())
-	if r.health.err == nil || age <= bound {
-		r.mu.Unlock()
+	cause, warned := r.health.err, r.health.warnedStale
+	r.mu.RUnlock()
+	if cause == nil || age <= bound {
 		return nil
 	}
-	cause, warn := r.health.err, !r.health.warnedStale
-	r.health.warnedStale = true
-	r.mu.Unlock()
+	warn := false
+	if !warned {
+		r.mu.Lock()
+		warn, r.health.warnedStale = !r.health.warnedStale, true
+		r.mu.Unlock()
+	}
 	if warn {
 		r.opts.log.Error("shardid router: map older than the staleness bound; refusing writes until the catalog answers",
 			"generation", s.Generation, "staleness", age.Round(time.Millisecond), "bound", bound, "err", cause)
@@ -262,16 +268,18 @@ func (r *Router) shardFailed(ctx context.Context, s Shard, err error) error {
 	return &ShardError{Shard: s.ID, Host: s.Host, Err: err}
 }
 
-// reloadNow reloads the map at once, whatever the refresh interval, unless
-// the catalog is failing (its retries keep their backoff).
+// reloadNow brings the map up to date with the catalog at once, whatever
+// the refresh interval, unless the catalog is failing (its retries keep
+// their backoff). Many writers refused together share one check.
 func (r *Router) reloadNow(ctx context.Context) bool {
+	asOf := time.Now()
 	r.reloadMu.Lock()
 	defer r.reloadMu.Unlock()
 	r.mu.RLock()
-	failing := r.health.err != nil
+	failing, fresh := r.health.err != nil, r.checkStart.After(asOf)
 	r.mu.RUnlock()
-	if failing {
-		return false
+	if failing || fresh {
+		return !failing
 	}
 	cctx, cancel := context.WithTimeout(ctx, catalogCheckTimeout)
 	defer cancel()
@@ -289,8 +297,8 @@ type shardChange struct {
 // shard s (its host or state) after the generation s was routed at. It
 // is false when the catalog cannot say.
 func (r *Router) movedSince(ctx context.Context, s Shard) (shardChange, bool) {
-	if !r.reloadNow(ctx) {
-		return shardChange{}, false
+	if !r.reloadNow(ctx) || r.Generation() == s.Generation {
+		return shardChange{}, false // the catalog cannot say, or changed nothing since
 	}
 	cctx, cancel := context.WithTimeout(ctx, catalogCheckTimeout)
 	defer cancel()
