@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -39,12 +41,16 @@ type routerOptions struct {
 	refresh    time.Duration
 	poolConfig func(host string, cfg *pgxpool.Config)
 	lookup     func(string) (string, bool)
+	maxStale   time.Duration
+	log        *slog.Logger
 }
 
 // WithRefreshInterval sets how often the router compares its generation
 // with the catalog's before handing out a shard (one cheap query; a new
 // generation reloads the map). Zero checks on every call; a negative
-// interval never checks, leaving it to Reload. The default is one second.
+// interval never checks, leaving it to Reload (except to confirm that a
+// shard moved when a host says its copy is fenced or gone). The default is
+// one second.
 func WithRefreshInterval(d time.Duration) RouterOption {
 	return func(o *routerOptions) { o.refresh = d }
 }
@@ -66,6 +72,12 @@ func WithLookupEnv(lookup func(string) (string, bool)) RouterOption {
 // from the catalog, one pgx pool per host, and reloads the map when the
 // catalog's generation changes. It is safe for concurrent use.
 //
+// The catalog is not on the data path: when a refresh fails the router
+// keeps serving from the last map it read, retries in the background with
+// backoff, and refuses writes only once the map has gone unconfirmed for
+// longer than WithMaxStaleness (ErrMapStale). The fences on the hosts, not
+// the catalog, keep a moving shard's writes safe meanwhile.
+//
 // Keys map to shards by key mod shards (the key taken as an unsigned
 // 64-bit number), so a key's shard never changes: moving a shard moves
 // its keys with it. Ids map to the shard they carry.
@@ -79,8 +91,18 @@ type Router struct {
 	mu      sync.RWMutex
 	m       *Map
 	pools   map[string]*pgxpool.Pool
-	checked time.Time
-	closed  bool
+	checked time.Time // last time the catalog confirmed m
+	// checkStart is when the check that last confirmed m began: a map
+	// read after an error was seen cannot predate what caused it.
+	checkStart time.Time
+	health     catalogHealth
+	closed     bool
+
+	retrying atomic.Bool // a background retry of a failed refresh runs
+	bgCtx    context.Context
+	bgStop   context.CancelFunc
+	bgWG     sync.WaitGroup
+	checks   atomic.Int64 // catalog checks made (tests count them)
 }
 
 // Open opens a router on the cluster described by cfg: the map from its
@@ -103,15 +125,19 @@ func OpenCatalog(ctx context.Context, catalogDSN string, opts ...RouterOption) (
 }
 
 func open(ctx context.Context, catalogDSN string, dsns map[string]string, opts []RouterOption) (*Router, error) {
-	r := &Router{dsns: dsns, pools: map[string]*pgxpool.Pool{}, opts: routerOptions{refresh: time.Second}}
+	r := &Router{dsns: dsns, pools: map[string]*pgxpool.Pool{}, opts: routerOptions{refresh: time.Second, maxStale: DefaultMaxStaleness}}
 	for _, o := range opts {
 		o(&r.opts)
 	}
+	if r.opts.log == nil {
+		r.opts.log = slog.Default()
+	}
+	r.bgCtx, r.bgStop = context.WithCancel(context.Background())
 	var err error
 	if r.catalog, err = openPool(ctx, catalogDSN, 2); err != nil {
 		return nil, fmt.Errorf("catalog: %w", err)
 	}
-	if _, err := r.Reload(ctx); err != nil {
+	if _, err := r.reload(ctx); err != nil { // no map to serve from yet: fail
 		r.Close()
 		return nil, err
 	}
@@ -124,6 +150,8 @@ func (r *Router) Close() {
 	pools := r.pools
 	r.pools, r.closed = nil, true
 	r.mu.Unlock()
+	r.bgStop()
+	r.bgWG.Wait()
 	for _, p := range pools {
 		p.Close()
 	}
@@ -132,11 +160,12 @@ func (r *Router) Close() {
 
 // Reload reads the map from the catalog when its generation differs from
 // the router's, opening pools for new hosts. It reports whether the map
-// changed.
+// changed. It tries at once, whatever the backoff after failed refreshes;
+// its failure (unless ctx ended) counts as one (see Staleness).
 func (r *Router) Reload(ctx context.Context) (bool, error) {
 	r.reloadMu.Lock()
 	defer r.reloadMu.Unlock()
-	return r.reload(ctx)
+	return r.check(ctx, ctx)
 }
 
 func (r *Router) reload(ctx context.Context) (bool, error) {
@@ -230,29 +259,6 @@ func (r *Router) newPool(ctx context.Context, h CatalogHost) (*pgxpool.Pool, err
 	return p, nil
 }
 
-// refresh reloads the map when the refresh interval has passed and the
-// catalog's generation moved.
-func (r *Router) refresh(ctx context.Context) error {
-	if r.opts.refresh < 0 {
-		return nil
-	}
-	due := func() bool {
-		r.mu.RLock()
-		defer r.mu.RUnlock()
-		return time.Since(r.checked) >= r.opts.refresh
-	}
-	if !due() {
-		return nil
-	}
-	r.reloadMu.Lock()
-	defer r.reloadMu.Unlock()
-	if !due() { // another caller just checked
-		return nil
-	}
-	_, err := r.reload(ctx)
-	return err
-}
-
 // Map returns the router's current map. Callers must not modify it.
 func (r *Router) Map() *Map {
 	r.mu.RLock()
@@ -303,11 +309,10 @@ func (r *Router) Shard(id int) (Shard, error) {
 }
 
 // route refreshes the map when due and returns the shard and its host's
-// pool; write refuses shards that are read-only or moving.
+// pool; write refuses shards that are read-only or moving, and every shard
+// once the map is older than the staleness bound.
 func (r *Router) route(ctx context.Context, id int, write bool) (Shard, *pgxpool.Pool, error) {
-	if err := r.refresh(ctx); err != nil {
-		return Shard{}, nil, err
-	}
+	r.refresh(ctx)
 	s, err := r.Shard(id)
 	if err != nil {
 		return s, nil, err
@@ -318,6 +323,9 @@ func (r *Router) route(ctx context.Context, id int, write bool) (Shard, *pgxpool
 			return s, nil, &ShardError{Shard: id, Host: s.Host, Err: ErrShardReadOnly}
 		case StateMoving:
 			return s, nil, &ShardError{Shard: id, Host: s.Host, Err: ErrShardMoving}
+		}
+		if err := r.refuseStale(s); err != nil {
+			return s, nil, err
 		}
 	}
 	r.mu.RLock()
@@ -356,16 +364,21 @@ func (r *Router) Acquire(ctx context.Context, id int) (*pgxpool.Conn, Shard, err
 
 // Tx runs fn in a read-write transaction on the host of shard id and
 // commits when fn returns nil. It refuses a shard that is read-only
-// (ErrShardReadOnly) or moving (ErrShardMoving) with a *ShardError. A
-// state change reaches the router within the refresh interval; until then
-// a write that reaches a fenced copy (see FenceSQLState) is refused with
-// ErrShardMoving too.
+// (ErrShardReadOnly) or moving (ErrShardMoving) with a *ShardError, and
+// every shard with ErrMapStale once the catalog has been unreachable for
+// longer than WithMaxStaleness. A state change reaches the router within
+// the refresh interval; until then a write that reaches a fenced copy (see
+// FenceSQLState), or the host a shard has moved away from, is refused with
+// ErrShardMoving too (the host's error kept as its cause), and the router
+// reloads its map so that a retry goes to the shard's new host.
 func (r *Router) Tx(ctx context.Context, id int, fn func(ctx context.Context, tx pgx.Tx, s Shard) error) error {
 	return r.tx(ctx, id, true, fn)
 }
 
 // ReadTx runs fn in a read-only transaction on the host of shard id; it
-// works in every state.
+// works in every state and while the catalog is unreachable. A read that
+// reaches the host a shard has moved away from is ErrShardMoving, as in
+// Tx.
 func (r *Router) ReadTx(ctx context.Context, id int, fn func(ctx context.Context, tx pgx.Tx, s Shard) error) error {
 	return r.tx(ctx, id, false, fn)
 }
@@ -385,13 +398,7 @@ func (r *Router) tx(ctx context.Context, id int, write bool, fn func(ctx context
 		if errors.As(err, &se) {
 			return err
 		}
-		if write && isFenceError(err) {
-			// The host's copy is fenced (a move is cutting over, or
-			// this router's map is older than the flip): the same
-			// refusal as a map that says moving.
-			return &ShardError{Shard: id, Host: s.Host, Err: fmt.Errorf("%w (%v)", ErrShardMoving, oneLine(err))}
-		}
-		return &ShardError{Shard: id, Host: s.Host, Err: err}
+		return r.shardFailed(ctx, s, err)
 	}
 	return nil
 }
