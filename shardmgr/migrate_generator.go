@@ -289,8 +289,10 @@ func upgradeGenerator(ctx context.Context, conn *pgx.Conn, m *Map, sh ShardInfo,
 			return fmt.Errorf("install generator: %w", err)
 		}
 		if r.MaxID > 0 && p.Variant != shsql.Instagram {
-			advance := pgx.Identifier{sh.Schema, "next_id_advance"}.Sanitize()
-			if _, err := tx.Exec(ctx, `SELECT `+advance+`($1)`, r.MaxID); err != nil {
+			// force: the floor is an id stored in the shard, however far
+			// ahead of the clock it lies.
+			advance := pgx.Identifier{sh.Schema, shsql.AdvanceName}.Sanitize()
+			if _, err := tx.Exec(ctx, `SELECT `+advance+`($1, force => true)`, r.MaxID); err != nil {
 				return fmt.Errorf("carry the counter past %d: %w", r.MaxID, err)
 			}
 		}

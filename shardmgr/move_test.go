@@ -422,14 +422,16 @@ func TestMoveFailedCutoverLeavesSourceServing(t *testing.T) {
 }
 
 // The target's counter is carried past every id the source handed out,
-// even when the source's counter ran an hour ahead of the target's clock.
+// even when the source's counter ran three hours ahead of the target's
+// clock: beyond the hour next_id_advance allows without force, which the
+// mover passes because its floor comes from real ids.
 func TestMoveCarriesCounterAheadOfTargetClock(t *testing.T) {
 	t.Parallel()
 	cfg := moveCluster(t, 3)
 	m := clusterMap(t, cfg)
 	src := hostPool(t, cfg, m.Shards[2].Host)
-	ahead := idOfCounter(m.Layout, (time.Now().Add(time.Hour).UnixMilli()-m.Layout.Epoch)<<m.Layout.Resolved().SeqBits, 2)
-	_, err := src.Exec(ctx(t), `SELECT shard_0002.next_id_advance($1)`, ahead)
+	ahead := idOfCounter(m.Layout, (time.Now().Add(3*time.Hour).UnixMilli()-m.Layout.Epoch)<<m.Layout.Resolved().SeqBits, 2)
+	_, err := src.Exec(ctx(t), `SELECT shard_0002.next_id_advance($1, force => true)`, ahead)
 	require.NoError(t, err)
 	r := openRouter(t, cfg, WithRefreshInterval(0))
 	routeLikes(t, r, 2, 100)
@@ -451,7 +453,7 @@ func TestMoveCarriesCounterAheadOfTargetClock(t *testing.T) {
 		ids := likeIDs(t, cfg, 2)
 		require.Len(t, ids, len(old)+100)
 		for _, id := range ids[len(old):] {
-			require.Greater(t, id, drawn, "%s: the target's clock is an hour behind the ids", mode)
+			require.Greater(t, id, drawn, "%s: the target's clock is hours behind the ids", mode)
 		}
 		old = ids
 		drawn = ids[len(ids)-1]
