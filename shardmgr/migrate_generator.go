@@ -319,7 +319,7 @@ func reapplyGenerator(ctx context.Context, conn *pgx.Conn, p shsql.Params, lockT
 	}
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = %d; SET LOCAL statement_timeout = %d`,
-			lockTimeout.Milliseconds(), (lockTimeout + time.Minute).Milliseconds())); err != nil {
+			lockTimeout.Milliseconds(), (lockTimeout+time.Minute).Milliseconds())); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, ddl, pgx.QueryExecModeSimpleProtocol)
