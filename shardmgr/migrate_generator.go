@@ -110,9 +110,11 @@ func (e *GeneratorError) Error() string {
 // without such a DEFAULT are not seen.
 //
 // A generator for another shard, epoch or layout is never replaced
-// (ErrForeignGenerator). Shards already current are left alone, so running
-// it again changes nothing. Failed shards are listed in a *GeneratorError
-// returned with the result.
+// (ErrForeignGenerator). Shards already current keep their generator and
+// counter: the install SQL is run on them again, which changes nothing but
+// what an older install SQL of the same version left behind (privileges:
+// next_id_advance is the owner's only, docs/uniqueness.md#privileges).
+// Failed shards are listed in a *GeneratorError returned with the result.
 func UpgradeGenerators(ctx context.Context, cfg *Config, opts GeneratorOptions) (*GeneratorResult, error) {
 	start := time.Now()
 	if err := cfg.ValidateCluster(); err != nil {
@@ -221,7 +223,10 @@ func upgradeGenerator(ctx context.Context, conn *pgx.Conn, m *Map, sh ShardInfo,
 		return fmt.Errorf("%w: no %s", ErrNoGenerator, fn)
 	}
 	if r.From == want {
-		return nil
+		if opts.DryRun {
+			return nil
+		}
+		return reapplyGenerator(ctx, conn, p, opts.LockTimeout)
 	}
 	have, _, err := shsql.ParseMarker(r.From)
 	if err != nil {
@@ -289,8 +294,10 @@ func upgradeGenerator(ctx context.Context, conn *pgx.Conn, m *Map, sh ShardInfo,
 			return fmt.Errorf("install generator: %w", err)
 		}
 		if r.MaxID > 0 && p.Variant != shsql.Instagram {
-			advance := pgx.Identifier{sh.Schema, "next_id_advance"}.Sanitize()
-			if _, err := tx.Exec(ctx, `SELECT `+advance+`($1)`, r.MaxID); err != nil {
+			// force: the floor is an id stored in the shard, however far
+			// ahead of the clock it lies.
+			advance := pgx.Identifier{sh.Schema, shsql.AdvanceName}.Sanitize()
+			if _, err := tx.Exec(ctx, `SELECT `+advance+`($1, force => true)`, r.MaxID); err != nil {
 				return fmt.Errorf("carry the counter past %d: %w", r.MaxID, err)
 			}
 		}
@@ -298,4 +305,28 @@ func upgradeGenerator(ctx context.Context, conn *pgx.Conn, m *Map, sh ShardInfo,
 	})
 	r.Upgraded = err == nil
 	return err
+}
+
+// reapplyGenerator runs the install SQL again on a shard whose generator
+// is current. It is idempotent (the counter is kept), so no table lock or
+// carry-over is needed; it brings the functions and their privileges to
+// this release's, which an installation of the same generator version made
+// by an older release may lack (PUBLIC could execute next_id_advance).
+func reapplyGenerator(ctx context.Context, conn *pgx.Conn, p shsql.Params, lockTimeout time.Duration) error {
+	ddl, err := shsql.Render(p)
+	if err != nil {
+		return err
+	}
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = %d; SET LOCAL statement_timeout = %d`,
+			lockTimeout.Milliseconds(), (lockTimeout+time.Minute).Milliseconds())); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, ddl, pgx.QueryExecModeSimpleProtocol)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("re-apply the install SQL: %w", err)
+	}
+	return nil
 }

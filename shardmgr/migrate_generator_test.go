@@ -1,11 +1,14 @@
 package shardmgr
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	shsql "github.com/shardid/shardid/sql"
 	"github.com/stretchr/testify/require"
@@ -146,4 +149,52 @@ func TestUpgradeGenerators(t *testing.T) {
 	require.Equal(t, fm, marker(t, p3, "shard_0003"))
 	_, _, failed = res.Counts()
 	require.Equal(t, 1, failed)
+}
+
+// An installation made by an older release with the same generator version
+// let PUBLIC execute next_id_advance (and had its one-argument form):
+// migrate generator, finding the marker current, still runs the install SQL
+// again, which takes it away, and keeps the counter.
+func TestUpgradeGeneratorsRevokesPublicAdvance(t *testing.T) {
+	t.Parallel()
+	cfg := initCluster(t, 2)
+	m := clusterMap(t, cfg)
+	p := shardPool(t, cfg, m, 1)
+	_, err := p.Exec(ctx(t), `CREATE FUNCTION shard_0001.next_id_advance(min_id bigint) RETURNS bigint
+		LANGUAGE sql SECURITY DEFINER AS 'SELECT pg_catalog.setval(''shard_0001.next_id_counter'', min_id >> 13)';
+		GRANT EXECUTE ON FUNCTION shard_0001.next_id_advance(bigint, boolean) TO PUBLIC;
+		CREATE TABLE shard_0001.likes (id bigint PRIMARY KEY DEFAULT shard_0001.next_id(), user_id bigint, post_id bigint)`)
+	require.NoError(t, err)
+	before := insertLikes(t, p, "shard_0001", 10)
+
+	role := fmt.Sprintf("use_%d", time.Now().UnixNano())
+	_, err = p.Exec(ctx(t), fmt.Sprintf(`CREATE ROLE %[1]s LOGIN; GRANT USAGE ON SCHEMA shard_0001 TO %[1]s`, role))
+	require.NoError(t, err)
+	t.Cleanup(func() { p.Exec(context.Background(), "DROP OWNED BY "+role+"; DROP ROLE "+role) })
+	h, _ := cfg.Host(m.Shards[1].Host)
+	rc, err := pgx.ParseConfig(h.DSN)
+	require.NoError(t, err)
+	rc.User = role
+	conn, err := pgx.ConnectConfig(ctx(t), rc)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx(t), `SELECT shard_0001.next_id_advance(1, false)`)
+	require.NoError(t, err, "the old installation lets PUBLIC advance")
+
+	res, err := UpgradeGenerators(ctx(t), cfg, GeneratorOptions{})
+	require.NoError(t, err)
+	up, unchanged, failed := res.Counts()
+	require.Equal(t, [3]int{0, 2, 0}, [3]int{up, unchanged, failed})
+
+	for _, q := range []string{`SELECT shard_0001.next_id_advance(1, false)`, `SELECT shard_0001.next_id_advance(1, true)`} {
+		_, err = conn.Exec(ctx(t), q)
+		var pe *pgconn.PgError
+		require.ErrorAs(t, err, &pe, q)
+		require.Equal(t, pgerrcode.InsufficientPrivilege, pe.Code, q)
+	}
+	var oneArg bool
+	require.NoError(t, p.QueryRow(ctx(t), `SELECT to_regprocedure('shard_0001.next_id_advance(bigint)') IS NOT NULL`).Scan(&oneArg))
+	require.False(t, oneArg, "the one-argument form is dropped")
+	after := insertLikes(t, p, "shard_0001", 10)
+	require.Greater(t, after[0], before[len(before)-1], "the counter is kept")
 }

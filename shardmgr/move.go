@@ -1258,8 +1258,11 @@ func (mo *mover) carryCounter(ctx context.Context, src, dst *pgxpool.Pool, rec *
 		return fmt.Errorf("target %s: %w", rec.To, err)
 	}
 	floor = max(floor, stored)
+	// force: the floor comes from ids the source really handed out, which
+	// may lie beyond the hour next_id_advance allows ahead of this host's
+	// clock (a source clock ahead, an earlier forced advance).
 	var got int64
-	if err := dst.QueryRow(ctx, fmt.Sprintf(`SELECT %s($1)`, pgx.Identifier{rec.Schema, "next_id_advance"}.Sanitize()), floor).Scan(&got); err != nil {
+	if err := dst.QueryRow(ctx, fmt.Sprintf(`SELECT %s($1, force => true)`, pgx.Identifier{rec.Schema, shsql.AdvanceName}.Sanitize()), floor).Scan(&got); err != nil {
 		return fmt.Errorf("target %s: carry the counter: %w", rec.To, err)
 	}
 	// Other sequences in the schema (bigserial columns): logical

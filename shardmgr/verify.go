@@ -46,7 +46,10 @@ const (
 	// CheckCounter: the counter is ahead of every id already stored in
 	// the shard's tables (columns whose DEFAULT is its generator).
 	CheckCounter = "counter"
-	// CheckLock: no idle session holds the generator's advisory lock.
+	// CheckLock: no idle session holds the generator's shared advisory
+	// lock, no session blocks the generator with its exclusive lock, and no
+	// call of the generator waits out verify's lock or statement timeout;
+	// each names the session holding the lock.
 	CheckLock = "lock"
 	// CheckClock: each host's clock agrees with the manager's and the
 	// others' within VerifyOptions.MaxClockSkew.
@@ -76,9 +79,21 @@ type VerifyOptions struct {
 	Workers int
 	// Now is the manager's clock. Nil means time.Now.
 	Now func() time.Time
+	// LockTimeout bounds every wait of a verify statement for a lock, the
+	// generator's advisory lock included: a generator call that waits
+	// longer is reported (CheckLock) with the session holding the lock.
+	// Zero means 2 s.
+	LockTimeout time.Duration
+	// StatementTimeout bounds every statement verify runs but the reads of
+	// Deep. Zero means 30 s. Connecting is bounded by each DSN's
+	// connect_timeout, 10 s when it has none.
+	StatementTimeout time.Duration
 
 	// hostClock, in tests, replaces a host's clock reading.
 	hostClock func(host string, t time.Time) time.Time
+	// afterScan, in tests, runs after the hosts are scanned, before the
+	// shards are checked.
+	afterScan func()
 }
 
 // Problem is one failed check. Shard is -1 when the problem is not about
@@ -119,10 +134,14 @@ func (p Problem) MarshalJSON() ([]byte, error) {
 	}{p.Check, shard, p.Host, p.Detail})
 }
 
-// Report is the outcome of Verify. JSON: {"ok":bool,"problems":[...]}.
+// Report is the outcome of Verify. JSON: {"ok":bool,"problems":[...]},
+// with "notes":[...] when there are notes.
 type Report struct {
 	OK       bool      `json:"ok"`
 	Problems []Problem `json:"problems"`
+	// Notes are findings that are no failure but worth knowing, such as a
+	// counter advanced ahead of the clock.
+	Notes []Problem `json:"notes,omitempty"`
 	// Checks lists the checks that ran.
 	Checks []string `json:"-"`
 	// Shards and Hosts count what was verified.
@@ -165,21 +184,32 @@ func Verify(ctx context.Context, cfg *Config, opts VerifyOptions) (*Report, erro
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.LockTimeout <= 0 {
+		opts.LockTimeout = defaultVerifyLockTimeout
+	}
+	if opts.StatementTimeout <= 0 {
+		opts.StatementTimeout = defaultVerifyStatementTimeout
+	}
 	v := &verifier{cfg: cfg, opts: opts, rep: &Report{Problems: []Problem{}}}
 	v.run(ctx)
 	for _, h := range v.hosts {
 		if h.pool != nil {
 			h.pool.Close()
 		}
+		if h.deep != nil {
+			h.deep.Close()
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	r := v.rep
-	slices.SortStableFunc(r.Problems, func(a, b Problem) int {
-		return cmp.Or(cmp.Compare(a.Shard, b.Shard), cmp.Compare(a.Host, b.Host),
-			cmp.Compare(checkOrder(a.Check), checkOrder(b.Check)), cmp.Compare(a.Detail, b.Detail))
-	})
+	for _, ps := range [][]Problem{r.Problems, r.Notes} {
+		slices.SortStableFunc(ps, func(a, b Problem) int {
+			return cmp.Or(cmp.Compare(a.Shard, b.Shard), cmp.Compare(a.Host, b.Host),
+				cmp.Compare(checkOrder(a.Check), checkOrder(b.Check)), cmp.Compare(a.Detail, b.Detail))
+		})
+	}
 	r.OK = len(r.Problems) == 0
 	r.Elapsed = time.Since(start)
 	return r, nil
@@ -206,11 +236,19 @@ func (v *verifier) problem(check string, shard int, host, format string, args ..
 	v.rep.Problems = append(v.rep.Problems, Problem{Check: check, Shard: shard, Host: host, Detail: fmt.Sprintf(format, args...)})
 }
 
+// note records a finding that is no failure (Report.Notes).
+func (v *verifier) note(check string, shard int, host, format string, args ...any) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.rep.Notes = append(v.rep.Notes, Problem{Check: check, Shard: shard, Host: host, Detail: fmt.Sprintf(format, args...)})
+}
+
 // hostScan is what one host holds.
 type hostScan struct {
 	name string
 	pool *pgxpool.Pool
-	ok   bool // reachable and scanned
+	deep *pgxpool.Pool // for Deep's reads: no statement timeout
+	ok   bool          // reachable and scanned
 
 	infoCluster, infoHost string // shardid.host_info; empty when missing
 	records               map[int]string
@@ -219,8 +257,19 @@ type hostScan struct {
 	sequences             map[string]seqInfo
 	columns               map[string][]idColumn  // by generator schema
 	retired               map[string]retiredCopy // moved shards' old copies, by schema
+	advancers             map[string][]advancer  // next_id_advance functions, by schema
+	locks                 []lockHolder           // generator locks held at locksAt
+	locksAt               time.Time
+	blocked               map[int]bool // shards whose generator a session blocks
 	clockOffset           time.Duration
 	clockErr              time.Duration // half the round trip
+}
+
+// advancer is a next_id_advance function found on a host.
+type advancer struct {
+	signature string // regprocedure text
+	args      int
+	public    bool // PUBLIC may execute it
 }
 
 type seqInfo struct {
@@ -259,6 +308,9 @@ func (v *verifier) run(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
+	if v.opts.afterScan != nil {
+		v.opts.afterScan()
+	}
 	v.checkClocks()
 	v.checkPlacement()
 	v.checkShards(ctx)
@@ -269,7 +321,7 @@ func (v *verifier) run(ctx context.Context) {
 
 // readCatalog reads the map and compares it with the cluster file.
 func (v *verifier) readCatalog(ctx context.Context) bool {
-	pool, err := openPool(ctx, v.cfg.Catalog, 1)
+	pool, err := openVerifyPool(ctx, v.cfg.Catalog, 1, v.opts.LockTimeout, v.opts.StatementTimeout)
 	if err == nil {
 		defer pool.Close()
 		v.m, err = ReadMap(ctx, pool)
@@ -306,7 +358,11 @@ func (v *verifier) readCatalog(ctx context.Context) bool {
 }
 
 func (v *verifier) scanHost(ctx context.Context, h Host, hs *hostScan) {
-	pool, err := openPool(ctx, h.DSN, v.opts.Workers+1)
+	// The statements run under server-side timeouts; this bound is for a
+	// server that stopped answering altogether.
+	ctx, cancel := context.WithTimeout(ctx, connectTimeout(h.DSN)+4*v.opts.StatementTimeout)
+	defer cancel()
+	pool, err := openVerifyPool(ctx, h.DSN, v.opts.Workers+1, v.opts.LockTimeout, v.opts.StatementTimeout)
 	if err == nil {
 		err = pool.Ping(ctx)
 	}
@@ -318,6 +374,12 @@ func (v *verifier) scanHost(ctx context.Context, h Host, hs *hostScan) {
 		return
 	}
 	hs.pool = pool
+	if v.opts.Deep {
+		if hs.deep, err = openVerifyPool(ctx, h.DSN, v.opts.Workers+1, v.opts.LockTimeout, 0); err != nil {
+			v.problem(CheckHost, -1, h.Name, "unreachable: %s", oneLine(err))
+			return
+		}
+	}
 	if err := v.scanHostObjects(ctx, hs); err != nil {
 		v.problem(CheckHost, -1, h.Name, "scan failed: %v", err)
 		return
@@ -418,24 +480,32 @@ func (v *verifier) scanHostObjects(ctx context.Context, hs *hostScan) error {
 		return err
 	}
 
-	// A generator's advisory lock held by an idle session: a leak that
-	// stops pull-ups (shared) or every next_id() (exclusive).
-	rows, err = q.Query(ctx, `SELECT l.objid::bigint, l.mode, a.pid, coalesce(a.state, '')
-		FROM pg_catalog.pg_locks l JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
-		WHERE l.locktype = 'advisory' AND l.granted AND l.classid = $1::bigint::oid AND l.objsubid = 2
-		  AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database())
-		  AND a.state LIKE 'idle%' AND a.pid <> pg_catalog.pg_backend_pid()`, int64(shsql.LockClass))
+	rows, err = q.Query(ctx, `SELECT n.nspname, p.oid::pg_catalog.regprocedure::text, p.pronargs,
+		  EXISTS (SELECT FROM pg_catalog.aclexplode(coalesce(p.proacl, pg_catalog.acldefault('f', p.proowner))) a
+		          WHERE a.grantee = 0 AND a.privilege_type = 'EXECUTE')
+		FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+		WHERE p.proname = $1`, shsql.AdvanceName)
 	if err != nil {
 		return err
 	}
-	var shard int64
-	var mode, state string
-	var pid int32
-	_, err = pgx.ForEachRow(rows, []any{&shard, &mode, &pid, &state}, func() error {
-		v.problem(CheckLock, int(shard), hs.name, "session %d (%s) holds the generator's advisory lock (%s): pull-ups of the counter stop; end that session", pid, state, mode)
+	hs.advancers = map[string][]advancer{}
+	var adv advancer
+	if _, err := pgx.ForEachRow(rows, []any{&gen, &adv.signature, &adv.args, &adv.public}, func() error {
+		hs.advancers[gen] = append(hs.advancers[gen], adv)
 		return nil
-	})
-	return err
+	}); err != nil {
+		return err
+	}
+
+	// Sessions holding a generator's advisory lock: shared by an idle
+	// session, a leak that stops pull-ups; exclusive, for longer than a
+	// pull-up takes, it blocks every next_id() (confirmBlocked).
+	hs.locksAt = time.Now()
+	if hs.locks, err = readLockHolders(ctx, q, -1); err != nil {
+		return err
+	}
+	v.reportIdleSharedLocks(hs)
+	return nil
 }
 
 func (v *verifier) checkClocks() {
@@ -566,11 +636,22 @@ type shardTask struct {
 	safe   bool         // the installed generator is the safe variant
 }
 
+// callable reports whether the generator may be called: present, and not
+// blocked by a session holding its exclusive lock.
+func (t *shardTask) callable() bool { return t.callOK && !t.host.blocked[t.id] }
+
 // checkShards runs the per-shard checks on every shard's host, Workers at a
 // time per host: generator marker and output, sequence settings, counter
 // against stored ids, and the live probe.
 func (v *verifier) checkShards(ctx context.Context) {
 	m := v.m
+	var confirm sync.WaitGroup
+	for _, hs := range v.hosts {
+		if hs.ok {
+			confirm.Go(func() { hs.blocked = v.confirmBlocked(ctx, hs) })
+		}
+	}
+	confirm.Wait()
 	byHost := map[string][]*shardTask{}
 	for _, s := range m.Shards {
 		hs := v.hosts[s.Host]
@@ -614,9 +695,13 @@ func (v *verifier) checkShards(ctx context.Context) {
 		for range v.opts.Workers {
 			wg.Go(func() {
 				for t := range work {
-					v.checkCounter(ctx, t)
-					v.checkOutput(ctx, t)
-					v.probe(ctx, t, record)
+					// The statements run under server-side timeouts; this
+					// bound is for a server that stopped answering.
+					tctx, cancel := context.WithTimeout(ctx, time.Duration(len(t.host.columns[t.schema])+6)*v.opts.StatementTimeout)
+					v.checkCounter(tctx, t)
+					v.checkOutput(tctx, t)
+					v.probe(tctx, t, record)
+					cancel()
 				}
 			})
 		}
@@ -648,6 +733,13 @@ func (v *verifier) checkGenerator(t *shardTask) {
 	}
 	want := t.params
 	t.safe = got.Variant == shsql.Safe
+	for _, a := range t.host.advancers[t.schema] {
+		if a.public {
+			v.problem(CheckGenerator, t.id, t.host.name, "PUBLIC may execute %s: any role with USAGE on the schema can push the counter to its maximum and stop the generator for good (run shardid migrate generator, or the install SQL again)", a.signature)
+		} else if a.args == 1 {
+			v.note(CheckGenerator, t.id, t.host.name, "%s is the form of an older install SQL, without the guard against a floor far ahead of the clock (run shardid migrate generator)", a.signature)
+		}
+	}
 	if got.Variant != want.Variant {
 		v.problem(CheckGenerator, t.id, t.host.name, "generator variant is %s, want %s", got.Variant, want.Variant)
 	}
@@ -723,20 +815,27 @@ func (v *verifier) checkCounter(ctx context.Context, t *shardTask) {
 		next++
 	}
 	if nextID := idOfCounter(v.m.Layout, next, t.id); nextID <= *maxID {
-		v.problem(CheckCounter, t.id, t.host.name, "counter is behind stored ids: the next id would be %d but %s already holds %d (rewound or restored sequence; repair with %s.next_id_advance(%d))",
-			nextID, where, *maxID, t.schema, *maxID)
+		force := ""
+		if unixMilli(v.m.Layout, *maxID) > v.opts.Now().UnixMilli()+shsql.AdvanceMarginMS {
+			force = ", force => true" // the stored id lies beyond the hour next_id_advance allows
+		}
+		v.problem(CheckCounter, t.id, t.host.name, "counter is behind stored ids: the next id would be %d but %s already holds %d (rewound or restored sequence; repair with %s.next_id_advance(%d%s))",
+			nextID, where, *maxID, t.schema, *maxID, force)
 	}
 }
 
 // checkOutput calls the generator and decodes its id.
 func (v *verifier) checkOutput(ctx context.Context, t *shardTask) {
-	if !t.callOK {
+	if !t.callable() {
 		return
 	}
-	var id, hostMS int64
-	q := fmt.Sprintf("SELECT %s(), pg_catalog.floor(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) * 1000)::bigint",
-		pgx.Identifier{t.schema, shsql.FunctionName}.Sanitize())
-	if err := t.host.pool.QueryRow(ctx, q).Scan(&id, &hostMS); err != nil {
+	id, hostMS, err := v.drawOne(ctx, t)
+	if err != nil {
+		if waitedOut(err) {
+			v.reportBlockedCall(ctx, t, fmt.Sprintf("calling %s.next_id()", t.schema), err)
+			t.callOK = false // the probe would wait as long
+			return
+		}
 		v.problem(CheckGeneratorID, t.id, t.host.name, "calling %s.next_id() failed: %v", t.schema, oneLine(err))
 		return
 	}
@@ -745,14 +844,52 @@ func (v *verifier) checkOutput(ctx context.Context, t *shardTask) {
 		v.problem(CheckGeneratorID, t.id, t.host.name, "next_id() returned %d, which carries shard %d", id, got)
 	}
 	tol := max(v.opts.MaxClockSkew, 2*time.Second)
-	if diff := time.Duration(unixMilli(l, id)-hostMS) * time.Millisecond; id < 0 || diff.Abs() > tol {
-		v.problem(CheckGeneratorID, t.id, t.host.name, "next_id() returned %d, whose time under the cluster's epoch is %s off the host's clock (wrong epoch or layout?)", id, diff.Round(time.Millisecond))
+	diff := time.Duration(unixMilli(l, id)-hostMS) * time.Millisecond
+	if id >= 0 && diff.Abs() <= tol {
+		return
 	}
+	if id >= 0 && diff > 0 && t.safe && v.waitsForClock(ctx, t, id, hostMS) {
+		v.note(CheckGeneratorID, t.id, t.host.name, "counter is %s ahead of the host's clock and waits for it (advanced by next_id_advance, carried from stored ids or another host, or the clock stepped back): ids carry future times until the clock catches up",
+			diff.Round(time.Millisecond))
+		return
+	}
+	v.problem(CheckGeneratorID, t.id, t.host.name, "next_id() returned %d, whose time under the cluster's epoch is %s off the host's clock (wrong epoch or layout?)", id, diff.Round(time.Millisecond))
 }
+
+// drawOne calls the generator once, with the host's clock in ms.
+func (v *verifier) drawOne(ctx context.Context, t *shardTask) (id, hostMS int64, err error) {
+	q := fmt.Sprintf("SELECT %s(), pg_catalog.floor(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) * 1000)::bigint",
+		pgx.Identifier{t.schema, shsql.FunctionName}.Sanitize())
+	err = t.host.pool.QueryRow(ctx, q).Scan(&id, &hostMS)
+	return id, hostMS, err
+}
+
+// waitsForClock tells a counter that runs ahead of the clock and waits for
+// it (advanced, carried over, a clock that stepped back) from a generator
+// that follows a clock of its own (wrong epoch or layout): over a pause the
+// latter's ids move on with the clock, the former's stand nearly still
+// (only the ids drawn meanwhile move it).
+func (v *verifier) waitsForClock(ctx context.Context, t *shardTask, id, hostMS int64) bool {
+	select {
+	case <-time.After(waitsForClockPause):
+	case <-ctx.Done():
+		return false
+	}
+	id2, hostMS2, err := v.drawOne(ctx, t)
+	if err != nil {
+		return false
+	}
+	l := v.m.Layout
+	moved, elapsed := unixMilli(l, id2)-unixMilli(l, id), hostMS2-hostMS
+	return id2 > id && elapsed > 0 && moved*4 < elapsed
+}
+
+// waitsForClockPause is the pause of waitsForClock.
+const waitsForClockPause = 200 * time.Millisecond
 
 // probe draws ids from the shard in two concurrent sessions.
 func (v *verifier) probe(ctx context.Context, t *shardTask, record func(*shardTask, []int64)) {
-	if !t.callOK {
+	if !t.callable() {
 		return
 	}
 	q := fmt.Sprintf("SELECT %s() FROM pg_catalog.generate_series(1, $1)", pgx.Identifier{t.schema, shsql.FunctionName}.Sanitize())
@@ -770,6 +907,10 @@ func (v *verifier) probe(ctx context.Context, t *shardTask, record func(*shardTa
 		})
 	}
 	if err := g.Wait(); err != nil {
+		if waitedOut(err) {
+			v.reportBlockedCall(ctx, t, "drawing ids", err)
+			return
+		}
 		v.problem(CheckProbe, t.id, t.host.name, "drawing ids failed: %v", oneLine(err))
 		return
 	}

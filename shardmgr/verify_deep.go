@@ -60,7 +60,7 @@ func (v *verifier) checkStored(ctx context.Context) {
 					q := fmt.Sprintf(`SELECT %[1]s::bigint FROM ONLY %[2]s
 						WHERE %[1]s IS NOT NULL AND ((%[1]s::bigint >> %[3]d) & %[4]d) <> $1 ORDER BY 1 LIMIT %[5]d`,
 						c.column, c.table, l.SeqBits, mask, deepLimit+1)
-					rows, err := hs.pool.Query(ctx, q, shard)
+					rows, err := hs.deep.Query(ctx, q, shard)
 					var ids []int64
 					if err == nil {
 						ids, err = pgx.CollectRows(rows, pgx.RowTo[int64])
@@ -108,7 +108,7 @@ func (v *verifier) checkStored(ctx context.Context) {
 			continue
 		}
 		for _, c := range hs.columns[s.Schema] {
-			rows, err := hs.pool.Query(ctx, fmt.Sprintf("SELECT %[1]s::bigint FROM ONLY %[2]s WHERE %[1]s = ANY($1)", c.column, c.table), ids)
+			rows, err := hs.deep.Query(ctx, fmt.Sprintf("SELECT %[1]s::bigint FROM ONLY %[2]s WHERE %[1]s = ANY($1)", c.column, c.table), ids)
 			var found []int64
 			if err == nil {
 				found, err = pgx.CollectRows(rows, pgx.RowTo[int64])
@@ -132,7 +132,7 @@ func (v *verifier) duplicatesWithin(ctx context.Context, hs *hostScan, shard int
 		parts[i] = fmt.Sprintf("SELECT %s::bigint AS id FROM ONLY %s", c.column, c.table)
 	}
 	q := "SELECT id, count(*) FROM (" + strings.Join(parts, " UNION ALL ") + ") s WHERE id IS NOT NULL GROUP BY id HAVING count(*) > 1 ORDER BY id LIMIT 10"
-	rows, err := hs.pool.Query(ctx, q)
+	rows, err := hs.deep.Query(ctx, q)
 	if err != nil {
 		v.problem(CheckDuplicateID, shard, hs.name, "search duplicates: %v", oneLine(err))
 		return

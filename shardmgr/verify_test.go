@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/shardid/shardid/internal/localpg"
+	"github.com/shardid/shardid/internal/localpg/pgtest"
 	shsql "github.com/shardid/shardid/sql"
 	"github.com/stretchr/testify/require"
 )
@@ -122,6 +125,10 @@ func TestVerifyFindsEveryProblem(t *testing.T) {
 			exec(t, cfg, "pg1", "DROP FUNCTION shard_0001.next_id() CASCADE")
 			return VerifyOptions{}
 		}, want{CheckGenerator, 1, "pg1"}},
+		{"next_id_advance executable by PUBLIC", func(t *testing.T, cfg *Config, m *Map) VerifyOptions {
+			exec(t, cfg, "pg2", "GRANT EXECUTE ON FUNCTION shard_0003.next_id_advance(bigint, boolean) TO PUBLIC")
+			return VerifyOptions{}
+		}, want{CheckGenerator, 3, "pg2"}},
 		{"generator without a marker", func(t *testing.T, cfg *Config, m *Map) VerifyOptions {
 			exec(t, cfg, "pg1", "COMMENT ON FUNCTION shard_0000.next_id() IS NULL")
 			return VerifyOptions{}
@@ -221,4 +228,118 @@ func TestVerifyFindsEveryProblem(t *testing.T) {
 func hostDSN(cfg *Config, name string) string {
 	h, _ := cfg.Host(name)
 	return h.DSN
+}
+
+// After a legitimate next_id_advance the counter runs ahead of the clock
+// and waits for it: verify says so in a note and passes, where it used to
+// fail with a misleading "wrong epoch or layout?". A generator following a
+// clock of its own (another epoch, marker intact) still fails:
+// TestVerifyFindsEveryProblem.
+func TestVerifyAdvancedCounterIsANote(t *testing.T) {
+	t.Parallel()
+	cfg, m := sixShards(t)
+	ahead := futureID(1, 10*time.Minute, 0)
+	exec(t, cfg, m.Shards[1].Host, "SELECT shard_0001.next_id_advance($1)", ahead)
+	rep, err := Verify(ctx(t), cfg, VerifyOptions{})
+	require.NoError(t, err)
+	require.True(t, rep.OK, "problems: %v", rep.Problems)
+	require.Len(t, rep.Notes, 1, "%v", rep.Notes)
+	n := rep.Notes[0]
+	require.Equal(t, [3]any{CheckGeneratorID, 1, m.Shards[1].Host}, [3]any{n.Check, n.Shard, n.Host})
+	require.Contains(t, n.Detail, "ahead of the host's clock and waits for it (advanced by next_id_advance")
+	require.Regexp(t, `counter is 9m5\d\.\d+s ahead`, n.Detail)
+	b, err := json.Marshal(rep)
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"notes":[{"check":"generator-id","shard":1`)
+}
+
+// Issue 10, item 3: any role that can connect can take a generator's
+// exclusive advisory lock (one namespace per database) and freeze the
+// shard's inserts. verify does not hang on it: it names the holder, for a
+// lock held when it scans the host and for one taken while it runs (its
+// generator call waits out the lock timeout).
+func TestVerifyReportsBlockedGeneratorWithinBound(t *testing.T) {
+	t.Parallel()
+	cfg, m := sixShards(t)
+	host := m.Shards[0].Host
+	require.Equal(t, host, m.Shards[1].Host)
+	holder := func(app string) (*pgx.Conn, int32) {
+		c, err := pgx.ParseConfig(hostDSN(cfg, host))
+		require.NoError(t, err)
+		c.RuntimeParams["application_name"] = app
+		conn, err := pgx.ConnectConfig(ctx(t), c)
+		require.NoError(t, err)
+		t.Cleanup(func() { conn.Close(context.Background()) })
+		var pid int32
+		require.NoError(t, conn.QueryRow(ctx(t), "SELECT pg_backend_pid()").Scan(&pid))
+		return conn, pid
+	}
+	early, earlyPID := holder("mallory")
+	_, err := early.Exec(ctx(t), "SELECT pg_advisory_lock($1, 0)", int64(shsql.LockClass))
+	require.NoError(t, err)
+	late, latePID := holder("late-mallory")
+
+	start := time.Now()
+	rep, err := Verify(ctx(t), cfg, VerifyOptions{LockTimeout: time.Second, afterScan: func() {
+		_, err := late.Exec(context.Background(), "SELECT pg_advisory_lock($1, 1)", int64(shsql.LockClass))
+		require.NoError(t, err)
+	}})
+	elapsed := time.Since(start)
+	require.NoError(t, err)
+	require.Less(t, elapsed, 20*time.Second, "verify is bounded")
+	byShard := map[int]Problem{}
+	for _, p := range rep.Failed(CheckLock) {
+		byShard[p.Shard] = p
+		t.Logf("%s", p)
+	}
+	require.Equal(t, host, byShard[0].Host)
+	require.Contains(t, byShard[0].Detail, fmt.Sprintf("pid %d", earlyPID))
+	require.Contains(t, byShard[0].Detail, `application "mallory"`)
+	require.Contains(t, byShard[0].Detail, fmt.Sprintf("pg_terminate_backend(%d)", earlyPID))
+	require.Equal(t, host, byShard[1].Host)
+	require.Contains(t, byShard[1].Detail, "lock timeout")
+	require.Contains(t, byShard[1].Detail, fmt.Sprintf("pid %d", latePID))
+	require.Contains(t, byShard[1].Detail, `application "late-mallory"`)
+	for _, p := range rep.Problems {
+		require.Contains(t, []int{0, 1}, p.Shard, "only the blocked shards fail: %v", p)
+	}
+}
+
+// verify returns within a bound, with a problem for the host, when a host's
+// server is stopped and when a host accepts connections but never answers.
+func TestVerifyBoundedWithHostsDown(t *testing.T) {
+	t.Parallel()
+	cfg := testCluster(t, 4, false)
+	own := pgtest.Own(t, localpg.Options{})
+	cfg.Hosts[2].DSN = own.DSN(fmt.Sprintf("sm%d_own", dbCounter.Add(1)))
+	_, err := Init(ctx(t), cfg, InitOptions{})
+	require.NoError(t, err)
+	require.NoError(t, own.Halt())
+
+	// pg2: a listener that accepts and never speaks.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+		}
+	}()
+	cfg.Hosts[1].DSN = fmt.Sprintf("postgres://postgres@%s/nothing?connect_timeout=3", ln.Addr())
+
+	start := time.Now()
+	rep, err := Verify(ctx(t), cfg, VerifyOptions{})
+	elapsed := time.Since(start)
+	require.NoError(t, err)
+	require.Less(t, elapsed, 20*time.Second, "verify is bounded")
+	var hosts []string
+	for _, p := range rep.Failed(CheckHost) {
+		hosts = append(hosts, p.Host)
+		t.Logf("%s", p)
+	}
+	require.ElementsMatch(t, []string{"pg2", "pg3"}, hosts)
 }

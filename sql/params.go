@@ -26,12 +26,22 @@ const (
 	FunctionName     = "next_id"         // the generator: <schema>.next_id()
 	CounterName      = "next_id_counter" // the safe generator's counter sequence
 	PullUpName       = "next_id_pull_up" // the safe generator's fenced pull-up
+	AdvanceName      = "next_id_advance" // the safe generator's owner-only floor: next_id_advance(min_id, force)
 	InstagramSeqName = "table_id_seq"    // the instagram variant's sequence
 )
 
 // LockClass is the first key of the advisory locks that fence the safe
 // generator's counter (the second key is the shard id): 'shid'.
 const LockClass = 0x73686964
+
+// AdvanceSQLState is the SQLSTATE next_id_advance raises when it refuses a
+// floor the clock would not reach within AdvanceMarginMS (pass force => true
+// to move the counter that far anyway).
+const AdvanceSQLState = "SIDAD"
+
+// AdvanceMarginMS is how far ahead of the server's clock next_id_advance
+// may put the counter without force: one hour.
+const AdvanceMarginMS = 3_600_000
 
 // Layout defaults: Instagram's.
 const (

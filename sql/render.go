@@ -17,19 +17,21 @@ var templates = template.Must(template.ParseFS(templateFS, "templates/*.sql.tmpl
 // numbers derived from the layout.
 type data struct {
 	Params
-	Version        int
-	LockClass      int64
-	TimeShift      int    // ShardBits + SeqBits: where the time starts
-	SeqMod         int64  // 1 << SeqBits
-	SeqMask        int64  // SeqMod - 1
-	ShardMask      int64  // (1 << ShardBits) - 1
-	CounterMax     int64  // (1 << (TimeBits + SeqBits)) - 1
-	LagFloor       int64  // Epoch + LagMS
-	ShardBitString string // the shard id as ShardBits binary digits
-	CounterBits    int    // usable time bits + SeqBits: the counter as a bit string
-	OverlayAt      int    // where the shard bits go into it (1-based, from the top)
-	CustomClock    bool
-	Marker         string
+	Version         int
+	LockClass       int64
+	AdvanceSQLState string
+	AdvanceMarginMS int64
+	TimeShift       int    // ShardBits + SeqBits: where the time starts
+	SeqMod          int64  // 1 << SeqBits
+	SeqMask         int64  // SeqMod - 1
+	ShardMask       int64  // (1 << ShardBits) - 1
+	CounterMax      int64  // (1 << (TimeBits + SeqBits)) - 1
+	LagFloor        int64  // Epoch + LagMS
+	ShardBitString  string // the shard id as ShardBits binary digits
+	CounterBits     int    // usable time bits + SeqBits: the counter as a bit string
+	OverlayAt       int    // where the shard bits go into it (1-based, from the top)
+	CustomClock     bool
+	Marker          string
 }
 
 // Render returns the SQL that installs the generator described by p (and the
@@ -43,20 +45,22 @@ func Render(p Params) (string, error) {
 	}
 	marker, _ := Marker(p)
 	d := data{
-		Params:         p,
-		Version:        Version,
-		LockClass:      LockClass,
-		TimeShift:      p.ShardBits + p.SeqBits,
-		SeqMod:         1 << p.SeqBits,
-		SeqMask:        1<<p.SeqBits - 1,
-		ShardMask:      1<<p.ShardBits - 1,
-		CounterMax:     1<<(p.UsableTimeBits()+p.SeqBits) - 1,
-		LagFloor:       p.Epoch + int64(p.LagMS),
-		ShardBitString: fmt.Sprintf("%0*b", p.ShardBits, p.Shard),
-		CounterBits:    p.UsableTimeBits() + p.SeqBits,
-		OverlayAt:      p.UsableTimeBits() + 1,
-		CustomClock:    custom,
-		Marker:         strings.ReplaceAll(marker, "'", "''"),
+		Params:          p,
+		Version:         Version,
+		LockClass:       LockClass,
+		AdvanceSQLState: AdvanceSQLState,
+		AdvanceMarginMS: AdvanceMarginMS,
+		TimeShift:       p.ShardBits + p.SeqBits,
+		SeqMod:          1 << p.SeqBits,
+		SeqMask:         1<<p.SeqBits - 1,
+		ShardMask:       1<<p.ShardBits - 1,
+		CounterMax:      1<<(p.UsableTimeBits()+p.SeqBits) - 1,
+		LagFloor:        p.Epoch + int64(p.LagMS),
+		ShardBitString:  fmt.Sprintf("%0*b", p.ShardBits, p.Shard),
+		CounterBits:     p.UsableTimeBits() + p.SeqBits,
+		OverlayAt:       p.UsableTimeBits() + 1,
+		CustomClock:     custom,
+		Marker:          strings.ReplaceAll(marker, "'", "''"),
 	}
 	var b bytes.Buffer
 	if err := templates.ExecuteTemplate(&b, p.Variant+".sql.tmpl", d); err != nil {

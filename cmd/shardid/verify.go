@@ -69,6 +69,9 @@ func printVerify(w io.Writer, rep *shardmgr.Report) {
 	for _, p := range rep.Problems {
 		fmt.Fprintf(w, "FAIL %s\n", p)
 	}
+	for _, n := range rep.Notes {
+		fmt.Fprintf(w, "NOTE %s\n", n)
+	}
 	summary := fmt.Sprintf("%d shards on %d hosts, %d checks, %d probe ids, %.2fs", rep.Shards, rep.Hosts, len(rep.Checks), rep.ProbeIDs, rep.Elapsed.Seconds())
 	if rep.OK {
 		fmt.Fprintf(w, "verify: ok: %s\n", summary)

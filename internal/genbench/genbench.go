@@ -82,6 +82,12 @@ func Run(ctx context.Context, conn *pgx.Conn, opts Options) (*Result, error) {
 	if opts.Rounds <= 0 {
 		opts.Rounds = 3
 	}
+	// The generators' advisory locks are one namespace per database: a
+	// session elsewhere holding one (by accident or on purpose) must make
+	// the bench fail, not hang. The cases themselves may run for minutes.
+	if _, err := conn.Exec(ctx, `SET lock_timeout = '10s'; SET statement_timeout = '30min'`); err != nil {
+		return nil, err
+	}
 	safe, err := shsql.Render(shsql.Params{Shard: 1})
 	if err != nil {
 		return nil, err

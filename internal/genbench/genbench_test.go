@@ -3,12 +3,16 @@ package genbench_test
 import (
 	"context"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardid/shardid/internal/genbench"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
+	shsql "github.com/shardid/shardid/sql"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -50,4 +54,28 @@ func BenchmarkGenerators(b *testing.B) {
 	}
 	b.ReportMetric(res.SafeSpeedup, "x-safe-vs-instagram")
 	b.ReportMetric(res.InsertRatio, "x-insert-safe-vs-bigserial")
+}
+
+// A session holding the safe generator's exclusive advisory lock in the
+// bench's database (any role that can connect may take it) makes the bench
+// fail within its lock timeout instead of hanging.
+func TestRunFailsInsteadOfHangingOnAHeldGeneratorLock(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.NewDB(t, pgtest.Servers(t, 1)[0])
+	holder, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer holder.Close(ctx)
+	_, err = holder.Exec(ctx, "SELECT pg_advisory_lock($1, 1)", int64(shsql.LockClass))
+	require.NoError(t, err)
+	conn, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	bounded, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	start := time.Now()
+	_, err = genbench.Run(bounded, conn, genbench.Options{IDs: 1000, Rounds: 1})
+	var pe *pgconn.PgError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, pgerrcode.LockNotAvailable, pe.Code)
+	require.Less(t, time.Since(start), 30*time.Second)
 }
