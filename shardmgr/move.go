@@ -482,7 +482,12 @@ func dataTables(ctx context.Context, q Querier, schema string) ([]string, error)
 
 // buildTarget creates the shard's schema on the target: generator,
 // migrations up to the source's version, the same tables, empty and
-// fenced. It is idempotent for this move's own copy.
+// fenced. The copy is fenced from its first moment: the transaction that
+// creates the schema installs the raising fence function and stops the
+// generator's counter (as the fence does on a source), and each migration
+// step fences the tables it made before it commits; so no write to the
+// copy is acknowledged before the flip but the mover's own and the
+// replication's. It is idempotent for this move's own copy.
 func (mo *mover) buildTarget(ctx context.Context, rec *MoveRecord) error {
 	src, dst, err := mo.ends(ctx, rec)
 	if err != nil {
@@ -545,6 +550,15 @@ func (mo *mover) buildTarget(ctx context.Context, rec *MoveRecord) error {
 		if _, err := tx.Exec(ctx, ddl, pgx.QueryExecModeSimpleProtocol); err != nil {
 			return err
 		}
+		if _, err := clampCounter(ctx, tx, schema, rec.Shard); err != nil {
+			return err
+		}
+		if err := fenceFunc(ctx, tx, schema, true); err != nil {
+			return err
+		}
+		if err := fenceNewTables(ctx, tx, schema); err != nil {
+			return err
+		}
 		_, err := tx.Exec(ctx, `INSERT INTO shardid.local_shards (shard, schema_name, state, generation) VALUES ($1, $2, 'fenced', $3)
 			ON CONFLICT (shard) DO UPDATE SET schema_name = EXCLUDED.schema_name, state = 'fenced', generation = EXCLUDED.generation`,
 			rec.Shard, schema, mo.m.Generation)
@@ -559,7 +573,7 @@ func (mo *mover) buildTarget(ctx context.Context, rec *MoveRecord) error {
 			return fmt.Errorf("target %s: %w", rec.To, err)
 		}
 		_, err = MigrateShardOn(ctx, conn.Conn(), rec.To, mo.opts.Migrations,
-			ShardInfo{ID: rec.Shard, Schema: schema, Host: rec.To, State: StateMoving}, MigrateOptions{To: version})
+			ShardInfo{ID: rec.Shard, Schema: schema, Host: rec.To, State: StateMoving}, MigrateOptions{To: version, incoming: true})
 		conn.Release()
 		if err != nil {
 			return fmt.Errorf("target %s: build the schema at version %d: %w", rec.To, version, err)
@@ -601,7 +615,8 @@ func (mo *mover) buildTarget(ctx context.Context, rec *MoveRecord) error {
 			return fmt.Errorf("tables without a primary key or replica identity cannot follow changes online: %s (use --mode offline)", strings.Join(noKey, ", "))
 		}
 	}
-	// A migration may have seeded rows: the copy brings the source's.
+	// A migration may have seeded rows (past the fence, which kept every
+	// other writer out): the copy brings the source's.
 	err = pgx.BeginFunc(ctx, dst, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_catalog.set_config($1, 'on', true)`, fenceBypass); err != nil {
 			return err
@@ -1258,8 +1273,24 @@ func (mo *mover) carryCounter(ctx context.Context, src, dst *pgxpool.Pool, rec *
 		return fmt.Errorf("target %s: %w", rec.To, err)
 	}
 	floor = max(floor, stored)
-	var got int64
-	if err := dst.QueryRow(ctx, fmt.Sprintf(`SELECT %s($1)`, pgx.Identifier{rec.Schema, "next_id_advance"}.Sanitize()), floor).Scan(&got); err != nil {
+	if rec.counterMax == nil {
+		return fmt.Errorf("move %d: the journal has no counter range (phase schema not recorded)", rec.ID)
+	}
+	// The target's counter stays stopped until the flip: it is let run
+	// only for the carry, in one transaction that holds the counter's
+	// lock, so no id leaves the incoming copy before the flip.
+	err = pgx.BeginFunc(ctx, dst, func(tx pgx.Tx) error {
+		if err := unclampCounter(ctx, tx, rec.Schema, *rec.counterMax); err != nil {
+			return err
+		}
+		var got int64
+		if err := tx.QueryRow(ctx, fmt.Sprintf(`SELECT %s($1)`, pgx.Identifier{rec.Schema, "next_id_advance"}.Sanitize()), floor).Scan(&got); err != nil {
+			return err
+		}
+		_, err := clampCounter(ctx, tx, rec.Schema, rec.Shard)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("target %s: carry the counter: %w", rec.To, err)
 	}
 	// Other sequences in the schema (bigserial columns): logical
@@ -1375,13 +1406,19 @@ func (mo *mover) flip(ctx context.Context, rec *MoveRecord) error {
 	if err != nil {
 		return err
 	}
-	// Function swaps only: no table lock to wait for while writes are
-	// refused. Cleanup drops the triggers.
+	// Function swaps and the counter's range only: no table lock to wait
+	// for while writes are refused. Cleanup drops the triggers.
 	err = withLockRetry(ctx, dst, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
 		if err := muteDelta(ctx, tx, rec); err != nil {
 			return err
 		}
-		return fenceFunc(ctx, tx, rec.Schema, false)
+		if err := fenceFunc(ctx, tx, rec.Schema, false); err != nil {
+			return err
+		}
+		if rec.counterMax == nil {
+			return fmt.Errorf("move %d: the journal has no counter range (phase schema not recorded)", rec.ID)
+		}
+		return unclampCounter(ctx, tx, rec.Schema, *rec.counterMax)
 	})
 	if err != nil {
 		return fmt.Errorf("target %s: %w", rec.To, err)
