@@ -517,7 +517,7 @@ func eachShard(ctx context.Context, hosts map[string]Host, shards []ShardInfo, w
 					}()
 					conn := func() (*pgx.Conn, error) {
 						if (c == nil || c.IsClosed()) && connErr == nil {
-							c, connErr = pgx.Connect(ctx, h.DSN)
+							c, connErr = connect(ctx, h.DSN)
 							if connErr != nil {
 								c, connErr = nil, fmt.Errorf("connect to host %s: %w", h.Name, connErr)
 							}

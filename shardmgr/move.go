@@ -355,7 +355,7 @@ var ErrMoveBusy = errors.New("another manager is working on this move")
 // managers never work on one move at once; the returned function releases
 // it. The lock goes with the session if the process dies.
 func (mo *mover) lockMove(ctx context.Context, rec *MoveRecord) (func(), error) {
-	conn, err := pgx.Connect(ctx, mo.cfg.Catalog)
+	conn, err := connect(ctx, mo.cfg.Catalog)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: %w", err)
 	}
@@ -702,11 +702,34 @@ func (mo *mover) startReplication(ctx context.Context, rec *MoveRecord) error {
 	if err != nil {
 		return fmt.Errorf("source %s: %w", rec.From, err)
 	}
-	if _, err := dst.Exec(ctx, fmt.Sprintf(`CREATE SUBSCRIPTION %s CONNECTION %s PUBLICATION %s WITH (slot_name = %s, create_slot = false, copy_data = true)`,
-		name, quoteLiteral(conninfo), name, quoteLiteral(rec.replName))); err != nil {
+	err = pgx.BeginFunc(ctx, dst, func(tx pgx.Tx) error {
+		if err := quietStatementLog(ctx, tx); err != nil {
+			mo.log.Warn("the mover's role may not keep CREATE SUBSCRIPTION out of the target's server log: should it fail, the log shows the source's password",
+				"id", rec.ID, "host", rec.To, "err", err)
+		}
+		_, err := tx.Exec(ctx, fmt.Sprintf(`CREATE SUBSCRIPTION %s CONNECTION %s PUBLICATION %s WITH (slot_name = %s, create_slot = false, copy_data = true)`,
+			name, quoteLiteral(conninfo), name, quoteLiteral(rec.replName)))
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("target %s: create subscription: %w", rec.To, err)
 	}
 	return setPhase(ctx, mo.catalog, rec, PhaseCopy, "")
+}
+
+// quietStatementLog keeps the statements of tx out of the server's log,
+// for a statement that carries a password (CREATE SUBSCRIPTION's
+// conninfo): the text of a failed statement (log_min_error_statement), of
+// every DDL (log_statement) or of a slow one (log_min_duration_statement),
+// and pg_stat_statements' copy. These are superuser settings (or granted
+// with GRANT SET ON PARAMETER): when the role may not set them, tx is
+// left as it was and the error says so.
+func quietStatementLog(ctx context.Context, tx pgx.Tx) error {
+	return pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error { // a savepoint
+		_, err := sp.Exec(ctx, `SET LOCAL log_min_error_statement = panic; SET LOCAL log_statement = none;
+			SET LOCAL log_min_duration_statement = -1; SET LOCAL pg_stat_statements.track_utility = off`)
+		return err
+	})
 }
 
 func (mo *mover) connInfo(h Host) (string, error) {
@@ -722,6 +745,11 @@ func libpqConnInfo(dsn string) (string, error) {
 	pc, err := pgconn.ParseConfig(dsn)
 	if err != nil {
 		return "", fmt.Errorf("cannot parse DSN: %w", err)
+	}
+	for _, v := range []string{pc.Host, pc.Database, pc.User, pc.Password} {
+		if strings.ContainsRune(v, 0) {
+			return "", errors.New("cannot parse DSN: a NUL byte in a value")
+		}
 	}
 	kv := func(k, v string) string {
 		return k + "='" + strings.ReplaceAll(strings.ReplaceAll(v, `\`, `\\`), `'`, `\'`) + "'"
@@ -743,7 +771,16 @@ func libpqConnInfo(dsn string) (string, error) {
 	return strings.Join(parts, " "), nil
 }
 
-func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+// quoteLiteral quotes s as an SQL string literal that reads the same
+// whatever standard_conforming_strings says (sessions pin it on, see
+// package pgsession; this holds without that too): an escape string
+// (E'...') with backslashes and quotes doubled, as PostgreSQL's
+// quote_literal writes it.
+// A NUL byte, which no PostgreSQL text holds, ends the statement inside
+// the literal: an error, never SQL of its own.
+func quoteLiteral(s string) string {
+	return "E'" + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), "'", "''") + "'"
+}
 
 func subscriptionExists(ctx context.Context, q Querier, name string) (bool, error) {
 	var ok bool
