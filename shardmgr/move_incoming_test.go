@@ -134,3 +134,34 @@ func shardIDs(t testing.TB, cfg *Config, shard int, table string) []int64 {
 	require.NoError(t, err)
 	return ids
 }
+
+// Until the flip the incoming copy's generator hands out no id and its
+// tables refuse writes, after the schema is built and after the counter
+// was carried over; after the flip it serves.
+func TestMoveIncomingCopyHandsOutNoID(t *testing.T) {
+	t.Parallel()
+	cfg := initCluster(t, 3)
+	_, err := Migrate(ctx(t), cfg, sampleSet(t), MigrateOptions{})
+	require.NoError(t, err)
+	r := openRouter(t, cfg, WithRefreshInterval(0))
+	routeLikes(t, r, 1, 50)
+	dst := hostPool(t, cfg, "pg3")
+	for _, phase := range []Phase{PhaseSchema, PhaseVerified} {
+		opts := MoveOptions{Migrations: sampleSet(t)}
+		opts.stopAfter = phase
+		_, err := MoveShard(ctx(t), cfg, 1, "pg3", opts)
+		require.ErrorIs(t, err, errStopped)
+		_, err = dst.Exec(ctx(t), `SELECT shard_0001.next_id()`)
+		require.ErrorContains(t, err, "maximum value", "after %s", phase)
+		_, err = dst.Exec(ctx(t), `INSERT INTO shard_0001.likes (id, user_id, post_id) VALUES (1, 1, 1)`)
+		require.True(t, isFenceError(err), "after %s: %v", phase, err)
+	}
+	_, err = MoveShard(ctx(t), cfg, 1, "pg3", MoveOptions{Migrations: sampleSet(t)})
+	require.NoError(t, err)
+	old := likeIDs(t, cfg, 1)
+	routeLikes(t, r, 1, 5)
+	ids := likeIDs(t, cfg, 1)
+	require.Len(t, ids, len(old)+5)
+	require.Greater(t, ids[len(old)], old[len(old)-1])
+	requireVerifyOK(t, cfg)
+}
