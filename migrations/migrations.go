@@ -18,8 +18,8 @@ import (
 	"github.com/golang-migrate/migrate/v4"
 	pgxmigrate "github.com/golang-migrate/migrate/v4/database/pgx/v5"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/shardid/shardid/internal/pgsession"
 )
 
 // Schema is where the toolkit keeps its own tables in any database it manages.
@@ -58,7 +58,7 @@ func Version(ctx context.Context, dsn string, set Set) (version uint, dirty bool
 }
 
 func run(ctx context.Context, dsn string, set Set, f func(*migrate.Migrate) error) error {
-	cfg, err := pgx.ParseConfig(dsn)
+	cfg, err := pgsession.ParseConfig(dsn)
 	if err != nil {
 		return fmt.Errorf("%s migrations: %w", set.Name, err)
 	}

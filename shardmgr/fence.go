@@ -116,6 +116,12 @@ func installFence(ctx context.Context, tx execer, schema string, raise bool) err
 	if err != nil {
 		return fmt.Errorf("fence %s: %w", schema, err)
 	}
+	return fenceTables(ctx, tx, schema, tables)
+}
+
+// fenceTables puts the fence's trigger on tables of schema; the fence
+// function must exist.
+func fenceTables(ctx context.Context, tx execer, schema string, tables []string) error {
 	fn := pgx.Identifier{schema, fenceTrigger}.Sanitize()
 	for _, t := range tables {
 		if _, err := tx.Exec(ctx, fmt.Sprintf(`CREATE OR REPLACE TRIGGER %s BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s
@@ -124,6 +130,27 @@ func installFence(ctx context.Context, tx execer, schema string, raise bool) err
 		}
 	}
 	return nil
+}
+
+// fenceNewTables puts the fence's trigger on the tables of a move's
+// incoming copy that lack it, all but the migration bookkeeping (which the
+// migration run itself writes to). A migration that builds the copy calls
+// it before each commit, so that no table of the copy is ever visible
+// without its fence.
+func fenceNewTables(ctx context.Context, tx execer, schema string) error {
+	rows, err := tx.Query(ctx, `SELECT c.relname FROM pg_catalog.pg_class c
+		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND NOT c.relispartition AND c.relname <> ALL ($2)
+		AND NOT EXISTS (SELECT FROM pg_catalog.pg_trigger tg WHERE tg.tgrelid = c.oid AND tg.tgname = $3)
+		ORDER BY c.relname COLLATE "C"`, schema, []string{VersionTable, FailureTable}, fenceTrigger)
+	if err != nil {
+		return fmt.Errorf("fence %s: %w", schema, err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("fence %s: %w", schema, err)
+	}
+	return fenceTables(ctx, tx, schema, tables)
 }
 
 // fenceInstalled reports whether every table of schema carries the fence
@@ -230,6 +257,13 @@ func clampCounter(ctx context.Context, tx execer, schema string, shard int) (int
 	}
 	if err := tx.QueryRow(ctx, `SELECT pg_catalog.nextval($1::regclass)`, seq).Scan(&last); err != nil {
 		return 0, err
+	}
+	if !called && last == 0 {
+		// A fresh counter (an incoming copy's): MAXVALUE must stay above
+		// MINVALUE 0.
+		if err := tx.QueryRow(ctx, `SELECT pg_catalog.nextval($1::regclass)`, seq).Scan(&last); err != nil {
+			return 0, err
+		}
 	}
 	if _, err := tx.Exec(ctx, fmt.Sprintf(`ALTER SEQUENCE %s MAXVALUE %d`, seq, last)); err != nil {
 		return 0, err

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/shardid/shardid/internal/pgsession"
 	"github.com/shardid/shardid/migrations"
 )
 
@@ -33,7 +34,7 @@ func hostSchemaFS() fs.FS {
 // creates it from the server's postgres database. It reports whether it
 // created the database.
 func ensureDatabase(ctx context.Context, dsn string) (bool, error) {
-	cfg, err := pgx.ParseConfig(dsn)
+	cfg, err := pgsession.ParseConfig(dsn)
 	if err != nil {
 		return false, fmt.Errorf("cannot parse DSN: %w", err)
 	}
@@ -62,9 +63,14 @@ func ensureDatabase(ctx context.Context, dsn string) (bool, error) {
 	return true, nil
 }
 
-// openPool opens a pool on dsn with at most maxConns connections.
+// connect opens one connection on dsn, with the session settings the
+// toolkit relies on pinned (package pgsession).
+func connect(ctx context.Context, dsn string) (*pgx.Conn, error) { return pgsession.Connect(ctx, dsn) }
+
+// openPool opens a pool on dsn with at most maxConns connections, with
+// the session settings the toolkit relies on pinned (package pgsession).
 func openPool(ctx context.Context, dsn string, maxConns int) (*pgxpool.Pool, error) {
-	cfg, err := pgxpool.ParseConfig(dsn)
+	cfg, err := pgsession.ParsePoolConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("cannot parse DSN: %w", err)
 	}

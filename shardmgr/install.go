@@ -109,7 +109,7 @@ func Init(ctx context.Context, cfg *Config, opts InitOptions) (*InitResult, erro
 
 	// One init at a time per catalog: a second manager waits, then finds
 	// everything done. The lock is the session's, so it goes with a crash.
-	lock, err := pgx.Connect(ctx, cfg.Catalog)
+	lock, err := connect(ctx, cfg.Catalog)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -86,6 +87,11 @@ type MigrateOptions struct {
 	Waiting func(LockWait)
 	// Logger receives a line per shard migrated. Nil discards them.
 	Logger *slog.Logger
+
+	// incoming: the shard is a move's incoming copy, fenced from its
+	// creation: each step writes past the fence and fences the tables it
+	// made before it commits (see fenceNewTables).
+	incoming bool
 }
 
 // HostProgress is how far a run is on one host.
@@ -335,7 +341,7 @@ func MigrateShardOn(ctx context.Context, conn *pgx.Conn, host string, set *Migra
 			opts.Waiting(w)
 		}
 	}
-	res := migrateShard(ctx, conn, host, shard, migs, target, opts.Direction, opts.LockTimeout, waiting, &atomic.Bool{})
+	res := migrateShard(ctx, conn, host, shard, migs, target, opts.Direction, opts.LockTimeout, waiting, &atomic.Bool{}, opts.incoming)
 	if res.Err != nil {
 		return res, res.Err
 	}
@@ -459,7 +465,7 @@ func runMigrations(ctx context.Context, cfg *Config, shards []ShardInfo, rendere
 			report(failedShard(sh, host, -1, nil, "", err))
 			return
 		}
-		report(migrateShard(ctx, c, host, sh, rendered[sh.ID], target, opts.Direction, opts.LockTimeout, waiting, &stop))
+		report(migrateShard(ctx, c, host, sh, rendered[sh.ID], target, opts.Direction, opts.LockTimeout, waiting, &stop, false))
 	})
 	slices.SortFunc(results, func(a, b ShardMigration) int { return a.ID - b.ID })
 	res := &MigrateResult{Direction: opts.Direction, Target: target, Shards: results}
@@ -511,7 +517,7 @@ func eachShard(ctx context.Context, hosts map[string]Host, shards []ShardInfo, w
 					}()
 					conn := func() (*pgx.Conn, error) {
 						if (c == nil || c.IsClosed()) && connErr == nil {
-							c, connErr = pgx.Connect(ctx, h.DSN)
+							c, connErr = connect(ctx, h.DSN)
 							if connErr != nil {
 								c, connErr = nil, fmt.Errorf("connect to host %s: %w", h.Name, connErr)
 							}
@@ -592,7 +598,7 @@ func hostProgress(shards []ShardInfo) map[string]*HostProgress {
 
 // migrateShard moves one shard to target under its lock. A failure is in
 // the result's Err, and recorded in the shard's FailureTable.
-func migrateShard(ctx context.Context, conn *pgx.Conn, host string, sh ShardInfo, migs []RenderedMigration, target int, dir Direction, lockTimeout time.Duration, waiting func(LockWait), stop *atomic.Bool) ShardMigration {
+func migrateShard(ctx context.Context, conn *pgx.Conn, host string, sh ShardInfo, migs []RenderedMigration, target int, dir Direction, lockTimeout time.Duration, waiting func(LockWait), stop *atomic.Bool, incoming bool) ShardMigration {
 	unlock, err := lockShard(ctx, conn, host, sh.ID, waiting)
 	if err != nil {
 		return failedShard(sh, host, -1, nil, "", fmt.Errorf("lock: %w", err))
@@ -629,7 +635,7 @@ func migrateShard(ctx context.Context, conn *pgx.Conn, host string, sh ShardInfo
 				return r
 			}
 		}
-		if err := applyStep(ctx, conn, sh.Schema, cur, next, mig.Name, dir, sql, noTx, lockTimeout); err != nil {
+		if err := applyStep(ctx, conn, sh.Schema, cur, next, mig.Name, dir, sql, noTx, lockTimeout, incoming); err != nil {
 			r := failedShard(sh, host, cur, mig, dir, err)
 			r.From, r.Applied = res.From, res.Applied
 			if ctx.Err() == nil {
@@ -726,7 +732,10 @@ func prepareShard(ctx context.Context, conn *pgx.Conn, schema string) (int, erro
 // the version to next in the same transaction. A disable-tx half runs
 // statement by statement; a row in the failure table says so while it runs
 // and stays if it is interrupted.
-func applyStep(ctx context.Context, conn *pgx.Conn, schema string, cur, next int, name string, dir Direction, sql string, noTx bool, lockTimeout time.Duration) error {
+//
+// On a move's incoming copy (incoming) every step writes past the fence and
+// fences the tables it made before it commits.
+func applyStep(ctx context.Context, conn *pgx.Conn, schema string, cur, next int, name string, dir Direction, sql string, noTx bool, lockTimeout time.Duration, incoming bool) error {
 	vt, ft := pgx.Identifier{schema, VersionTable}.Sanitize(), pgx.Identifier{schema, FailureTable}.Sanitize()
 	setTimeout := ""
 	if lockTimeout > 0 {
@@ -750,7 +759,13 @@ func applyStep(ctx context.Context, conn *pgx.Conn, schema string, cur, next int
 		}
 		stmts := splitSQL(sql)
 		for i, s := range stmts {
-			if _, err := conn.Exec(ctx, s); err != nil {
+			var err error
+			if incoming {
+				err = incomingStatement(ctx, conn, schema, s)
+			} else {
+				_, err = conn.Exec(ctx, s)
+			}
+			if err != nil {
 				return &noTxStepError{index: i, of: len(stmts), err: err}
 			}
 		}
@@ -768,6 +783,9 @@ func applyStep(ctx context.Context, conn *pgx.Conn, schema string, cur, next int
 	if setTimeout != "" {
 		begin += "; " + setTimeout
 	}
+	if incoming {
+		begin += fmt.Sprintf("; SET LOCAL %s = on", fenceBypass)
+	}
 	if _, err := conn.Exec(ctx, begin); err != nil {
 		return err
 	}
@@ -775,11 +793,45 @@ func applyStep(ctx context.Context, conn *pgx.Conn, schema string, cur, next int
 		rollback(ctx, conn)
 		return err
 	}
+	if incoming {
+		if err := fenceNewTables(ctx, conn, schema); err != nil {
+			rollback(ctx, conn)
+			return err
+		}
+	}
 	if _, err := conn.Exec(ctx, finish+`; COMMIT`); err != nil {
 		rollback(ctx, conn)
 		return err
 	}
 	return nil
+}
+
+// incomingStatement runs one statement of a disable-tx migration on a
+// move's incoming copy: in a transaction of its own that fences the tables
+// it made before it commits, unless PostgreSQL refuses the statement in a
+// transaction block (CREATE INDEX CONCURRENTLY, VACUUM), which makes no
+// table; that one runs alone.
+func incomingStatement(ctx context.Context, conn *pgx.Conn, schema, stmt string) error {
+	if _, err := conn.Exec(ctx, fmt.Sprintf("BEGIN; SET LOCAL %s = on", fenceBypass)); err != nil {
+		return err
+	}
+	_, err := conn.Exec(ctx, stmt)
+	if err == nil {
+		err = fenceNewTables(ctx, conn, schema)
+	}
+	if err == nil {
+		_, err = conn.Exec(ctx, "COMMIT")
+		return err
+	}
+	rollback(ctx, conn)
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != pgerrcode.ActiveSQLTransaction {
+		return err
+	}
+	if _, err := conn.Exec(ctx, stmt); err != nil {
+		return err
+	}
+	return fenceNewTables(ctx, conn, schema)
 }
 
 // rollback ends a failed transaction on conn, or closes conn when it

@@ -355,7 +355,7 @@ var ErrMoveBusy = errors.New("another manager is working on this move")
 // managers never work on one move at once; the returned function releases
 // it. The lock goes with the session if the process dies.
 func (mo *mover) lockMove(ctx context.Context, rec *MoveRecord) (func(), error) {
-	conn, err := pgx.Connect(ctx, mo.cfg.Catalog)
+	conn, err := connect(ctx, mo.cfg.Catalog)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: %w", err)
 	}
@@ -482,7 +482,12 @@ func dataTables(ctx context.Context, q Querier, schema string) ([]string, error)
 
 // buildTarget creates the shard's schema on the target: generator,
 // migrations up to the source's version, the same tables, empty and
-// fenced. It is idempotent for this move's own copy.
+// fenced. The copy is fenced from its first moment: the transaction that
+// creates the schema installs the raising fence function and stops the
+// generator's counter (as the fence does on a source), and each migration
+// step fences the tables it made before it commits; so no write to the
+// copy is acknowledged before the flip but the mover's own and the
+// replication's. It is idempotent for this move's own copy.
 func (mo *mover) buildTarget(ctx context.Context, rec *MoveRecord) error {
 	src, dst, err := mo.ends(ctx, rec)
 	if err != nil {
@@ -545,6 +550,15 @@ func (mo *mover) buildTarget(ctx context.Context, rec *MoveRecord) error {
 		if _, err := tx.Exec(ctx, ddl, pgx.QueryExecModeSimpleProtocol); err != nil {
 			return err
 		}
+		if _, err := clampCounter(ctx, tx, schema, rec.Shard); err != nil {
+			return err
+		}
+		if err := fenceFunc(ctx, tx, schema, true); err != nil {
+			return err
+		}
+		if err := fenceNewTables(ctx, tx, schema); err != nil {
+			return err
+		}
 		_, err := tx.Exec(ctx, `INSERT INTO shardid.local_shards (shard, schema_name, state, generation) VALUES ($1, $2, 'fenced', $3)
 			ON CONFLICT (shard) DO UPDATE SET schema_name = EXCLUDED.schema_name, state = 'fenced', generation = EXCLUDED.generation`,
 			rec.Shard, schema, mo.m.Generation)
@@ -559,7 +573,7 @@ func (mo *mover) buildTarget(ctx context.Context, rec *MoveRecord) error {
 			return fmt.Errorf("target %s: %w", rec.To, err)
 		}
 		_, err = MigrateShardOn(ctx, conn.Conn(), rec.To, mo.opts.Migrations,
-			ShardInfo{ID: rec.Shard, Schema: schema, Host: rec.To, State: StateMoving}, MigrateOptions{To: version})
+			ShardInfo{ID: rec.Shard, Schema: schema, Host: rec.To, State: StateMoving}, MigrateOptions{To: version, incoming: true})
 		conn.Release()
 		if err != nil {
 			return fmt.Errorf("target %s: build the schema at version %d: %w", rec.To, version, err)
@@ -601,7 +615,8 @@ func (mo *mover) buildTarget(ctx context.Context, rec *MoveRecord) error {
 			return fmt.Errorf("tables without a primary key or replica identity cannot follow changes online: %s (use --mode offline)", strings.Join(noKey, ", "))
 		}
 	}
-	// A migration may have seeded rows: the copy brings the source's.
+	// A migration may have seeded rows (past the fence, which kept every
+	// other writer out): the copy brings the source's.
 	err = pgx.BeginFunc(ctx, dst, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_catalog.set_config($1, 'on', true)`, fenceBypass); err != nil {
 			return err
@@ -687,11 +702,34 @@ func (mo *mover) startReplication(ctx context.Context, rec *MoveRecord) error {
 	if err != nil {
 		return fmt.Errorf("source %s: %w", rec.From, err)
 	}
-	if _, err := dst.Exec(ctx, fmt.Sprintf(`CREATE SUBSCRIPTION %s CONNECTION %s PUBLICATION %s WITH (slot_name = %s, create_slot = false, copy_data = true)`,
-		name, quoteLiteral(conninfo), name, quoteLiteral(rec.replName))); err != nil {
+	err = pgx.BeginFunc(ctx, dst, func(tx pgx.Tx) error {
+		if err := quietStatementLog(ctx, tx); err != nil {
+			mo.log.Warn("the mover's role may not keep CREATE SUBSCRIPTION out of the target's server log: should it fail, the log shows the source's password",
+				"id", rec.ID, "host", rec.To, "err", err)
+		}
+		_, err := tx.Exec(ctx, fmt.Sprintf(`CREATE SUBSCRIPTION %s CONNECTION %s PUBLICATION %s WITH (slot_name = %s, create_slot = false, copy_data = true)`,
+			name, quoteLiteral(conninfo), name, quoteLiteral(rec.replName)))
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("target %s: create subscription: %w", rec.To, err)
 	}
 	return setPhase(ctx, mo.catalog, rec, PhaseCopy, "")
+}
+
+// quietStatementLog keeps the statements of tx out of the server's log,
+// for a statement that carries a password (CREATE SUBSCRIPTION's
+// conninfo): the text of a failed statement (log_min_error_statement), of
+// every DDL (log_statement) or of a slow one (log_min_duration_statement),
+// and pg_stat_statements' copy. These are superuser settings (or granted
+// with GRANT SET ON PARAMETER): when the role may not set them, tx is
+// left as it was and the error says so.
+func quietStatementLog(ctx context.Context, tx pgx.Tx) error {
+	return pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error { // a savepoint
+		_, err := sp.Exec(ctx, `SET LOCAL log_min_error_statement = panic; SET LOCAL log_statement = none;
+			SET LOCAL log_min_duration_statement = -1; SET LOCAL pg_stat_statements.track_utility = off`)
+		return err
+	})
 }
 
 func (mo *mover) connInfo(h Host) (string, error) {
@@ -707,6 +745,11 @@ func libpqConnInfo(dsn string) (string, error) {
 	pc, err := pgconn.ParseConfig(dsn)
 	if err != nil {
 		return "", fmt.Errorf("cannot parse DSN: %w", err)
+	}
+	for _, v := range []string{pc.Host, pc.Database, pc.User, pc.Password} {
+		if strings.ContainsRune(v, 0) {
+			return "", errors.New("cannot parse DSN: a NUL byte in a value")
+		}
 	}
 	kv := func(k, v string) string {
 		return k + "='" + strings.ReplaceAll(strings.ReplaceAll(v, `\`, `\\`), `'`, `\'`) + "'"
@@ -728,7 +771,16 @@ func libpqConnInfo(dsn string) (string, error) {
 	return strings.Join(parts, " "), nil
 }
 
-func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+// quoteLiteral quotes s as an SQL string literal that reads the same
+// whatever standard_conforming_strings says (sessions pin it on, see
+// package pgsession; this holds without that too): an escape string
+// (E'...') with backslashes and quotes doubled, as PostgreSQL's
+// quote_literal writes it.
+// A NUL byte, which no PostgreSQL text holds, ends the statement inside
+// the literal: an error, never SQL of its own.
+func quoteLiteral(s string) string {
+	return "E'" + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), "'", "''") + "'"
+}
 
 func subscriptionExists(ctx context.Context, q Querier, name string) (bool, error) {
 	var ok bool
@@ -1258,11 +1310,27 @@ func (mo *mover) carryCounter(ctx context.Context, src, dst *pgxpool.Pool, rec *
 		return fmt.Errorf("target %s: %w", rec.To, err)
 	}
 	floor = max(floor, stored)
+	if rec.counterMax == nil {
+		return fmt.Errorf("move %d: the journal has no counter range (phase schema not recorded)", rec.ID)
+	}
+	// The target's counter stays stopped until the flip: it is let run
+	// only for the carry, in one transaction that holds the counter's
+	// lock, so no id leaves the incoming copy before the flip.
 	// force: the floor comes from ids the source really handed out, which
 	// may lie beyond the hour next_id_advance allows ahead of this host's
 	// clock (a source clock ahead, an earlier forced advance).
-	var got int64
-	if err := dst.QueryRow(ctx, fmt.Sprintf(`SELECT %s($1, force => true)`, pgx.Identifier{rec.Schema, shsql.AdvanceName}.Sanitize()), floor).Scan(&got); err != nil {
+	err = pgx.BeginFunc(ctx, dst, func(tx pgx.Tx) error {
+		if err := unclampCounter(ctx, tx, rec.Schema, *rec.counterMax); err != nil {
+			return err
+		}
+		var got int64
+		if err := tx.QueryRow(ctx, fmt.Sprintf(`SELECT %s($1, force => true)`, pgx.Identifier{rec.Schema, shsql.AdvanceName}.Sanitize()), floor).Scan(&got); err != nil {
+			return err
+		}
+		_, err := clampCounter(ctx, tx, rec.Schema, rec.Shard)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("target %s: carry the counter: %w", rec.To, err)
 	}
 	// Other sequences in the schema (bigserial columns): logical
@@ -1378,13 +1446,19 @@ func (mo *mover) flip(ctx context.Context, rec *MoveRecord) error {
 	if err != nil {
 		return err
 	}
-	// Function swaps only: no table lock to wait for while writes are
-	// refused. Cleanup drops the triggers.
+	// Function swaps and the counter's range only: no table lock to wait
+	// for while writes are refused. Cleanup drops the triggers.
 	err = withLockRetry(ctx, dst, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
 		if err := muteDelta(ctx, tx, rec); err != nil {
 			return err
 		}
-		return fenceFunc(ctx, tx, rec.Schema, false)
+		if err := fenceFunc(ctx, tx, rec.Schema, false); err != nil {
+			return err
+		}
+		if rec.counterMax == nil {
+			return fmt.Errorf("move %d: the journal has no counter range (phase schema not recorded)", rec.ID)
+		}
+		return unclampCounter(ctx, tx, rec.Schema, *rec.counterMax)
 	})
 	if err != nil {
 		return fmt.Errorf("target %s: %w", rec.To, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/shardid/shardid/idgen"
+	"github.com/shardid/shardid/internal/pgsession"
 	shsql "github.com/shardid/shardid/sql"
 )
 
@@ -252,6 +253,8 @@ func (r *Router) newPool(ctx context.Context, h CatalogHost) (*pgxpool.Pool, err
 	if r.opts.poolConfig != nil {
 		r.opts.poolConfig(h.Name, cfg)
 	}
+	// After the caller's adjustments: the router's own SQL relies on them.
+	pgsession.Pin(&cfg.ConnConfig.Config)
 	p, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("host %s: %w", h.Name, err)

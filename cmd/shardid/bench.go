@@ -6,12 +6,12 @@ import (
 	"os"
 	"text/tabwriter"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"github.com/shardid/shardid/internal/genbench"
 	"github.com/shardid/shardid/internal/localpg"
+	"github.com/shardid/shardid/internal/pgsession"
 )
 
 func init() { commands = append(commands, newBenchCmd) }
@@ -47,7 +47,7 @@ shard_0002 of that database: point it at a scratch database.`,
 					return err
 				}
 			}
-			conn, err := pgx.Connect(ctx, dsn)
+			conn, err := pgsession.Connect(ctx, dsn)
 			if err != nil {
 				return err
 			}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/shardid/shardid/idgen/segment"
 	"github.com/shardid/shardid/idgen/segment/httpapi"
+	"github.com/shardid/shardid/internal/pgsession"
 	"github.com/shardid/shardid/migrations"
 	"github.com/shardid/shardid/shardmgr"
 )
@@ -81,7 +82,7 @@ func serve(ctx context.Context, configPath, listen string, grace time.Duration, 
 		}
 	}()
 	for i, dsn := range seg.Sources {
-		pc, err := pgxpool.ParseConfig(dsn)
+		pc, err := pgsession.ParsePoolConfig(dsn)
 		if err != nil {
 			return fmt.Errorf("%s: segments.sources[%d]: %w", configPath, i, err)
 		}

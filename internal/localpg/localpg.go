@@ -302,6 +302,10 @@ func (s *Server) logTail() string {
 	return strings.Join(lines, "\n")
 }
 
+// LogPath is the file the server writes its log to (stderr and stdout),
+// kept with the data directory.
+func (s *Server) LogPath() string { return s.logPath }
+
 // DSN returns a connection string for database db as user postgres.
 func (s *Server) DSN(db string) string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", s.Port, db)

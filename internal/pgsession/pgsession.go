@@ -1,0 +1,61 @@
+// Package pgsession fixes the session settings that every connection the
+// toolkit opens relies on, whatever the server, database or role sets.
+//
+// The toolkit builds some SQL with inline literals where PostgreSQL takes
+// no parameters (CREATE SUBSCRIPTION's conninfo, COMMENT, SET). How a
+// literal reads depends on standard_conforming_strings, which a database
+// or role may turn off (ALTER DATABASE ... SET); the settings here travel
+// in the startup packet, which takes precedence over those.
+package pgsession
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Params are the settings every session is opened with.
+var Params = map[string]string{
+	"standard_conforming_strings": "on",
+}
+
+// Pin sets Params in cfg's runtime parameters.
+func Pin(cfg *pgconn.Config) {
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	for k, v := range Params {
+		cfg.RuntimeParams[k] = v
+	}
+}
+
+// ParseConfig is pgx.ParseConfig with Params pinned.
+func ParseConfig(dsn string) (*pgx.ConnConfig, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	Pin(&cfg.Config)
+	return cfg, nil
+}
+
+// ParsePoolConfig is pgxpool.ParseConfig with Params pinned.
+func ParsePoolConfig(dsn string) (*pgxpool.Config, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	Pin(&cfg.ConnConfig.Config)
+	return cfg, nil
+}
+
+// Connect opens one connection on dsn with Params pinned.
+func Connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
+	cfg, err := ParseConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.ConnectConfig(ctx, cfg)
+}
