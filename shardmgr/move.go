@@ -74,6 +74,9 @@ type MoveOptions struct {
 	// afterScans, in tests, runs after an online move scanned both hosts
 	// before its fence.
 	afterScans func(ctx context.Context, src, dst *pgxpool.Pool) error
+	// flipCatalog, in tests, runs in the flip's catalog transaction after
+	// the target was opened; an error fails the flip there.
+	flipCatalog func() error
 }
 
 // MoveProgress is where one move stands.
@@ -422,6 +425,16 @@ func (mo *mover) run(ctx context.Context, rec *MoveRecord) (*MoveResult, error) 
 					if rerr == nil {
 						*rec = *fresh[0]
 					}
+					recordError(ctx, mo.catalog, rec, err)
+					return res(), err
+				}
+			}
+			if rec.targetOpened {
+				// The flip opened the target but the catalog still names
+				// the source: fence the target again before the source is
+				// given back, or both copies would take writes.
+				if ferr := mo.refenceTarget(ctx, rec); ferr != nil {
+					err = fmt.Errorf("%w; the target's copy was opened and fencing it again failed, so the source stays fenced (run shardid rebalance abort): %w", err, ferr)
 					recordError(ctx, mo.catalog, rec, err)
 					return res(), err
 				}
@@ -1463,8 +1476,14 @@ func (mo *mover) flip(ctx context.Context, rec *MoveRecord) error {
 	if err != nil {
 		return fmt.Errorf("target %s: %w", rec.To, err)
 	}
+	rec.targetOpened = true
 	var refused int64
 	gen, err := changeCatalog(ctx, mo.catalog, 0, fmt.Sprintf("move %d: shard %d %s -> %s", rec.ID, rec.Shard, rec.From, rec.To), func(tx pgx.Tx, gen int64) error {
+		if mo.opts.flipCatalog != nil {
+			if err := mo.opts.flipCatalog(); err != nil {
+				return err
+			}
+		}
 		tag, err := tx.Exec(ctx, `UPDATE shardid.shards SET host = $2, state = 'active', changed_generation = $4
 			WHERE id = $1 AND host = $3 AND state = 'moving'`, rec.Shard, rec.To, rec.From, gen)
 		if err != nil {
@@ -1482,6 +1501,29 @@ func (mo *mover) flip(ctx context.Context, rec *MoveRecord) error {
 	}
 	rec.Phase, rec.flipGen, rec.refusedMS = PhaseFlipped, &gen, &refused
 	mo.log.Info("flipped", "id", rec.ID, "shard", rec.Shard, "to", rec.To, "generation", gen, "refused", time.Duration(refused)*time.Millisecond)
+	return nil
+}
+
+// refenceTarget raises the target's fence and stops its counter again
+// after a flip that opened them and then failed in the catalog.
+func (mo *mover) refenceTarget(ctx context.Context, rec *MoveRecord) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	dst, err := mo.pool(ctx, rec.To)
+	if err != nil {
+		return err
+	}
+	err = withLockRetry(ctx, dst, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
+		if err := fenceFunc(ctx, tx, rec.Schema, true); err != nil {
+			return err
+		}
+		_, err := clampCounter(ctx, tx, rec.Schema, rec.Shard)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("target %s: %w", rec.To, err)
+	}
+	rec.targetOpened = false
 	return nil
 }
 

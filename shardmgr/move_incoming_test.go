@@ -2,6 +2,7 @@ package shardmgr
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -163,5 +164,40 @@ func TestMoveIncomingCopyHandsOutNoID(t *testing.T) {
 	ids := likeIDs(t, cfg, 1)
 	require.Len(t, ids, len(old)+5)
 	require.Greater(t, ids[len(old)], old[len(old)-1])
+	requireVerifyOK(t, cfg)
+}
+
+// A flip that opened the target and then failed in the catalog fences the
+// target again before the source is given back: never two writable copies.
+func TestFailedFlipFencesTargetAgain(t *testing.T) {
+	t.Parallel()
+	cfg := initCluster(t, 3)
+	_, err := Migrate(ctx(t), cfg, sampleSet(t), MigrateOptions{})
+	require.NoError(t, err)
+	r := openRouter(t, cfg, WithRefreshInterval(0))
+	routeLikes(t, r, 1, 50)
+	home, err := r.Shard(1)
+	require.NoError(t, err)
+	require.NotEqual(t, "pg3", home.Host)
+	src, dst := hostPool(t, cfg, home.Host), hostPool(t, cfg, "pg3")
+	for _, mode := range []MoveMode{MoveOnline, MoveOffline} {
+		opts := MoveOptions{Migrations: sampleSet(t), Mode: mode}
+		opts.flipCatalog = func() error { return errors.New("catalog lost") }
+		_, err := MoveShard(ctx(t), cfg, 1, "pg3", opts)
+		require.ErrorContains(t, err, "catalog lost", mode)
+		// The source serves again; the target refuses writes and ids.
+		routeLikes(t, r, 1, 5)
+		_, err = dst.Exec(ctx(t), `SELECT shard_0001.next_id()`)
+		require.ErrorContains(t, err, "maximum value", mode)
+		_, err = dst.Exec(ctx(t), `INSERT INTO shard_0001.likes (id, user_id, post_id) VALUES (1, 1, 1)`)
+		require.True(t, isFenceError(err), "%s: %v", mode, err)
+		_, err = src.Exec(ctx(t), `INSERT INTO shard_0001.likes (user_id, post_id) VALUES (1, 1)`)
+		require.NoError(t, err, mode)
+		_, err = AbortMove(ctx(t), cfg, []int{1})
+		require.NoError(t, err, mode)
+	}
+	_, err = MoveShard(ctx(t), cfg, 1, "pg3", MoveOptions{Migrations: sampleSet(t)})
+	require.NoError(t, err)
+	routeLikes(t, r, 1, 5)
 	requireVerifyOK(t, cfg)
 }
