@@ -275,7 +275,7 @@ func WriteRendered(dir, format string, migs []RenderedMigration) ([]string, erro
 	switch format {
 	case FormatTern, "":
 		for _, m := range migs {
-			body := m.Up + "\n\n" + ternSeparator + "\n\n" + m.Down
+			body := ternEscape(m.Up) + "\n\n" + ternSeparator + "\n\n" + ternEscape(m.Down)
 			files = append(files, file{m.Name, strings.TrimSpace(body) + "\n"})
 		}
 	case FormatGolangMigrate:
@@ -301,6 +301,15 @@ func WriteRendered(dir, format string, migs []RenderedMigration) ([]string, erro
 		paths = append(paths, p)
 	}
 	return paths, nil
+}
+
+// ternEscape makes rendered SQL survive a second rendering: the tern CLI
+// reads every migration file as a Go template again, so a "{{" that the
+// first rendering produced (a two-dimensional array literal '{{1,2}}',
+// say) would be taken for an action. Each "{{" becomes an action that
+// prints "{{"; "}}" outside an action is plain text already.
+func ternEscape(sql string) string {
+	return strings.ReplaceAll(sql, "{{", `{{"{{"}}`)
 }
 
 // golangMigrateBody is one half for golang-migrate, which sends a file as
