@@ -723,8 +723,8 @@ func (v *verifier) checkCounter(ctx context.Context, t *shardTask) {
 		next++
 	}
 	if nextID := idOfCounter(v.m.Layout, next, t.id); nextID <= *maxID {
-		v.problem(CheckCounter, t.id, t.host.name, "counter is behind stored ids: the next id would be %d but %s already holds %d (rewound or restored sequence; repair with %s.next_id_advance(%d))",
-			nextID, where, *maxID, t.schema, *maxID)
+		v.problem(CheckCounter, t.id, t.host.name, "counter is behind stored ids: the next id would be %d but %s already holds %d (rewound or restored sequence, or a table-only restore; repair: SELECT %s(%d))",
+			nextID, where, *maxID, pgx.Identifier{t.schema, "next_id_advance"}.Sanitize(), *maxID)
 	}
 }
 
