@@ -56,8 +56,10 @@ func TestCheckEpoch(t *testing.T) {
 	err = shsql.CheckEpoch(-1, 41, now)
 	require.True(t, errors.As(err, &ee))
 	require.Equal(t, "is negative", ee.Reason)
-	// 30 time bits hold 12 days: an epoch of a year ago ran out.
-	err = shsql.CheckEpoch(now.AddDate(-1, 0, 0).UnixMilli(), 30, now)
+	// With a clock near the end of int64 milliseconds, an epoch of now
+	// leaves no room for the time bits (id encode's rule).
+	end := time.UnixMilli(math.MaxInt64)
+	err = shsql.CheckEpoch(end.UnixMilli()-10, 40, end)
 	require.ErrorIs(t, err, shsql.ErrLayout)
-	require.ErrorContains(t, err, "ran out at")
+	require.ErrorContains(t, err, "leaves no room for 40 time bits")
 }
