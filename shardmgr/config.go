@@ -7,8 +7,10 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/shardid/shardid/idgen/segment"
@@ -77,18 +79,77 @@ func (h Host) RawDSN() string {
 // ErrConfig is wrapped by every error about the cluster file.
 var ErrConfig = errors.New("invalid cluster file")
 
+// MaxConfigSize is the largest cluster file LoadConfig reads: 1 MiB. A
+// real one is a few kilobytes; anything larger (or a device such as
+// /dev/zero) is refused before it is read into memory.
+const MaxConfigSize = 1 << 20
+
 // LoadConfig reads and parses the cluster file at path, expanding ${VAR}
 // in DSNs from the process environment. It checks syntax and unknown keys
-// only; commands that manage the cluster call ValidateCluster.
+// only; commands that manage the cluster call ValidateCluster. A file
+// larger than MaxConfigSize is an error.
 func LoadConfig(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := readLimited(path, MaxConfigSize)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("%w: %s not found (use --config or SHARDID_CONFIG)", ErrConfig, path)
 		}
-		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	return ParseConfig(data, path, os.LookupEnv)
+}
+
+// ErrFileTooLarge is wrapped by the error for a file (the cluster file, a
+// migration) larger than shardid reads.
+var ErrFileTooLarge = errors.New("file too large")
+
+// readLimited reads the file at path, refusing one larger than limit
+// bytes without reading more than limit+1 of them.
+func readLimited(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > limit {
+		return nil, tooLarge(path, limit)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if int64(len(data)) > limit {
+		return nil, tooLarge(path, limit)
+	}
+	return data, nil
+}
+
+func tooLarge(name string, limit int64) error {
+	return fmt.Errorf("%s: %w: more than %s (is it the right file?)", name, ErrFileTooLarge, byteSize(limit))
+}
+
+func byteSize(n int64) string {
+	if n >= 1<<20 && n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// maxEchoed is how much of a piece of input an error message repeats.
+const maxEchoed = 80
+
+// quoteInput quotes a piece of the user's input for an error message,
+// cut to its first maxEchoed bytes: a name of 50 MB must not come back
+// whole in the error about it.
+func quoteInput(s string) string {
+	if len(s) <= maxEchoed {
+		return strconv.Quote(s)
+	}
+	cut := maxEchoed
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(s[:cut]), len(s))
 }
 
 // ParseConfig parses a cluster file held in data; name is used in
@@ -140,7 +201,7 @@ func yamlMessage(err error) string {
 		msgs := make([]string, len(te.Errors))
 		for i, e := range te.Errors {
 			if m := unknownField.FindStringSubmatch(e); m != nil {
-				msgs[i] = fmt.Sprintf("line %s: unknown key %q", m[1], m[2])
+				msgs[i] = fmt.Sprintf("line %s: unknown key %s", m[1], quoteInput(m[2]))
 			} else {
 				msgs[i] = e
 			}
@@ -164,7 +225,7 @@ func (c *Config) ValidateCluster() error {
 	if c.Cluster == "" {
 		add("cluster: missing (a name for the cluster)")
 	} else if !clusterName.MatchString(c.Cluster) {
-		add("cluster: %q must be 1-63 of A-Z a-z 0-9 _ . -", c.Cluster)
+		add("cluster: %s must be 1-63 of A-Z a-z 0-9 _ . -", quoteInput(c.Cluster))
 	}
 	switch {
 	case c.Shards == 0:
@@ -172,10 +233,11 @@ func (c *Config) ValidateCluster() error {
 	case c.Shards < 1 || c.Shards > MaxShards:
 		add("shards: %d is impossible (1..%d)", c.Shards, MaxShards)
 	}
-	if c.EpochMS < 0 {
-		add("epoch_ms: %d is negative", c.EpochMS)
-	} else if c.EpochMS > time.Now().UnixMilli() {
-		add("epoch_ms: %d is in the future", c.EpochMS)
+	// Zero is the default epoch; any other value follows the rule every
+	// epoch follows (sql function --epoch too).
+	var ee *shsql.EpochError
+	if err := shsql.CheckEpoch(c.EpochMS, 63-shsql.DefaultShardBits-shsql.DefaultSeqBits, time.Now()); c.EpochMS != 0 && errors.As(err, &ee) {
+		add("epoch_ms: %d %s", c.EpochMS, ee.Reason)
 	}
 	if c.Catalog == "" {
 		add("catalog: missing (the DSN of the catalog database)")
@@ -192,7 +254,7 @@ func (c *Config) ValidateCluster() error {
 		case h.Name == "":
 			add("hosts[%d].name: missing", i)
 		case !hostName.MatchString(h.Name):
-			add("hosts[%d].name: %q must be 1-63 of A-Z a-z 0-9 _ . -", i, h.Name)
+			add("hosts[%d].name: %s must be 1-63 of A-Z a-z 0-9 _ . -", i, quoteInput(h.Name))
 		default:
 			if j, dup := names[h.Name]; dup {
 				add("hosts[%d].name: duplicate host name %q (also hosts[%d])", i, h.Name, j)

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -54,7 +55,11 @@ func ensureDatabase(ctx context.Context, dsn string) (bool, error) {
 	}
 	defer conn.Close(ctx)
 	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{cfg.Database}.Sanitize())
-	if errors.As(err, &pe) && pe.Code == "42P04" { // duplicate_database: another manager was first
+	// Another manager was first: it committed before we looked
+	// (duplicate_database), or while we were creating ours (the unique
+	// index on pg_database's names).
+	if errors.As(err, &pe) && (pe.Code == pgerrcode.DuplicateDatabase ||
+		(pe.Code == pgerrcode.UniqueViolation && pe.ConstraintName == "pg_database_datname_index")) {
 		return false, nil
 	}
 	if err != nil {

@@ -107,6 +107,16 @@ func Init(ctx context.Context, cfg *Config, opts InitOptions) (*InitResult, erro
 		}
 	}
 
+	// Every host is checked before the catalog records anything: two
+	// names for one database, or a database that belongs to another
+	// cluster or host, would leave a map that no command could repair.
+	if err := checkHostsDistinct(ctx, cfg); err != nil {
+		return nil, err
+	}
+	if err := checkHostRecords(ctx, cfg); err != nil {
+		return nil, err
+	}
+
 	// One init at a time per catalog: a second manager waits, then finds
 	// everything done. The lock is the session's, so it goes with a crash.
 	lock, err := connect(ctx, cfg.Catalog)

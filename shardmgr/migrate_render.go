@@ -66,24 +66,25 @@ type MigrationSet struct {
 // with an error wrapping ErrMigrationSet when there are none, when their
 // numbers have gaps or duplicates, or when a template does not parse.
 func LoadMigrationSet(fsys fs.FS) (*MigrationSet, error) {
+	fsys = limitFS{fsys, MaxMigrationFileSize}
 	names, err := migrate.FindMigrations(fsys)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%w: directory not found", ErrMigrationSet)
 		}
-		return nil, fmt.Errorf("%w: %v", ErrMigrationSet, err)
+		return nil, fmt.Errorf("%w: %w", ErrMigrationSet, err)
 	}
 	if len(names) == 0 {
 		return nil, fmt.Errorf("%w: no migration files (NNN_name.sql)", ErrMigrationSet)
 	}
 	s := &MigrationSet{fsys: fsys, names: names}
 	if s.strict, err = s.strictTemplates(); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMigrationSet, err)
+		return nil, fmt.Errorf("%w: %w", ErrMigrationSet, err)
 	}
 	// Most template errors do not depend on the shard: find them here,
 	// for shard 0. Render checks each shard again.
 	if err := s.strictCheck(TemplateData(0, shsql.DefaultSchema(0))); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMigrationSet, err)
+		return nil, fmt.Errorf("%w: %w", ErrMigrationSet, err)
 	}
 	return s, nil
 }
@@ -106,6 +107,56 @@ func LoadMigrationDir(dir string) (*MigrationSet, error) {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
 	return s, nil
+}
+
+// MaxMigrationFileSize is the largest migration or template file a
+// MigrationSet reads: 8 MiB. Every shard renders every file, so a larger
+// one (or a device such as /dev/zero behind a symlink) is refused with an
+// error wrapping ErrFileTooLarge instead of being read into memory.
+const MaxMigrationFileSize = 8 << 20
+
+// limitFS refuses to read more than max bytes from any one file.
+type limitFS struct {
+	fsys fs.FS
+	max  int64
+}
+
+func (l limitFS) Open(name string) (fs.File, error) {
+	f, err := l.fsys.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > l.max {
+		f.Close()
+		return nil, tooLarge(name, l.max)
+	}
+	return &limitFile{File: f, name: name, max: l.max, left: l.max}, nil
+}
+
+type limitFile struct {
+	fs.File
+	name      string
+	max, left int64
+}
+
+func (f *limitFile) Read(p []byte) (int, error) {
+	if int64(len(p)) > f.left+1 {
+		p = p[:f.left+1]
+	}
+	n, err := f.File.Read(p)
+	f.left -= int64(n)
+	if f.left < 0 {
+		return 0, tooLarge(f.name, f.max)
+	}
+	return n, err
+}
+
+func (f *limitFile) ReadDir(n int) ([]fs.DirEntry, error) {
+	d, ok := f.File.(fs.ReadDirFile)
+	if !ok {
+		return nil, &fs.PathError{Op: "readdir", Path: f.name, Err: errors.New("not a directory")}
+	}
+	return d.ReadDir(n)
 }
 
 // Latest is the highest version: the number of migrations.
@@ -275,7 +326,7 @@ func WriteRendered(dir, format string, migs []RenderedMigration) ([]string, erro
 	switch format {
 	case FormatTern, "":
 		for _, m := range migs {
-			body := m.Up + "\n\n" + ternSeparator + "\n\n" + m.Down
+			body := ternEscape(m.Up) + "\n\n" + ternSeparator + "\n\n" + ternEscape(m.Down)
 			files = append(files, file{m.Name, strings.TrimSpace(body) + "\n"})
 		}
 	case FormatGolangMigrate:
@@ -301,6 +352,15 @@ func WriteRendered(dir, format string, migs []RenderedMigration) ([]string, erro
 		paths = append(paths, p)
 	}
 	return paths, nil
+}
+
+// ternEscape makes rendered SQL survive a second rendering: the tern CLI
+// reads every migration file as a Go template again, so a "{{" that the
+// first rendering produced (a two-dimensional array literal '{{1,2}}',
+// say) would be taken for an action. Each "{{" becomes an action that
+// prints "{{"; "}}" outside an action is plain text already.
+func ternEscape(sql string) string {
+	return strings.ReplaceAll(sql, "{{", `{{"{{"}}`)
 }
 
 // golangMigrateBody is one half for golang-migrate, which sends a file as

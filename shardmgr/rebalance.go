@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -21,7 +22,24 @@ type ApplyOptions struct {
 	Parallel int
 	// Move adjusts every move (mode, migrations, keep, progress).
 	Move MoveOptions
+	// Wait bounds how long Apply waits for another manager: another
+	// Apply of the same cluster, or a manager running one of the moves.
+	// Zero means DefaultApplyWait.
+	Wait time.Duration
 }
+
+// DefaultApplyWait is how long Apply waits, by default, for another
+// manager's apply or move to finish.
+const DefaultApplyWait = time.Hour
+
+// applyLockClass is the first key of the session advisory lock, on the
+// catalog, that Apply holds from start to end (second key 0): 'shra'. A
+// second Apply waits for the first, then finds what is left to do.
+const applyLockClass int32 = 0x73687261
+
+// ErrApplyBusy: another manager kept working for longer than
+// ApplyOptions.Wait.
+var ErrApplyBusy = errors.New("another manager is still working")
 
 // ApplyResult is what Apply did. JSON: {"resumed":N,"moves":[...],"elapsed_ms":N}.
 type ApplyResult struct {
@@ -33,6 +51,12 @@ type ApplyResult struct {
 	ElapsedMS int64         `json:"elapsed_ms"`
 	// Generation is the catalog's generation at the end.
 	Generation int64 `json:"generation"`
+	// WaitedMS is how long this run waited for another manager (another
+	// apply, or a move someone else was running), in milliseconds.
+	WaitedMS int64 `json:"waited_ms,omitempty"`
+	// FinishedByOthers are the moves this run found busy, waited for and
+	// then found finished by the other manager: nothing left to do.
+	FinishedByOthers []int64 `json:"finished_by_others,omitempty"`
 }
 
 // MovesError lists the moves that failed in a run; the others finished.
@@ -76,6 +100,18 @@ func Apply(ctx context.Context, cfg *Config, opts ApplyOptions) (*ApplyResult, e
 	if opts.Plan.By != ByCount && opts.Plan.By != BySize {
 		return nil, fmt.Errorf("plan by %q: want count or size", opts.Plan.By)
 	}
+	if opts.Wait <= 0 {
+		opts.Wait = DefaultApplyWait
+	}
+	res := &ApplyResult{Moves: []*MoveResult{}}
+	// One apply at a time per catalog: a second one waits, then plans
+	// against what the first left, usually nothing.
+	unlock, waited, err := waitApplyLock(ctx, cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	res.WaitedMS = waited.Milliseconds()
 	if err := registerHosts(ctx, cfg); err != nil {
 		return nil, err
 	}
@@ -84,17 +120,21 @@ func Apply(ctx context.Context, cfg *Config, opts ApplyOptions) (*ApplyResult, e
 		return nil, err
 	}
 	defer mo.close()
-	res := &ApplyResult{Moves: []*MoveResult{}}
 	var failed []error
+	runAll := func(recs []*MoveRecord) {
+		out, errs, others, w := mo.runAll(ctx, recs, opts)
+		res.Moves = append(res.Moves, out...)
+		res.FinishedByOthers = append(res.FinishedByOthers, others...)
+		res.WaitedMS += w.Milliseconds()
+		failed = append(failed, errs...)
+	}
 
 	open, err := readMoves(ctx, mo.catalog, `phase NOT IN ('cleaned', 'aborted')`)
 	if err != nil {
 		return nil, err
 	}
 	res.Resumed = len(open)
-	out, errs := mo.runAll(ctx, open, opts.Parallel)
-	res.Moves = append(res.Moves, out...)
-	failed = append(failed, errs...)
+	runAll(open)
 
 	if len(failed) == 0 {
 		plan, err := PlanRebalance(ctx, cfg, opts.Plan)
@@ -106,9 +146,7 @@ func Apply(ctx context.Context, cfg *Config, opts ApplyOptions) (*ApplyResult, e
 			if err != nil {
 				return res, err
 			}
-			out, errs := mo.runAll(ctx, recs, opts.Parallel)
-			res.Moves = append(res.Moves, out...)
-			failed = append(failed, errs...)
+			runAll(recs)
 		}
 	}
 	res.ElapsedMS = time.Since(start).Milliseconds()
@@ -121,16 +159,98 @@ func Apply(ctx context.Context, cfg *Config, opts ApplyOptions) (*ApplyResult, e
 	return res, nil
 }
 
-// runAll runs moves, parallel at a time, and returns their results in
-// the order given with the errors of those that failed.
-func (mo *mover) runAll(ctx context.Context, recs []*MoveRecord, parallel int) ([]*MoveResult, []error) {
-	out := make([]*MoveResult, len(recs))
-	var (
-		mu     sync.Mutex
-		failed []error
-	)
+// pollBusy is how often a manager waiting for another one looks again.
+const pollBusy = 200 * time.Millisecond
+
+// waitApplyLock takes the apply lock on a connection of its own, waiting
+// (at most opts.Wait) while another manager holds it. The lock goes with
+// the session if the process dies.
+func waitApplyLock(ctx context.Context, cfg *Config, opts ApplyOptions) (unlock func(), waited time.Duration, err error) {
+	conn, err := pgx.Connect(ctx, cfg.Catalog)
+	if err != nil {
+		return nil, 0, fmt.Errorf("catalog: %w", err)
+	}
+	start := time.Now()
+	logged := false
+	for {
+		var ok bool
+		if err := conn.QueryRow(ctx, `SELECT pg_catalog.pg_try_advisory_lock($1, 0)`, applyLockClass).Scan(&ok); err != nil {
+			conn.Close(context.WithoutCancel(ctx))
+			return nil, 0, fmt.Errorf("catalog: %w", err)
+		}
+		if ok {
+			return func() { conn.Close(context.WithoutCancel(ctx)) }, time.Since(start), nil
+		}
+		if !logged && opts.Move.Logger != nil {
+			opts.Move.Logger.Info("another rebalance apply is running; waiting for it", "wait", opts.Wait)
+			logged = true
+		}
+		if err := sleepCtx(ctx, pollBusy); err != nil || time.Since(start) > opts.Wait {
+			conn.Close(context.WithoutCancel(ctx))
+			if err == nil {
+				err = fmt.Errorf("rebalance apply: %w after %s: another rebalance apply holds the catalog", ErrApplyBusy, opts.Wait)
+			}
+			return nil, 0, err
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// waitMove waits until no other manager works on rec, then runs what is
+// left of it. byOther reports that the other manager had finished it.
+func (mo *mover) waitMove(ctx context.Context, rec *MoveRecord, wait time.Duration) (res *MoveResult, byOther bool, err error) {
+	start := time.Now()
+	mo.log.Info("another manager is working on the move; waiting for it", "id", rec.ID, "shard", rec.Shard)
+	for {
+		fresh, err := readMoves(ctx, mo.catalog, `id = $1`, rec.ID)
+		if err != nil {
+			return &MoveResult{ID: rec.ID, Shard: rec.Shard, From: rec.From, To: rec.To, Mode: rec.Mode, Phase: rec.Phase, Error: err.Error()}, false, err
+		}
+		*rec = *fresh[0]
+		if !rec.Phase.Open() {
+			r := &MoveResult{ID: rec.ID, Shard: rec.Shard, From: rec.From, To: rec.To, Mode: rec.Mode, Phase: rec.Phase,
+				Rows: rec.Rows, Bytes: rec.Bytes, RetiredSchema: rec.Retired}
+			if rec.flipGen != nil {
+				r.Generation = *rec.flipGen
+			}
+			return r, true, nil
+		}
+		r, err := mo.run(ctx, rec)
+		if !errors.Is(err, ErrMoveBusy) {
+			return r, false, err
+		}
+		if serr := sleepCtx(ctx, pollBusy); serr != nil || time.Since(start) > wait {
+			if serr == nil {
+				err = fmt.Errorf("%w after %s: %w", ErrApplyBusy, wait, err)
+				r.Error = err.Error()
+			}
+			return r, false, err
+		}
+	}
+}
+
+// runAll runs moves, opts.Parallel at a time, and returns their results
+// in the order given with the errors of those that failed. A move another
+// manager is working on (ErrMoveBusy: a shardid shard move, an abort, an
+// apply) is waited for, at most opts.Wait: when the other manager finished
+// or aborted it there is nothing left to do, which is no failure (others
+// lists it); when it left the move unfinished, this run takes it over.
+// waited sums the time spent waiting.
+func (mo *mover) runAll(ctx context.Context, recs []*MoveRecord, opts ApplyOptions) (out []*MoveResult, failed []error, others []int64, waited time.Duration) {
+	out = make([]*MoveResult, len(recs))
+	var mu sync.Mutex
 	var g errgroup.Group
-	g.SetLimit(parallel)
+	g.SetLimit(max(opts.Parallel, 1))
 	for i, rec := range recs {
 		g.Go(func() error {
 			if ctx.Err() != nil {
@@ -141,17 +261,29 @@ func (mo *mover) runAll(ctx context.Context, recs []*MoveRecord, parallel int) (
 				return nil
 			}
 			r, err := mo.run(ctx, rec)
+			var byOther bool
+			var w time.Duration
+			if errors.Is(err, ErrMoveBusy) {
+				start := time.Now()
+				r, byOther, err = mo.waitMove(ctx, rec, opts.Wait)
+				w = time.Since(start)
+			}
 			out[i] = r
+			mu.Lock()
+			defer mu.Unlock()
+			waited += w
 			if err != nil {
-				mu.Lock()
 				failed = append(failed, err)
-				mu.Unlock()
+			}
+			if byOther {
+				others = append(others, rec.ID)
 			}
 			return nil
 		})
 	}
 	_ = g.Wait()
-	return out, failed
+	slices.Sort(others)
+	return out, failed, others, waited
 }
 
 // AbortResult is what AbortMove rolled back.

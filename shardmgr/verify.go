@@ -819,8 +819,8 @@ func (v *verifier) checkCounter(ctx context.Context, t *shardTask) {
 		if unixMilli(v.m.Layout, *maxID) > v.opts.Now().UnixMilli()+shsql.AdvanceMarginMS {
 			force = ", force => true" // the stored id lies beyond the hour next_id_advance allows
 		}
-		v.problem(CheckCounter, t.id, t.host.name, "counter is behind stored ids: the next id would be %d but %s already holds %d (rewound or restored sequence; repair with %s.next_id_advance(%d%s))",
-			nextID, where, *maxID, t.schema, *maxID, force)
+		v.problem(CheckCounter, t.id, t.host.name, "counter is behind stored ids: the next id would be %d but %s already holds %d (rewound or restored sequence, or a table-only restore; repair: SELECT %s(%d%s))",
+			nextID, where, *maxID, pgx.Identifier{t.schema, shsql.AdvanceName}.Sanitize(), *maxID, force)
 	}
 }
 

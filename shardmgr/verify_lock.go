@@ -19,7 +19,6 @@ import (
 const (
 	defaultVerifyLockTimeout      = 2 * time.Second
 	defaultVerifyStatementTimeout = 30 * time.Second
-	defaultConnectTimeout         = 10 * time.Second
 	// lockConfirmDelay is how long an exclusive generator lock seen while
 	// scanning a host must still be held by the same session before the
 	// shard is reported blocked without being probed: the pull-up and

@@ -3,9 +3,11 @@ package sql
 import (
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Variants of the generator.
@@ -90,6 +92,63 @@ var (
 
 var schemaRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
+// EpochError is an epoch that CheckEpoch refuses. It wraps ErrLayout.
+type EpochError struct {
+	Epoch  int64
+	Reason string // "is in the future (...)", "is negative", ...
+}
+
+func (e *EpochError) Error() string {
+	return fmt.Sprintf("%v: epoch %d %s", ErrLayout, e.Epoch, e.Reason)
+}
+
+func (e *EpochError) Unwrap() error { return ErrLayout }
+
+// CheckEpoch is the rule for every epoch shardid takes (the cluster file's
+// epoch_ms, sql function --epoch, Params): not negative; not after now,
+// since a generator whose epoch is ahead of the clock counts from zero and
+// hands out ids such as 5121, 5122 that carry no time; and leaving room
+// for ids with usableTimeBits time bits, as idgen.Layout requires (id
+// encode): the last millisecond they can hold fits in an int64. A failure
+// is an *EpochError.
+func CheckEpoch(epoch int64, usableTimeBits int, now time.Time) error {
+	nowMS := now.UnixMilli()
+	switch {
+	case epoch < 0:
+		return &EpochError{epoch, "is negative"}
+	case epoch > nowMS:
+		return &EpochError{epoch, fmt.Sprintf("is in the future (%s; the clock says %s)", msTime(epoch), msTime(nowMS))}
+	case usableTimeBits < 1 || usableTimeBits > 62:
+		return nil // the widths are checked on their own
+	}
+	span := int64(1)<<usableTimeBits - 1
+	if epoch > math.MaxInt64-span {
+		return &EpochError{epoch, fmt.Sprintf("leaves no room for %d time bits in an int64 of milliseconds", usableTimeBits)}
+	}
+	return nil
+}
+
+func msTime(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339) }
+
+// CheckSchema is the rule for a generator's schema name: a plain
+// lower-case identifier (so it needs no quoting anywhere), and not one of
+// PostgreSQL's own schemas (pg_catalog, pg_toast, any pg_ name,
+// information_schema), where CREATE SCHEMA IF NOT EXISTS would succeed and
+// the generator would land among the system's objects.
+func CheckSchema(schema string) error {
+	if len(schema) > 63 {
+		// Not echoed: it may be megabytes long.
+		return fmt.Errorf("%w: %d bytes long (lower-case letters, digits and _, at most 63)", ErrSchema, len(schema))
+	}
+	if !schemaRE.MatchString(schema) {
+		return fmt.Errorf("%w: %q (lower-case letters, digits and _, at most 63)", ErrSchema, schema)
+	}
+	if strings.HasPrefix(schema, "pg_") || schema == "information_schema" {
+		return fmt.Errorf("%w: %q is reserved for PostgreSQL's own objects", ErrSchema, schema)
+	}
+	return nil
+}
+
 // withDefaults fills zero values and validates.
 func (p Params) withDefaults() (Params, error) {
 	if p.Variant == "" {
@@ -112,8 +171,8 @@ func (p Params) withDefaults() (Params, error) {
 		p.TimeBits > 64 || p.ShardBits > 64 || p.SeqBits > 64 || (sum != 63 && sum != 64) {
 		return p, fmt.Errorf("%w: widths %d/%d/%d must be positive and add up to 63 or 64 (bit 63 stays 0)", ErrLayout, p.TimeBits, p.ShardBits, p.SeqBits)
 	}
-	if p.Epoch < 0 {
-		return p, fmt.Errorf("%w: negative epoch %d", ErrLayout, p.Epoch)
+	if err := CheckEpoch(p.Epoch, p.UsableTimeBits(), time.Now()); err != nil {
+		return p, err
 	}
 	if p.Shard < 0 || p.Shard >= 1<<p.ShardBits {
 		return p, fmt.Errorf("%w: shard %d out of range 0..%d", ErrLayout, p.Shard, 1<<p.ShardBits-1)
@@ -124,8 +183,8 @@ func (p Params) withDefaults() (Params, error) {
 	if p.Schema == "" {
 		p.Schema = DefaultSchema(p.Shard)
 	}
-	if !schemaRE.MatchString(p.Schema) {
-		return p, fmt.Errorf("%w: %q (lower-case letters, digits and _, at most 63)", ErrSchema, p.Schema)
+	if err := CheckSchema(p.Schema); err != nil {
+		return p, err
 	}
 	if p.Clock == "" {
 		p.Clock = "pg_catalog.floor(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.*) 1000)::bigint"

@@ -211,10 +211,11 @@ func newRebalanceApplyCmd() *cobra.Command {
 		by       string
 		parallel int
 		asJSON   bool
+		wait     time.Duration
 		mf       moveFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "apply [--by count|size] [--parallel K] [--mode online|offline] [--dir DIR] [--keep DURATION] [--json]",
+		Use:   "apply [--by count|size] [--parallel K] [--mode online|offline] [--dir DIR] [--keep DURATION] [--wait DURATION] [--json]",
 		Short: "Run the plan's moves, resuming any an earlier run left unfinished",
 		Long: `Registers hosts new in the cluster file in the catalog (as init does),
 finishes the moves an interrupted run left in the journal, then plans and runs
@@ -227,13 +228,19 @@ Progress goes to stderr on terminals (per move: phase, rows, bytes, lag); the
 summary to stdout, with --json:
 {"resumed":N,"moves":[{"id":N,"shard":N,"from":"pg1","to":"pg4","mode":"online",
 "phase":"cleaned","rows":N,"bytes":N,"refused_ms":N,"elapsed_ms":N,"generation":N,
-"retired_schema":"shard_0005_moved_g12"}],"elapsed_ms":N,"generation":N}`,
+"retired_schema":"shard_0005_moved_g12"}],"elapsed_ms":N,"generation":N}, plus
+"waited_ms":N and "finished_by_others":[N] when it waited for another manager.
+
+Two applies at once do not fail each other: the second waits (at most --wait)
+for the first, then runs what is left, usually nothing (exit 0). A move that
+another manager is running is waited for the same way.`,
 		Args: cobra.NoArgs,
 	}
 	configPath := addClusterConfigFlag(cmd)
 	cmd.Flags().StringVar(&by, "by", "count", "balance shard counts (count) or total relation size (size)")
 	cmd.Flags().IntVar(&parallel, "parallel", 1, "moves to run at once")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the summary as JSON")
+	cmd.Flags().DurationVar(&wait, "wait", shardmgr.DefaultApplyWait, "how long to wait for another manager's apply or move")
 	mf.add(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		pb, err := parseBy(by)
@@ -242,6 +249,9 @@ summary to stdout, with --json:
 		}
 		if parallel < 1 {
 			return usagef("--parallel must be at least 1")
+		}
+		if wait <= 0 {
+			return usagef("--wait must be positive")
 		}
 		mo, err := mf.options(cmd)
 		if err != nil {
@@ -252,7 +262,7 @@ summary to stdout, with --json:
 			return err
 		}
 		mo.Progress = newMoveProgress(os.Stderr).Update
-		res, err := shardmgr.Apply(cmd.Context(), cfg, shardmgr.ApplyOptions{Plan: shardmgr.PlanOptions{By: pb}, Parallel: parallel, Move: mo})
+		res, err := shardmgr.Apply(cmd.Context(), cfg, shardmgr.ApplyOptions{Plan: shardmgr.PlanOptions{By: pb}, Parallel: parallel, Move: mo, Wait: wait})
 		if res != nil {
 			if asJSON {
 				if jerr := writeJSON(cmd.OutOrStdout(), res); jerr != nil && err == nil {
@@ -281,11 +291,19 @@ func printMoves(w io.Writer, moves []*shardmgr.MoveResult) {
 }
 
 func printApply(w io.Writer, res *shardmgr.ApplyResult) {
+	waited := (time.Duration(res.WaitedMS) * time.Millisecond).Round(time.Millisecond)
 	if len(res.Moves) == 0 {
+		if res.WaitedMS > 0 {
+			fmt.Fprintf(w, "waited %s for another rebalance apply; it left nothing to do: balanced, nothing to move\n", waited)
+			return
+		}
 		fmt.Fprintln(w, "balanced: nothing to move")
 		return
 	}
 	printMoves(w, res.Moves)
+	if len(res.FinishedByOthers) > 0 {
+		fmt.Fprintf(w, "\nmoves %v were finished by another manager while this run waited (%s): nothing left to do for them\n", res.FinishedByOthers, waited)
+	}
 	var worst int64
 	for _, m := range res.Moves {
 		if m != nil {

@@ -197,7 +197,6 @@ func (a *Allocator) load(t *Tag, step int64) (*segment, error) {
 		if a.ctx.Err() != nil {
 			return nil, ErrClosed
 		}
-		s.failures.Add(1)
 		errs = append(errs, fmt.Errorf("%s: %w", s.name, err))
 		if s.br.failure(a.opts.now(), err) {
 			a.opts.logger.Warn("segment source cut off", "source", s.name, "err", err)

@@ -37,7 +37,8 @@ type breaker struct {
 	state atomic.Int32
 
 	mu        sync.Mutex
-	failures  int // consecutive
+	failures  int    // consecutive
+	total     uint64 // every failure since the start, probes included
 	threshold int
 	lastErr   error
 	since     time.Time
@@ -71,6 +72,7 @@ func (b *breaker) failure(now time.Time, err error) (opened bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.failures++
+	b.total++
 	b.lastErr = err
 	if BreakerState(b.state.Load()) == Closed && b.failures >= b.threshold {
 		b.store(Open)
@@ -92,12 +94,15 @@ func (b *breaker) set(s BreakerState, now time.Time, err error) {
 	if err != nil {
 		b.lastErr = err
 		b.failures++
+		b.total++
 	}
 	b.since = now
 }
 
-func (b *breaker) snapshot() (state BreakerState, failures int, lastErr error, since time.Time, trips uint64) {
+// snapshot reads the breaker under its lock, so that failures (the
+// consecutive ones) never exceeds total.
+func (b *breaker) snapshot() (state BreakerState, failures int, total uint64, lastErr error, since time.Time, trips uint64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return BreakerState(b.state.Load()), b.failures, b.lastErr, b.since, b.trips
+	return BreakerState(b.state.Load()), b.failures, b.total, b.lastErr, b.since, b.trips
 }

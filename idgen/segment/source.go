@@ -40,8 +40,7 @@ type source struct {
 	prepared  atomic.Bool
 	probing   atomic.Bool
 
-	loads    atomic.Uint64
-	failures atomic.Uint64
+	loads atomic.Uint64
 }
 
 func sourceName(pool *pgxpool.Pool, i int) string {
@@ -157,6 +156,10 @@ func (a *Allocator) probe(s *source) {
 	defer s.probing.Store(false)
 	t := time.NewTicker(a.opts.probeEvery)
 	defer t.Stop()
+	// The probes' failures are not logged one by one (one a second for
+	// as long as the source is down): a summary at most every
+	// sourceSummaryEvery, and a line when the source is back.
+	cutOff, lastLine, failed := time.Now(), time.Now(), 0
 	for {
 		select {
 		case <-a.ctx.Done():
@@ -169,10 +172,20 @@ func (a *Allocator) probe(s *source) {
 		cancel()
 		if err == nil {
 			s.br.success(a.opts.now())
-			a.opts.logger.Info("segment source is back", "source", s.name)
+			a.opts.logger.Info("segment source is back", "source", s.name, "cut_off_for", time.Since(cutOff).Round(time.Millisecond))
 			a.kickAll()
 			return
 		}
 		s.br.set(Open, a.opts.now(), err)
+		failed++
+		if time.Since(lastLine) >= sourceSummaryEvery {
+			a.opts.logger.Warn("segment source still cut off", "source", s.name, "failed_probes", failed,
+				"cut_off_for", time.Since(cutOff).Round(time.Second), "err", err)
+			lastLine, failed = time.Now(), 0
+		}
 	}
 }
+
+// sourceSummaryEvery is how often, at most, a source that stays cut off
+// gets a log line.
+const sourceSummaryEvery = time.Minute

@@ -5,33 +5,31 @@ import "time"
 // SourceHealth is the state of one source database as the allocator sees
 // it.
 type SourceHealth struct {
-	Index     int       `json:"index"`
-	Name      string    `json:"name"`
-	State     string    `json:"state"` // closed, open or half-open
-	Since     time.Time `json:"since"`
-	Failures  int       `json:"consecutive_failures"`
-	LastError string    `json:"last_error,omitempty"`
-	Loads     uint64    `json:"segment_loads"`
-	Trips     uint64    `json:"breaker_trips"`
+	Index    int       `json:"index"`
+	Name     string    `json:"name"`
+	State    string    `json:"state"` // closed, open or half-open
+	Since    time.Time `json:"since"`
+	Failures int       `json:"consecutive_failures"`
+	// FailuresTotal is every failed call since the start, loads and
+	// probes alike: the count shardid_segment_source_failures_total shows.
+	FailuresTotal uint64 `json:"failures_total"`
+	LastError     string `json:"last_error,omitempty"`
+	Loads         uint64 `json:"segment_loads"`
+	Trips         uint64 `json:"breaker_trips"`
 
 	state BreakerState
-	fails uint64
 }
 
 // BreakerState returns the state as a value.
 func (h SourceHealth) BreakerState() BreakerState { return h.state }
 
-// FailuresTotal returns how many loads from this source failed since the
-// allocator started.
-func (h SourceHealth) FailuresTotal() uint64 { return h.fails }
-
 // Health reports every source's circuit breaker.
 func (a *Allocator) Health() []SourceHealth {
 	out := make([]SourceHealth, len(a.sources))
 	for i, s := range a.sources {
-		state, failures, lastErr, since, trips := s.br.snapshot()
+		state, failures, total, lastErr, since, trips := s.br.snapshot()
 		h := SourceHealth{Index: i, Name: s.name, State: state.String(), Since: since, Failures: failures,
-			Loads: s.loads.Load(), Trips: trips, state: state, fails: s.failures.Load()}
+			Loads: s.loads.Load(), Trips: trips, state: state, FailuresTotal: total}
 		if lastErr != nil {
 			h.LastError = lastErr.Error()
 		}

@@ -43,6 +43,8 @@ type Handler struct {
 	codes    map[int]prometheus.Counter
 	duration prometheus.Histogram
 	logger   *slog.Logger
+	logEvery time.Duration
+	fails    map[string]*failLog
 }
 
 // Option adjusts a Handler.
@@ -53,14 +55,24 @@ type Option func(*Handler)
 func WithRegistry(reg *prometheus.Registry) Option { return func(h *Handler) { h.reg = reg } }
 
 // WithLogger sets where the handler logs requests that failed on our side
-// (503). Default slog.Default().
+// (503): a line when a tag starts failing, a summary at most every
+// WithFailureLogInterval while it goes on, a line when it serves again;
+// never a line per request. Default slog.Default().
 func WithLogger(l *slog.Logger) Option { return func(h *Handler) { h.logger = l } }
+
+// WithFailureLogInterval sets how often, at most, a tag that keeps
+// failing gets a summary line. Default DefaultFailureLogInterval.
+func WithFailureLogInterval(d time.Duration) Option { return func(h *Handler) { h.logEvery = d } }
 
 // New returns the handler for alloc.
 func New(alloc *segment.Allocator, opts ...Option) (*Handler, error) {
-	h := &Handler{alloc: alloc, logger: slog.Default(), served: map[string]prometheus.Counter{}, codes: map[int]prometheus.Counter{}}
+	h := &Handler{alloc: alloc, logger: slog.Default(), logEvery: DefaultFailureLogInterval,
+		served: map[string]prometheus.Counter{}, codes: map[int]prometheus.Counter{}, fails: map[string]*failLog{}}
 	for _, o := range opts {
 		o(h)
+	}
+	if h.logEvery <= 0 {
+		return nil, fmt.Errorf("httpapi: the failure log interval must be positive")
 	}
 	if h.reg == nil {
 		h.reg = prometheus.NewRegistry()
@@ -85,6 +97,7 @@ func New(alloc *segment.Allocator, opts ...Option) (*Handler, error) {
 	// Resolved once, so a request does no label lookup.
 	for _, tag := range alloc.Tags() {
 		h.served[tag] = served.WithLabelValues(tag)
+		h.fails[tag] = &failLog{tag: tag, every: h.logEvery}
 	}
 	for _, code := range []int{200, 400, 404, 405, 413, 503} {
 		h.codes[code] = requests.WithLabelValues(strconv.Itoa(code))
@@ -143,12 +156,12 @@ var pool = sync.Pool{New: func() any { return &buffers{out: make([]byte, 0, 4096
 
 func (h *Handler) ids(w http.ResponseWriter, r *http.Request, name string) {
 	start := time.Now()
-	code := h.serveIDs(w, r, name)
+	code := h.serveIDs(w, r, name, start)
 	h.codes[code].Inc()
 	h.duration.Observe(time.Since(start).Seconds())
 }
 
-func (h *Handler) serveIDs(w http.ResponseWriter, r *http.Request, name string) int {
+func (h *Handler) serveIDs(w http.ResponseWriter, r *http.Request, name string, start time.Time) int {
 	if r.Method != http.MethodGet {
 		// Not even HEAD: it would use up ids nobody sees.
 		w.Header().Set("Allow", "GET")
@@ -170,7 +183,7 @@ func (h *Handler) serveIDs(w http.ResponseWriter, r *http.Request, name string) 
 	ids := b.ids[:count]
 	if _, err := tag.Fill(r.Context(), ids); err != nil {
 		if errors.Is(err, segment.ErrUnavailable) {
-			h.logger.Warn("cannot serve ids", "tag", name, "err", err)
+			h.fails[name].failed(h.logger, time.Now(), err)
 		}
 		return writeError(w, http.StatusServiceUnavailable, "cannot serve tag "+strconv.Quote(name)+": "+err.Error())
 	}
@@ -206,6 +219,7 @@ func (h *Handler) serveIDs(w http.ResponseWriter, r *http.Request, name string) 
 	w.WriteHeader(http.StatusOK)
 	w.Write(out)
 	h.served[name].Add(float64(count))
+	h.fails[name].served(h.logger, start)
 	return http.StatusOK
 }
 

@@ -45,6 +45,6 @@ func (c *allocCollector) Collect(ch chan<- prometheus.Metric) {
 		idx := strconv.Itoa(s.Index)
 		ch <- prometheus.MustNewConstMetric(breakerDesc, prometheus.GaugeValue, float64(s.BreakerState()), idx, s.Name)
 		ch <- prometheus.MustNewConstMetric(sourceLoadsDesc, prometheus.CounterValue, float64(s.Loads), idx, s.Name)
-		ch <- prometheus.MustNewConstMetric(sourceFailDesc, prometheus.CounterValue, float64(s.FailuresTotal()), idx, s.Name)
+		ch <- prometheus.MustNewConstMetric(sourceFailDesc, prometheus.CounterValue, float64(s.FailuresTotal), idx, s.Name)
 	}
 }
