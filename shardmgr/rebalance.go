@@ -179,10 +179,17 @@ func waitApplyLock(ctx context.Context, cfg *Config, opts ApplyOptions) (unlock 
 			return nil, 0, fmt.Errorf("catalog: %w", err)
 		}
 		if ok {
-			return func() { conn.Close(context.WithoutCancel(ctx)) }, time.Since(start), nil
+			if !logged {
+				waited = 0 // free at the first try: nothing was waited for
+			} else {
+				waited = time.Since(start)
+			}
+			return func() { conn.Close(context.WithoutCancel(ctx)) }, waited, nil
 		}
-		if !logged && opts.Move.Logger != nil {
-			opts.Move.Logger.Info("another rebalance apply is running; waiting for it", "wait", opts.Wait)
+		if !logged {
+			if opts.Move.Logger != nil {
+				opts.Move.Logger.Info("another rebalance apply is running; waiting for it", "wait", opts.Wait)
+			}
 			logged = true
 		}
 		if err := sleepCtx(ctx, pollBusy); err != nil || time.Since(start) > opts.Wait {

@@ -98,10 +98,13 @@ func TestRebalanceCLI(t *testing.T) {
 			RetiredSchema string `json:"retired_schema"`
 			Error         string `json:"error"`
 		} `json:"moves"`
-		ElapsedMS  int64 `json:"elapsed_ms"`
-		Generation int64 `json:"generation"`
+		ElapsedMS        int64   `json:"elapsed_ms"`
+		Generation       int64   `json:"generation"`
+		WaitedMS         int64   `json:"waited_ms"`
+		FinishedByOthers []int64 `json:"finished_by_others"`
 	}
 	decodeStrict(t, out, &res)
+	require.Zero(t, res.WaitedMS, "no other manager: nothing waited for")
 	require.Len(t, res.Moves, 1)
 	require.Equal(t, "cleaned", res.Moves[0].Phase)
 	require.Equal(t, "online", res.Moves[0].Mode)
