@@ -145,7 +145,7 @@ func TestClockStepsBack(t *testing.T) {
 func TestTimeOutsideTheLayout(t *testing.T) {
 	for name, at := range map[string]time.Time{
 		"before epoch": time.UnixMilli(snowflake.TwitterEpoch - 1),
-		"after end":   time.UnixMilli(snowflake.TwitterEpoch + 1<<41),
+		"after end":    time.UnixMilli(snowflake.TwitterEpoch + 1<<41),
 	} {
 		clock := newFakeClock(at)
 		g, err := snowflake.New(clock.settings(snowflake.Settings{}))

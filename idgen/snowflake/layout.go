@@ -105,12 +105,12 @@ func (l Layout) MaxDatacenter() int64 { r := l.Resolved(); return 1<<r.Datacente
 func (l Layout) MaxWorker() int64     { r := l.Resolved(); return 1<<r.WorkerBits - 1 }
 func (l Layout) MaxSeq() int64        { r := l.Resolved(); return 1<<r.SeqBits - 1 }
 
-func (l Layout) unitMS() int64    { return int64(l.Unit / time.Millisecond) }
-func (l Layout) maxTicks() int64  { return 1<<l.TimeBits - 1 }
-func (l Layout) nodeBits() int    { return l.DatacenterBits + l.WorkerBits }
-func (l Layout) seqMask() int64   { return 1<<l.SeqBits - 1 }
-func (l Layout) nodeMask() int64  { return 1<<l.nodeBits() - 1 }
-func (l Layout) timeShift() int   { return l.nodeBits() + l.SeqBits }
+func (l Layout) unitMS() int64   { return int64(l.Unit / time.Millisecond) }
+func (l Layout) maxTicks() int64 { return 1<<l.TimeBits - 1 }
+func (l Layout) nodeBits() int   { return l.DatacenterBits + l.WorkerBits }
+func (l Layout) seqMask() int64  { return 1<<l.SeqBits - 1 }
+func (l Layout) nodeMask() int64 { return 1<<l.nodeBits() - 1 }
+func (l Layout) timeShift() int  { return l.nodeBits() + l.SeqBits }
 func (l Layout) tickOf(ms int64) int64 {
 	// Floor division: a time before the epoch is a negative tick, which
 	// the generator refuses rather than rounding it up into range.
