@@ -238,3 +238,31 @@ func FuzzComposeDecompose(f *testing.F) {
 		require.Equal(t, id, back)
 	})
 }
+
+func TestNextIDsBatchWithinOneTick(t *testing.T) {
+	clock := newFakeClock(t2026)
+	g, err := snowflake.New(clock.settings(snowflake.Settings{Worker: 4}))
+	require.NoError(t, err)
+	l := g.Layout()
+	buf := make([]int64, 1000)
+	var last int64 = -1
+	total := 0
+	for total < 10000 {
+		n, err := g.NextIDs(buf)
+		require.NoError(t, err)
+		require.Positive(t, n)
+		first, _ := l.Decompose(buf[0])
+		for i, id := range buf[:n] {
+			require.Greater(t, id, last)
+			last = id
+			p, _ := l.Decompose(id)
+			require.Equal(t, first.Ticks, p.Ticks, "one tick per batch")
+			require.Equal(t, first.Seq+int64(i), p.Seq)
+			require.Equal(t, int64(4), p.Worker)
+		}
+		total += n
+	}
+	n, err := g.NextIDs(nil)
+	require.NoError(t, err)
+	require.Zero(t, n)
+}
