@@ -305,4 +305,3 @@ func DecodeObjectID(s string) (Decoded, error) {
 			{"counter", int64(b[9])<<16 | int64(b[10])<<8 | int64(b[11])},
 		}}, nil
 }
-
