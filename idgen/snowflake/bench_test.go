@@ -1,6 +1,7 @@
 package snowflake_test
 
 import (
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,9 +21,14 @@ func BenchmarkNextID(b *testing.B) {
 	}{
 		{"twitter-41-5-5-12", snowflake.Twitter},
 		{"wide-seq-41-0-6-16", snowflake.Layout{TimeBits: 41, WorkerBits: 6, SeqBits: 16}},
+		{"wide-seq-41-0-6-16-coarse-clock", snowflake.Layout{TimeBits: 41, WorkerBits: 6, SeqBits: 16}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			g, err := snowflake.New(snowflake.Settings{Layout: bc.l})
+			s := snowflake.Settings{Layout: bc.l}
+			if strings.HasSuffix(bc.name, "coarse-clock") {
+				s.Now = snowflake.CoarseNow
+			}
+			g, err := snowflake.New(s)
 			if err != nil {
 				b.Fatal(err)
 			}

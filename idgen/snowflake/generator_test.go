@@ -266,3 +266,19 @@ func TestNextIDsBatchWithinOneTick(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n)
 }
+
+func TestCoarseNow(t *testing.T) {
+	g, err := snowflake.New(snowflake.Settings{Now: snowflake.CoarseNow})
+	require.NoError(t, err)
+	var last int64
+	for range 20000 {
+		id := next(t, g)
+		require.Greater(t, id, last)
+		last = id
+	}
+	p, err := g.Layout().Decompose(last)
+	require.NoError(t, err)
+	require.WithinDuration(t, time.Now(), p.Time, 100*time.Millisecond)
+	a := snowflake.CoarseNow()
+	require.Eventually(t, func() bool { return snowflake.CoarseNow().After(a) }, time.Second, time.Millisecond, "it moves")
+}

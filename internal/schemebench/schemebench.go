@@ -273,6 +273,10 @@ func goCases(ctx context.Context, dsn string) ([]goCase, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	coarse, err := snowflake.New(snowflake.Settings{Layout: snowflake.Layout{TimeBits: 41, WorkerBits: 6, SeqBits: 16}, Worker: 1, Now: snowflake.CoarseNow})
+	if err != nil {
+		return nil, nil, err
+	}
 	var bufs sync.Pool
 	bufs.New = func() any { b := make([]int64, 64); return &b }
 	pool, err := pgxpool.New(ctx, dsn)
@@ -297,6 +301,7 @@ func goCases(ctx context.Context, dsn string) ([]goCase, func(), error) {
 			return batch.NextIDs(*b)
 		}},
 		{"snowflake NextID, 41/0/6/16 (wide sequence)", "Layout{41, 0, 6, 16}", one(wide.NextID)},
+		{"snowflake NextID, 41/0/6/16, CoarseNow clock", "Settings{Now: snowflake.CoarseNow}", one(coarse.NextID)},
 		{"segment allocator Tag.Next", "segment.New(...).Tag(t).Next(ctx)", one(func() (int64, error) { return tag.Next(ctx) })},
 	}
 	return cases, func() { alloc.Close(); pool.Close() }, nil

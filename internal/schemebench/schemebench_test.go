@@ -20,7 +20,7 @@ func TestRunSmall(t *testing.T) {
 	res, err := schemebench.Run(context.Background(), dsn, schemebench.Options{Rows: 3000, Rounds: 1, GoDuration: 50 * time.Millisecond})
 	require.NoError(t, err)
 	require.Len(t, res.InDB, 5)
-	require.Len(t, res.InGo, 4)
+	require.Len(t, res.InGo, 5)
 	require.Len(t, res.Tables, 7)
 	for _, r := range append(append([]schemebench.Rate{}, res.InDB...), res.InGo...) {
 		require.Positive(t, r.IDsPerSec, r.Name)
