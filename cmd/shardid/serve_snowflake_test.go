@@ -46,12 +46,31 @@ func freeAddr(t *testing.T) string {
 type serveProc struct {
 	cmd  *exec.Cmd
 	addr string
-	log  *bytes.Buffer
+	log  *syncBuffer
+}
+
+// syncBuffer is the output of a process, read by the test while os/exec
+// copies into it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func startServe(t *testing.T, bin, config string) *serveProc {
 	t.Helper()
-	p := &serveProc{addr: freeAddr(t), log: new(bytes.Buffer)}
+	p := &serveProc{addr: freeAddr(t), log: new(syncBuffer)}
 	p.cmd = exec.Command(bin, "serve", "--config", config, "--listen", p.addr)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	require.NoError(t, p.cmd.Start())
