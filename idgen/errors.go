@@ -27,4 +27,11 @@ var (
 	ErrSyntax = errors.New("idgen: not a decimal id")
 	// ErrIDOutOfRange: a decimal number above the largest id, 2^63-1.
 	ErrIDOutOfRange = errors.New("idgen: id out of range")
+	// ErrUnknownScheme: Decode was asked for a layout it does not know
+	// (Schemes lists those it does).
+	ErrUnknownScheme = errors.New("idgen: unknown id layout")
+	// ErrMalformed: text that is not an id of the named scheme: wrong
+	// length or characters, a UUID of another version or variant, a ULID
+	// past the year 10889.
+	ErrMalformed = errors.New("idgen: malformed id")
 )

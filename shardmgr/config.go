@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/shardid/shardid/idgen/segment"
+	"github.com/shardid/shardid/idgen/snowflake"
 	shsql "github.com/shardid/shardid/sql"
 	"go.yaml.in/yaml/v3"
 )
@@ -51,6 +52,9 @@ type Config struct {
 	// Segments is the segment allocator's section, returned as written
 	// (call Segments.ExpandEnv for its ${VAR}s).
 	Segments *segment.Config `yaml:"segments"`
+	// Snowflake is the snowflake id service's section, returned as written
+	// (call Snowflake.ExpandEnv for its ${VAR}s).
+	Snowflake *snowflake.Config `yaml:"snowflake"`
 
 	// Path is the file the configuration was loaded from, for messages.
 	Path string `yaml:"-"`

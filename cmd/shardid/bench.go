@@ -84,5 +84,6 @@ shard_0002 of that database: point it at a scratch database.`,
 	cmd.Flags().IntVar(&opts.IDs, "ids", 1_000_000, "ids per case")
 	cmd.Flags().IntVar(&opts.Rounds, "rounds", 3, "rounds (each case reports its median)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	cmd.AddCommand(newBenchSchemesCmd())
 	return cmd
 }

@@ -40,17 +40,32 @@ type decodedID struct {
 func newIDDecodeCmd() *cobra.Command {
 	var asJSON bool
 	var epoch int64
+	var scheme string
 	cmd := &cobra.Command{
-		Use:   "decode [--json] [--epoch MS] ID...",
-		Short: "Print the time, shard and sequence of ids",
+		Use:   "decode [--layout L] [--json] [--epoch MS] ID...",
+		Short: "Print the time, shard and sequence of ids (or the parts of other schemes' ids)",
 		Long: `Prints one line per id: the id, its time (RFC 3339, UTC, milliseconds), its
 logical shard and its sequence number. With --json, prints a JSON array of
 {"id":"<decimal>","time":"...","shard":N,"seq":N}.
 
+--layout reads the ids of other schemes instead (see docs/schemes.md):
+` + layoutHelp() + `
+For those, each line is the id, its time and name=value pairs, and --json
+prints {"id":"...","layout":"...","time":"...", then the same pairs}.
+--epoch applies to the 64-bit layouts; its default is the layout's own.
+
   shardid id decode 4041150592192615424
-  shardid id decode --json 4041150592192615424 4041150592192615425`,
+  shardid id decode --json 4041150592192615424 4041150592192615425
+  shardid id decode --layout snowflake --epoch 1420070400000 175928847299117063
+  shardid id decode --layout uuidv7 017F22E2-79B0-7CC3-98C4-DC0C0C07398F`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if scheme != "instagram" {
+				if !cmd.Flags().Changed("epoch") {
+					epoch = 0
+				}
+				return decodeOther(cmd, scheme, epoch, asJSON, args)
+			}
 			layout := idgen.Layout{Epoch: epoch}
 			if err := layout.Validate(); err != nil {
 				return usageError{err}
@@ -83,6 +98,7 @@ logical shard and its sequence number. With --json, prints a JSON array of
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
 	cmd.Flags().Int64Var(&epoch, "epoch", idgen.DefaultEpoch, "epoch in milliseconds since 1970-01-01 (0 means the default)")
+	cmd.Flags().StringVar(&scheme, "layout", "instagram", "id layout: "+strings.Join(idgen.Schemes(), ", "))
 	cmd.SetFlagErrorFunc(negativeIDFlagError)
 	return cmd
 }

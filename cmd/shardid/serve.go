@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"time"
 
@@ -39,7 +40,11 @@ func newServeCmd() *cobra.Command {
 ids from number segments taken from the source databases of the segments:
 section of the cluster file (which may hold only that section). Each source
 gets the shardid.segments table on first use. Stops gracefully on SIGINT or
-SIGTERM. See docs/segments.md.`,
+SIGTERM. See docs/segments.md.
+
+With a snowflake: section (leases: a DSN, datacenter, epoch_ms, ttl), it also
+serves GET /v1/snowflake?count=N from a worker id leased in that database; a
+file may hold only that section. See docs/schemes.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if grace <= 0 {
@@ -64,8 +69,12 @@ func serve(ctx context.Context, configPath, listen string, grace time.Duration, 
 		return err
 	}
 	seg := cfg.Segments
+	if seg == nil && cfg.Snowflake == nil {
+		return fmt.Errorf("%s: no segments: section (nor snowflake:)", configPath)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	if seg == nil {
-		return fmt.Errorf("%s: no segments: section", configPath)
+		return serveSnowflakeOnly(ctx, configPath, cfg.Snowflake, listen, grace, logger)
 	}
 	if err := seg.ExpandEnv(os.LookupEnv); err != nil {
 		return fmt.Errorf("%s: %w", configPath, err)
@@ -94,7 +103,6 @@ func serve(ctx context.Context, configPath, listen string, grace time.Duration, 
 			return fmt.Errorf("segments.sources[%d]: %w", i, err)
 		}
 	}
-	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	alloc, err := segment.New(pools, seg.Tags,
 		segment.WithLogger(logger),
 		segment.WithPrepare(func(ctx context.Context, i int) error {
@@ -108,6 +116,15 @@ func serve(ctx context.Context, configPath, listen string, grace time.Duration, 
 	if err != nil {
 		return err
 	}
+	var handler http.Handler = h
+	if cfg.Snowflake != nil {
+		sf, stop, err := startSnowflake(ctx, configPath, cfg.Snowflake, logger)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		handler = withSnowflake(sf, h)
+	}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return err
@@ -117,7 +134,7 @@ func serve(ctx context.Context, configPath, listen string, grace time.Duration, 
 		gc = fmt.Sprintf("at %d MiB of heap", heapLimit>>20)
 	}
 	logger.Info("serving ids", "addr", ln.Addr().String(), "tags", alloc.Tags(), "sources", len(pools), "gc", gc)
-	err = httpapi.Serve(ctx, ln, h, grace)
+	err = httpapi.Serve(ctx, ln, handler, grace)
 	if err == nil || errors.Is(err, context.Canceled) {
 		logger.Info("stopped")
 		return nil

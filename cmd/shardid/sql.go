@@ -44,5 +44,12 @@ Run it with psql on a bare database; running it again never resets the counter.
 	fn.Flags().StringVar(&p.Variant, "variant", shsql.Safe, "generator variant: safe or instagram")
 	fn.Flags().Int64Var(&p.Epoch, "epoch", shsql.DefaultEpoch, "epoch in milliseconds since 1970-01-01")
 	cmd.AddCommand(fn)
+	for _, add := range sqlSubcommands {
+		cmd.AddCommand(add())
+	}
 	return cmd
 }
+
+// sqlSubcommands collects further `sql` subcommands; each file registers
+// its own in an init function.
+var sqlSubcommands []func() *cobra.Command

@@ -1,0 +1,33 @@
+package snowflake
+
+import "errors"
+
+// The errors of the package, for errors.Is. Messages returned wrap them
+// with the numbers involved.
+var (
+	// ErrInvalidLayout: the widths, unit or epoch of a Layout are unusable.
+	ErrInvalidLayout = errors.New("snowflake: invalid layout")
+	// ErrInvalidSettings: a Settings field or an option is out of range.
+	ErrInvalidSettings = errors.New("snowflake: invalid settings")
+	// ErrInvalidID: an id or a field does not fit the layout.
+	ErrInvalidID = errors.New("snowflake: id does not fit the layout")
+	// ErrClockMovedBackwards: the clock is behind the last id issued (or
+	// behind the last time the worker's previous holder could have used)
+	// by more than Settings.MaxBackstep. Nothing was issued; NextID works
+	// again once the clock has caught up.
+	ErrClockMovedBackwards = errors.New("snowflake: clock moved backwards")
+	// ErrOverTimeLimit: the clock is before the layout's epoch or past the
+	// last time its time field can hold.
+	ErrOverTimeLimit = errors.New("snowflake: time outside the layout")
+	// ErrLeaseExpired: the worker's lease was not renewed in time, so the
+	// generator stopped issuing before the lease could expire in the
+	// database. It resumes if a later renewal succeeds.
+	ErrLeaseExpired = errors.New("snowflake: worker lease not renewed in time")
+	// ErrLeaseLost: the lease's row carries another fencing token: the
+	// worker id belongs to someone else now. The generator never resumes.
+	ErrLeaseLost = errors.New("snowflake: worker lease lost")
+	// ErrNoFreeWorker: every worker id of the datacenter is leased.
+	ErrNoFreeWorker = errors.New("snowflake: no free worker id")
+	// ErrClosed: the generator was closed.
+	ErrClosed = errors.New("snowflake: generator closed")
+)

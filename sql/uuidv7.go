@@ -1,0 +1,36 @@
+package sql
+
+import (
+	"bytes"
+	"fmt"
+)
+
+// DefaultUUIDv7Schema is where RenderUUIDv7 installs when given no schema.
+const DefaultUUIDv7Schema = "public"
+
+// UUIDv7Version is the version of the uuidv7 objects, in their comments.
+const UUIDv7Version = 1
+
+// RenderUUIDv7 returns idempotent SQL that installs schema.uuidv7(), RFC
+// 9562 version 7 UUIDs that strictly increase within a session, usable as a
+// column DEFAULT, and schema.uuidv7_time(uuid), the millisecond an id holds.
+// An empty schema means DefaultUUIDv7Schema. The functions are SECURITY
+// INVOKER and touch nothing shared (the last id lives in a session
+// setting), so they need no REVOKE.
+func RenderUUIDv7(schema string) (string, error) {
+	if schema == "" {
+		schema = DefaultUUIDv7Schema
+	}
+	if !schemaRE.MatchString(schema) {
+		return "", fmt.Errorf("%w: %q (lower-case letters, digits and _, at most 63)", ErrSchema, schema)
+	}
+	var b bytes.Buffer
+	d := struct {
+		Schema  string
+		Version int
+	}{schema, UUIDv7Version}
+	if err := templates.ExecuteTemplate(&b, "uuidv7.sql.tmpl", d); err != nil {
+		return "", fmt.Errorf("render uuidv7 for schema %s: %w", schema, err)
+	}
+	return b.String(), nil
+}
