@@ -19,6 +19,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/shardid/shardid/internal/pgsession"
+
 	"github.com/shardid/shardid/idgen/segment"
 	"github.com/shardid/shardid/idgen/snowflake"
 	"github.com/shardid/shardid/migrations"
@@ -105,11 +107,16 @@ func Run(ctx context.Context, dsn string, opts Options) (*Result, error) {
 	if opts.Progress == nil {
 		opts.Progress = func(int, string) {}
 	}
-	conn, err := pgx.Connect(ctx, dsn)
+	conn, err := pgsession.Connect(ctx, dsn)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	// As in genbench: a generator lock held elsewhere in the database must
+	// fail the bench, not hang it.
+	if _, err := conn.Exec(ctx, `SET lock_timeout = '10s'; SET statement_timeout = '30min'`); err != nil {
+		return nil, err
+	}
 	safe, err := shsql.Render(shsql.Params{Shard: 1})
 	if err != nil {
 		return nil, err
@@ -279,7 +286,11 @@ func goCases(ctx context.Context, dsn string) ([]goCase, func(), error) {
 	}
 	var bufs sync.Pool
 	bufs.New = func() any { b := make([]int64, 64); return &b }
-	pool, err := pgxpool.New(ctx, dsn)
+	pcfg, err := pgsession.ParsePoolConfig(dsn)
+	if err != nil {
+		return nil, nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, nil, err
 	}
