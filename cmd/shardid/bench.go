@@ -21,9 +21,10 @@ func newBenchCmd() *cobra.Command {
 		dsn    string
 		opts   genbench.Options
 		asJSON bool
+		svg    string
 	)
 	cmd := &cobra.Command{
-		Use:   "bench [--dsn DSN] [--ids N] [--rounds R] [--json]",
+		Use:   "bench [--dsn DSN] [--ids N] [--rounds R] [--json] [--svg FILE]",
 		Short: "Measure the safe generator against Instagram's function, nextval and bigserial",
 		Long: `Runs each case in one session, round after round, on one server and prints
 the medians side by side with the ratios the project's goals are stated in.
@@ -64,6 +65,11 @@ shard_0002 of that database: point it at a scratch database.`,
 			if err != nil {
 				return err
 			}
+			if svg != "" {
+				if err := writeBenchSVG(svg, res); err != nil {
+					return err
+				}
+			}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), res)
 			}
@@ -85,5 +91,6 @@ shard_0002 of that database: point it at a scratch database.`,
 	cmd.Flags().IntVar(&opts.Rounds, "rounds", 3, "rounds (each case reports its median)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	cmd.AddCommand(newBenchSchemesCmd())
+	cmd.Flags().StringVar(&svg, "svg", "", "also draw the figures as charts into this SVG file")
 	return cmd
 }

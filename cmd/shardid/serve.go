@@ -15,6 +15,7 @@ import (
 
 	"github.com/shardid/shardid/idgen/segment"
 	"github.com/shardid/shardid/idgen/segment/httpapi"
+	"github.com/shardid/shardid/internal/pgdatabase"
 	"github.com/shardid/shardid/internal/pgsession"
 	"github.com/shardid/shardid/migrations"
 	"github.com/shardid/shardid/shardmgr"
@@ -38,9 +39,15 @@ func newServeCmd() *cobra.Command {
 		Short: "Serve business ids from the segments: section of the cluster file over HTTP",
 		Long: `Serves GET /v1/ids/{tag}?count=N, GET /healthz and GET /metrics, handing out
 ids from number segments taken from the source databases of the segments:
-section of the cluster file (which may hold only that section). Each source
-gets the shardid.segments table on first use. Stops gracefully on SIGINT or
-SIGTERM. See docs/segments.md.
+section of the cluster file (which may hold only that section).
+
+It needs one database per entry of segments.sources (the order is part of the
+id layout) and creates what is missing as soon as each server answers: the
+database (CREATE DATABASE through the server's postgres database, so the role
+needs CREATEDB there, as for init) and the shardid.segments table. A source
+that cannot be reached or prepared is retried in the background and logged
+with the server's own error first. Stops gracefully on SIGINT or SIGTERM. See
+docs/segments.md.
 
 With a snowflake: section (leases: a DSN, datacenter, epoch_ms, ttl), it also
 serves GET /v1/snowflake?count=N from a worker id leased in that database; a
@@ -106,7 +113,15 @@ func serve(ctx context.Context, configPath, listen string, grace time.Duration, 
 	alloc, err := segment.New(pools, seg.Tags,
 		segment.WithLogger(logger),
 		segment.WithPrepare(func(ctx context.Context, i int) error {
-			return migrations.Up(ctx, seg.Sources[i], migrations.Segment)
+			// Like init: a reachable server gets the database it lacks.
+			created, err := pgdatabase.Ensure(ctx, seg.Sources[i])
+			if err != nil {
+				return err
+			}
+			if created {
+				logger.Info("created segment source database", "source", i, "database", pools[i].Config().ConnConfig.Database)
+			}
+			return pgdatabase.Explain(migrations.Up(ctx, seg.Sources[i], migrations.Segment))
 		}))
 	if err != nil {
 		return err

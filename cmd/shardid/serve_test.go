@@ -21,7 +21,7 @@ import (
 
 // TestMain stops the local PostgreSQL servers the tests of this package
 // start (serve needs real source databases).
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { runMainIfAsked(); pgtest.Main(m) }
 
 func TestServe(t *testing.T) {
 	srv := pgtest.Servers(t, 1)[0]

@@ -143,10 +143,11 @@ func alignUp(floor, stride, residue int64) int64 {
 }
 
 func (s *source) ping(ctx context.Context, hook func(context.Context, int) error) error {
-	if err := s.pool.Ping(ctx); err != nil {
+	// The hook first: it may create the database the pool connects to.
+	if err := s.prepare(ctx, hook); err != nil {
 		return err
 	}
-	return s.prepare(ctx, hook)
+	return s.pool.Ping(ctx)
 }
 
 // probe runs while the breaker is open: every interval it tries the

@@ -6,7 +6,9 @@
 // and non-durable settings (fsync off) and wal_level=logical. When the
 // caller is root the server runs as the postgres user, since initdb and
 // postgres refuse root. Servers die with the process that started them; Stop
-// removes their data.
+// removes their data. StartDetached is the exception, for `shardid local`:
+// a server in a directory of the caller's choosing that outlives its
+// starter, and that Open finds again from that directory.
 //
 //	s, err := localpg.Start(ctx, localpg.Options{})
 //	defer s.Stop()

@@ -46,6 +46,9 @@ type Server struct {
 	cred    *syscall.Credential
 	opts    Options
 
+	// detached servers outlive this process (StartDetached, Open).
+	detached bool
+
 	mu      sync.Mutex
 	cmd     *exec.Cmd
 	exited  chan struct{}
@@ -179,6 +182,11 @@ func (s *Server) command(ctx context.Context, name string, args ...string) *exec
 	// A clean environment: PG* variables of the caller must not steer initdb.
 	cmd.Env = []string{"LC_ALL=C.UTF-8", "LANG=C.UTF-8", "PATH=" + os.Getenv("PATH")}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred, Setpgid: true}
+	if s.detached {
+		// A session of its own: no terminal's or process group's signal
+		// (^C in the shell that ran `shardid local up`) reaches it.
+		cmd.SysProcAttr.Setpgid, cmd.SysProcAttr.Setsid = false, true
+	}
 	return cmd
 }
 
@@ -233,23 +241,33 @@ func RemoveTemplates() {
 	})
 }
 
-func (s *Server) start(ctx context.Context) error {
-	settings := map[string]string{}
+// settings are the defaults, then the caller's, then the port, in name
+// order.
+func (s *Server) settings() (keys []string, values map[string]string) {
+	values = map[string]string{}
 	for k, v := range defaultSettings {
-		settings[k] = v
+		values[k] = v
 	}
 	for k, v := range s.opts.Settings {
-		settings[k] = v
+		values[k] = v
 	}
-	settings["port"] = strconv.Itoa(s.Port)
-	args := []string{"-D", filepath.Join(s.Dir, "data")}
-	keys := make([]string, 0, len(settings))
-	for k := range settings {
+	values["port"] = strconv.Itoa(s.Port)
+	for k := range values {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	for _, k := range keys {
-		args = append(args, "-c", k+"="+strings.Trim(settings[k], "'"))
+	return keys, values
+}
+
+func (s *Server) start(ctx context.Context) error {
+	args := []string{"-D", filepath.Join(s.Dir, "data")}
+	if !s.detached {
+		// A detached server reads its settings from its data directory
+		// (writeConf), so that another process restarts it as it was.
+		keys, settings := s.settings()
+		for _, k := range keys {
+			args = append(args, "-c", k+"="+strings.Trim(settings[k], "'"))
+		}
 	}
 	logf, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -259,7 +277,9 @@ func (s *Server) start(ctx context.Context) error {
 	// not started with exec.CommandContext.
 	cmd := s.command(context.Background(), "postgres", args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	dieWithParent(cmd)
+	if !s.detached {
+		dieWithParent(cmd)
+	}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return fmt.Errorf("localpg: start postgres: %w", err)
@@ -338,6 +358,10 @@ func (s *Server) signal(sig syscall.Signal) error {
 	s.stopped = true
 	s.mu.Unlock()
 	if cmd == nil {
+		if s.detached {
+			// Started by another process: found by its postmaster.pid.
+			return s.signalPID(sig)
+		}
 		return nil
 	}
 	_ = cmd.Process.Signal(sig)
@@ -360,7 +384,8 @@ func (s *Server) kill() {
 	}
 }
 
-// Restart starts a halted or crashed server again on the same port and data.
+// Restart starts a halted or crashed server again on the same port and
+// data; for a server found by Open, it starts the stopped server.
 func (s *Server) Restart(ctx context.Context) error {
 	s.mu.Lock()
 	exited := s.exited
@@ -371,6 +396,9 @@ func (s *Server) Restart(ctx context.Context) error {
 		default:
 			return errors.New("localpg: Restart: server is still running")
 		}
+	}
+	if s.detached && s.Running() {
+		return errors.New("localpg: Restart: server is still running")
 	}
 	return s.start(ctx)
 }

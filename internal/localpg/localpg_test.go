@@ -2,6 +2,7 @@ package localpg_test
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -58,4 +59,37 @@ func TestCrashAndRestartKeepsCommittedData(t *testing.T) {
 func TestBadBinDirIsAClearError(t *testing.T) {
 	_, err := localpg.Start(context.Background(), localpg.Options{BinDir: t.TempDir()})
 	require.ErrorContains(t, err, "initdb")
+}
+
+func TestDetachedServerIsFoundAgainByItsDirectory(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(pgtest.ReachableTempDir(t), "pg1")
+	s, err := localpg.StartDetached(ctx, dir, localpg.Options{Settings: map[string]string{"wal_retrieve_retry_interval": "200ms"}})
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Stop() })
+	_, err = localpg.StartDetached(ctx, dir, localpg.Options{})
+	require.ErrorContains(t, err, "already holds a server")
+
+	found, err := localpg.Open(dir, localpg.Options{})
+	require.NoError(t, err)
+	require.Equal(t, s.Port, found.Port)
+	require.True(t, found.Running())
+	require.Error(t, found.Restart(ctx), "a running server is not started twice")
+
+	// Stopped through the handle that did not start it, then started again.
+	require.NoError(t, found.Halt())
+	require.False(t, s.Running())
+	require.NoError(t, found.Restart(ctx))
+	conn, err := pgx.Connect(ctx, found.DSN("postgres"))
+	require.NoError(t, err)
+	var retry, wal string
+	require.NoError(t, conn.QueryRow(ctx, "SELECT current_setting('wal_retrieve_retry_interval'), current_setting('wal_level')").Scan(&retry, &wal))
+	conn.Close(ctx)
+	require.Equal(t, "200ms", retry, "the settings live in the data directory")
+	require.Equal(t, "logical", wal)
+
+	require.NoError(t, found.Stop())
+	require.NoDirExists(t, dir)
+	_, err = localpg.Open(dir, localpg.Options{})
+	require.ErrorIs(t, err, localpg.ErrNoServer)
 }

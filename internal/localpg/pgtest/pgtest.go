@@ -125,3 +125,20 @@ func sanitize(s string) string {
 		return '_'
 	}, s)
 }
+
+// ReachableTempDir returns a new directory, removed when the test ends,
+// that the postgres user can enter (t.TempDir's are mode 0700, owned by
+// root when tests run as root), for servers the test starts in a
+// directory of its choosing (localpg.StartDetached).
+func ReachableTempDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "shardid-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
