@@ -151,6 +151,11 @@ func TestServeSnowflakeKillAndRestart(t *testing.T) {
 			all[id] = name
 		}
 	}
+	worker := func(name string) int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return workers[name]
+	}
 	// b serves throughout, from its own goroutine, while a dies and comes
 	// back.
 	a := startServe(t, bin, config)
@@ -178,7 +183,7 @@ func TestServeSnowflakeKillAndRestart(t *testing.T) {
 		require.NoError(t, err)
 		record("a1", ids)
 	}
-	require.NotEqual(t, workers["a1"], workers["b"], "two processes, two workers")
+	require.NotEqual(t, worker("a1"), worker("b"), "two processes, two workers")
 
 	// kill -9 and start again at once: a's lease still lives, so the new
 	// process takes another worker.
@@ -190,8 +195,8 @@ func TestServeSnowflakeKillAndRestart(t *testing.T) {
 		require.NoError(t, err, a2.log.String())
 		record("a2", ids)
 	}
-	require.NotEqual(t, workers["a1"], workers["a2"])
-	require.NotEqual(t, workers["b"], workers["a2"])
+	require.NotEqual(t, worker("a1"), worker("a2"))
+	require.NotEqual(t, worker("b"), worker("a2"))
 
 	// Kill a2 too, wait for a1's lease to expire: the next process takes
 	// a1's worker back and starts after a1's last possible time.
@@ -204,7 +209,7 @@ func TestServeSnowflakeKillAndRestart(t *testing.T) {
 		require.NoError(t, err, a3.log.String())
 		record("a3", ids)
 	}
-	require.Contains(t, []int64{workers["a1"], workers["a2"]}, workers["a3"], "an expired worker is reused")
+	require.Contains(t, []int64{worker("a1"), worker("a2")}, worker("a3"), "an expired worker is reused")
 
 	close(stopB)
 	require.NoError(t, <-bDone, b.log.String())
