@@ -7,9 +7,9 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/shardid/shardid/idgen"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
 
 // State is a logical shard's state in the catalog.
@@ -127,7 +127,7 @@ func ReadMap(ctx context.Context, q Querier) (*Map, error) {
 		FROM shardid.cluster`).Scan(&m.Cluster, &m.Generation, &m.Layout.Epoch, &m.Layout.TimeBits,
 		&m.Layout.ShardBits, &m.Layout.SeqBits, &m.Variant, &n)
 	if err != nil {
-		if errors.Is(err, pgx.ErrNoRows) || isUndefinedTable(err) {
+		if errors.Is(err, pgx.ErrNoRows) || pg.IsUndefinedTable(err) {
 			return nil, ErrNotInitialized
 		}
 		return nil, fmt.Errorf("read catalog: %w", err)
@@ -182,7 +182,7 @@ func changeCatalog(ctx context.Context, pool *pgxpool.Pool, want int64, what str
 		}
 		var gen int64
 		if err := tx.QueryRow(ctx, `SELECT generation FROM shardid.cluster FOR UPDATE`).Scan(&gen); err != nil {
-			if errors.Is(err, pgx.ErrNoRows) || isUndefinedTable(err) {
+			if errors.Is(err, pgx.ErrNoRows) || pg.IsUndefinedTable(err) {
 				return ErrNotInitialized
 			}
 			return err
@@ -230,7 +230,7 @@ func SetShardState(ctx context.Context, catalog *pgxpool.Pool, shard int, state 
 func CatalogGeneration(ctx context.Context, q Querier) (int64, error) {
 	var gen int64
 	if err := q.QueryRow(ctx, `SELECT generation FROM shardid.cluster`).Scan(&gen); err != nil {
-		if errors.Is(err, pgx.ErrNoRows) || isUndefinedTable(err) {
+		if errors.Is(err, pgx.ErrNoRows) || pg.IsUndefinedTable(err) {
 			return 0, ErrNotInitialized
 		}
 		return 0, fmt.Errorf("read catalog generation: %w", err)
@@ -238,14 +238,9 @@ func CatalogGeneration(ctx context.Context, q Querier) (int64, error) {
 	return gen, nil
 }
 
-func isUndefinedTable(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "3F000")
-}
-
 // readClusterMap reads the map from the catalog named in cfg.
 func readClusterMap(ctx context.Context, cfg *Config) (*Map, error) {
-	pool, err := openPool(ctx, cfg.Catalog, 1)
+	pool, err := pg.OpenPool(ctx, cfg.Catalog, 1)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
 	shsql "github.com/shardid/shardid/sql"
 )
 
@@ -71,18 +72,12 @@ func shardTables(ctx context.Context, q Querier, schema string) ([]string, error
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
-// execer is a connection or transaction that runs statements.
-type execer interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Querier
-}
-
 // fenceFunc writes schema's fence function: raising, or open (it lets
 // every write through). Swapping the body takes no lock on the tables, so
 // it cannot queue behind autovacuum or make writers queue behind it, and a
 // writer that takes its table lock after the swap committed runs the new
 // body. raiseFence below waits for the writers that took theirs before.
-func fenceFunc(ctx context.Context, tx execer, schema string, raise bool) error {
+func fenceFunc(ctx context.Context, tx pg.Execer, schema string, raise bool) error {
 	body := `RETURN NULL;`
 	if raise {
 		body = fmt.Sprintf(`IF pg_catalog.current_setting('%s', true) = 'on' THEN
@@ -108,7 +103,7 @@ $shardid$`, pgx.Identifier{schema, fenceTrigger}.Sanitize(), body))
 // open, and its trigger on every table of schema. It is idempotent. The
 // triggers take a lock on each table that waits for writers in flight
 // (and for autovacuum).
-func installFence(ctx context.Context, tx execer, schema string, raise bool) error {
+func installFence(ctx context.Context, tx pg.Execer, schema string, raise bool) error {
 	if err := fenceFunc(ctx, tx, schema, raise); err != nil {
 		return err
 	}
@@ -121,7 +116,7 @@ func installFence(ctx context.Context, tx execer, schema string, raise bool) err
 
 // fenceTables puts the fence's trigger on tables of schema; the fence
 // function must exist.
-func fenceTables(ctx context.Context, tx execer, schema string, tables []string) error {
+func fenceTables(ctx context.Context, tx pg.Execer, schema string, tables []string) error {
 	fn := pgx.Identifier{schema, fenceTrigger}.Sanitize()
 	for _, t := range tables {
 		if _, err := tx.Exec(ctx, fmt.Sprintf(`CREATE OR REPLACE TRIGGER %s BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s
@@ -137,7 +132,7 @@ func fenceTables(ctx context.Context, tx execer, schema string, tables []string)
 // migration run itself writes to). A migration that builds the copy calls
 // it before each commit, so that no table of the copy is ever visible
 // without its fence.
-func fenceNewTables(ctx context.Context, tx execer, schema string) error {
+func fenceNewTables(ctx context.Context, tx pg.Execer, schema string) error {
 	rows, err := tx.Query(ctx, `SELECT c.relname FROM pg_catalog.pg_class c
 		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 		WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND NOT c.relispartition AND c.relname <> ALL ($2)
@@ -172,7 +167,7 @@ func fenceInstalled(ctx context.Context, q Querier, schema string) (bool, error)
 // trigger get it the locking way.
 func raiseFence(ctx context.Context, db *pgxpool.Pool, schema string, lockTimeout time.Duration) error {
 	var writers []string
-	err := withLockRetry(ctx, db, lockTimeout, 30, func(tx pgx.Tx) error {
+	err := pg.WithLockRetry(ctx, db, lockTimeout, 30, func(tx pgx.Tx) error {
 		ok, err := fenceInstalled(ctx, tx, schema)
 		if err != nil {
 			return err
@@ -221,7 +216,7 @@ func raiseFence(ctx context.Context, db *pgxpool.Pool, schema string, lockTimeou
 
 // removeFence drops the fence's triggers and function from schema. It is
 // idempotent.
-func removeFence(ctx context.Context, tx execer, schema string) error {
+func removeFence(ctx context.Context, tx pg.Execer, schema string) error {
 	tables, err := shardTables(ctx, tx, schema)
 	if err != nil {
 		return fmt.Errorf("unfence %s: %w", schema, err)
@@ -241,7 +236,7 @@ func removeFence(ctx context.Context, tx execer, schema string) error {
 // clampCounter stops shard's counter in schema where it stands: under the
 // generator's exclusive lock it draws one value and lowers MAXVALUE to
 // it, so every later nextval fails. It returns that last value.
-func clampCounter(ctx context.Context, tx execer, schema string, shard int) (int64, error) {
+func clampCounter(ctx context.Context, tx pg.Execer, schema string, shard int) (int64, error) {
 	seq := pgx.Identifier{schema, shsql.CounterName}.Sanitize()
 	if _, err := tx.Exec(ctx, `SELECT pg_catalog.pg_advisory_xact_lock($1, $2)`, int64(shsql.LockClass), int64(shard)); err != nil {
 		return 0, err
@@ -272,7 +267,7 @@ func clampCounter(ctx context.Context, tx execer, schema string, shard int) (int
 }
 
 // unclampCounter gives schema's counter its MAXVALUE back.
-func unclampCounter(ctx context.Context, tx execer, schema string, maxValue int64) error {
+func unclampCounter(ctx context.Context, tx pg.Execer, schema string, maxValue int64) error {
 	seq := pgx.Identifier{schema, shsql.CounterName}.Sanitize()
 	_, err := tx.Exec(ctx, fmt.Sprintf(`ALTER SEQUENCE %s MAXVALUE %d`, seq, maxValue))
 	return err
@@ -310,63 +305,4 @@ func readRetired(ctx context.Context, q Querier) (map[string]retiredCopy, error)
 		return nil, fmt.Errorf("read retired copies: %w", err)
 	}
 	return out, nil
-}
-
-// withLockRetry runs fn in a transaction on pool with a short lock_timeout,
-// retrying when it times out or is chosen as a deadlock victim: DDL on a
-// busy shard queues behind open transactions, and every writer queues
-// behind it; a short wait retried keeps writers from stalling long.
-func withLockRetry(ctx context.Context, db txBeginner, lockTimeout time.Duration, tries int, fn func(tx pgx.Tx) error) error {
-	var err error
-	for i := range tries {
-		err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = '%dms'`, lockTimeout.Milliseconds())); err != nil {
-				return err
-			}
-			return fn(tx)
-		})
-		var pe *pgconn.PgError
-		if err == nil || !errors.As(err, &pe) || (pe.Code != "55P03" && pe.Code != "40P01") {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Duration(i+1) * 20 * time.Millisecond):
-		}
-	}
-	return err
-}
-
-// withTablesIdle runs fn once no VACUUM or ANALYZE is working on a table
-// of schema (waiting at most a minute): DDL on a table queues behind them
-// and every writer queues behind the DDL, and autovacuum gives way only to
-// a lock wait longer than deadlock_timeout.
-func withTablesIdle(ctx context.Context, db Querier, schema string, fn func() error) error {
-	deadline := time.Now().Add(time.Minute)
-	for time.Now().Before(deadline) {
-		var busy int
-		err := db.QueryRow(ctx, `SELECT count(*) FROM (SELECT relid FROM pg_catalog.pg_stat_progress_vacuum
-				UNION ALL SELECT relid FROM pg_catalog.pg_stat_progress_analyze) p
-			JOIN pg_catalog.pg_class c ON c.oid = p.relid
-			JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-			WHERE n.nspname = $1`, schema).Scan(&busy)
-		if err != nil {
-			return err
-		}
-		if busy == 0 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	return fn()
-}
-
-// txBeginner is a pool or connection that begins transactions.
-type txBeginner interface {
-	Begin(ctx context.Context) (pgx.Tx, error)
 }

@@ -6,12 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"time"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/shardid/shardid/internal/pgsession"
 	"github.com/shardid/shardid/migrations"
 )
@@ -66,26 +64,4 @@ func ensureDatabase(ctx context.Context, dsn string) (bool, error) {
 		return false, fmt.Errorf("create database %s: %w", cfg.Database, err)
 	}
 	return true, nil
-}
-
-// connect opens one connection on dsn, with the session settings the
-// toolkit relies on pinned (package pgsession).
-func connect(ctx context.Context, dsn string) (*pgx.Conn, error) { return pgsession.Connect(ctx, dsn) }
-
-// openPool opens a pool on dsn with at most maxConns connections, with
-// the session settings the toolkit relies on pinned (package pgsession).
-func openPool(ctx context.Context, dsn string, maxConns int) (*pgxpool.Pool, error) {
-	cfg, err := pgsession.ParsePoolConfig(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("cannot parse DSN: %w", err)
-	}
-	if maxConns > 0 {
-		cfg.MaxConns = int32(maxConns)
-	}
-	if cfg.ConnConfig.ConnectTimeout == 0 {
-		// An unreachable host is a finding, not a hang (connect_timeout in
-		// the DSN overrides this).
-		cfg.ConnConfig.ConnectTimeout = 10 * time.Second
-	}
-	return pgxpool.NewWithConfig(ctx, cfg)
 }

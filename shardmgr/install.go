@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/shardid/shardid/idgen"
 	"github.com/shardid/shardid/migrations"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
 	shsql "github.com/shardid/shardid/sql"
 	"golang.org/x/sync/errgroup"
 )
@@ -119,7 +120,7 @@ func Init(ctx context.Context, cfg *Config, opts InitOptions) (*InitResult, erro
 
 	// One init at a time per catalog: a second manager waits, then finds
 	// everything done. The lock is the session's, so it goes with a crash.
-	lock, err := connect(ctx, cfg.Catalog)
+	lock, err := pg.Connect(ctx, cfg.Catalog)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: %w", err)
 	}
@@ -130,7 +131,7 @@ func Init(ctx context.Context, cfg *Config, opts InitOptions) (*InitResult, erro
 	if err := migrations.Up(ctx, cfg.Catalog, migrations.Catalog); err != nil {
 		return nil, err
 	}
-	catalog, err := openPool(ctx, cfg.Catalog, 2)
+	catalog, err := pg.OpenPool(ctx, cfg.Catalog, 2)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: %w", err)
 	}
@@ -368,7 +369,7 @@ func installHost(ctx context.Context, cfg *Config, m *Map, h Host, workers int, 
 	if err := migrations.Up(ctx, h.DSN, HostSchema); err != nil {
 		return fmt.Errorf("host %s: %w", h.Name, err)
 	}
-	pool, err := openPool(ctx, h.DSN, workers)
+	pool, err := pg.OpenPool(ctx, h.DSN, workers)
 	if err != nil {
 		return fmt.Errorf("host %s: %w", h.Name, err)
 	}

@@ -14,6 +14,8 @@ import (
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/internal/ternsplit"
 )
 
 // Direction of a migration run.
@@ -517,7 +519,7 @@ func eachShard(ctx context.Context, hosts map[string]Host, shards []ShardInfo, w
 					}()
 					conn := func() (*pgx.Conn, error) {
 						if (c == nil || c.IsClosed()) && connErr == nil {
-							c, connErr = connect(ctx, h.DSN)
+							c, connErr = pg.Connect(ctx, h.DSN)
 							if connErr != nil {
 								c, connErr = nil, fmt.Errorf("connect to host %s: %w", h.Name, connErr)
 							}
@@ -757,7 +759,7 @@ func applyStep(ctx context.Context, conn *pgx.Conn, schema string, cur, next int
 			}
 			defer conn.Exec(context.WithoutCancel(ctx), `RESET lock_timeout`)
 		}
-		stmts := splitSQL(sql)
+		stmts := ternsplit.Split(sql)
 		for i, s := range stmts {
 			var err error
 			if incoming {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -143,7 +144,7 @@ func ReadMigrationStatus(ctx context.Context, cfg *Config, set *MigrationSet) (*
 // schemas and tables exist, all version rows in one UNION, all failure
 // rows in another, and which shards a run holds locked.
 func hostVersions(ctx context.Context, h Host, m *Map, shards []int) ([]ShardVersion, error) {
-	conn, err := connect(ctx, h.DSN)
+	conn, err := pg.Connect(ctx, h.DSN)
 	if err != nil {
 		return nil, fmt.Errorf("connect to host %s: %w", h.Name, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/shardid/shardid/migrations"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
 	shsql "github.com/shardid/shardid/sql"
 	"golang.org/x/sync/errgroup"
 )
@@ -136,7 +137,7 @@ func openCatalogForMoves(ctx context.Context, cfg *Config) (*pgxpool.Pool, error
 	if err := migrations.Up(ctx, cfg.Catalog, migrations.Catalog); err != nil {
 		return nil, err
 	}
-	pool, err := openPool(ctx, cfg.Catalog, 8)
+	pool, err := pg.OpenPool(ctx, cfg.Catalog, 8)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: %w", err)
 	}
@@ -198,7 +199,7 @@ func (mo *mover) pool(ctx context.Context, name string) (*pgxpool.Pool, error) {
 	if !ok {
 		return nil, fmt.Errorf("host %s: %w (not in the cluster file)", name, ErrUnknownHost)
 	}
-	p, err := openPool(ctx, h.DSN, 8)
+	p, err := pg.OpenPool(ctx, h.DSN, 8)
 	if err != nil {
 		return nil, fmt.Errorf("host %s: %w", name, err)
 	}
@@ -358,7 +359,7 @@ var ErrMoveBusy = errors.New("another manager is working on this move")
 // managers never work on one move at once; the returned function releases
 // it. The lock goes with the session if the process dies.
 func (mo *mover) lockMove(ctx context.Context, rec *MoveRecord) (func(), error) {
-	conn, err := connect(ctx, mo.cfg.Catalog)
+	conn, err := pg.Connect(ctx, mo.cfg.Catalog)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: %w", err)
 	}
@@ -557,7 +558,7 @@ func (mo *mover) buildTarget(ctx context.Context, rec *MoveRecord) error {
 		if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+q); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, fmt.Sprintf(`COMMENT ON SCHEMA %s IS %s`, q, quoteLiteral(incomingComment(rec)))); err != nil {
+		if _, err := tx.Exec(ctx, fmt.Sprintf(`COMMENT ON SCHEMA %s IS %s`, q, pg.QuoteLiteral(incomingComment(rec)))); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, ddl, pgx.QueryExecModeSimpleProtocol); err != nil {
@@ -721,7 +722,7 @@ func (mo *mover) startReplication(ctx context.Context, rec *MoveRecord) error {
 				"id", rec.ID, "host", rec.To, "err", err)
 		}
 		_, err := tx.Exec(ctx, fmt.Sprintf(`CREATE SUBSCRIPTION %s CONNECTION %s PUBLICATION %s WITH (slot_name = %s, create_slot = false, copy_data = true)`,
-			name, quoteLiteral(conninfo), name, quoteLiteral(rec.replName)))
+			name, pg.QuoteLiteral(conninfo), name, pg.QuoteLiteral(rec.replName)))
 		return err
 	})
 	if err != nil {
@@ -784,17 +785,6 @@ func libpqConnInfo(dsn string) (string, error) {
 	return strings.Join(parts, " "), nil
 }
 
-// quoteLiteral quotes s as an SQL string literal that reads the same
-// whatever standard_conforming_strings says (sessions pin it on, see
-// package pgsession; this holds without that too): an escape string
-// (E'...') with backslashes and quotes doubled, as PostgreSQL's
-// quote_literal writes it.
-// A NUL byte, which no PostgreSQL text holds, ends the statement inside
-// the literal: an error, never SQL of its own.
-func quoteLiteral(s string) string {
-	return "E'" + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), "'", "''") + "'"
-}
-
 func subscriptionExists(ctx context.Context, q Querier, name string) (bool, error) {
 	var ok bool
 	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_catalog.pg_subscription
@@ -804,7 +794,7 @@ func subscriptionExists(ctx context.Context, q Querier, name string) (bool, erro
 
 // dropSlot drops replication slot name on the source when it exists,
 // ending the walsender that still holds it.
-func dropSlot(ctx context.Context, q execer, name string) error {
+func dropSlot(ctx context.Context, q pg.Execer, name string) error {
 	for i := 0; ; i++ {
 		var exists, active bool
 		var pid *int32
@@ -861,7 +851,7 @@ func dropReplication(ctx context.Context, src, dst *pgxpool.Pool, rec *MoveRecor
 // dropSubscription removes the target's subscription without touching
 // the source (its slot is dropped there separately, so that a source that
 // is unreachable does not block the target).
-func dropSubscription(ctx context.Context, q execer, name string) error {
+func dropSubscription(ctx context.Context, q pg.Execer, name string) error {
 	ok, err := subscriptionExists(ctx, q, name)
 	if err != nil || !ok {
 		return err
@@ -1038,7 +1028,7 @@ func (mo *mover) fence(ctx context.Context, rec *MoveRecord) error {
 	}
 	err = raiseFence(ctx, src, rec.Schema, mo.opts.LockTimeout)
 	if err == nil {
-		err = withLockRetry(ctx, src, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
+		err = pg.WithLockRetry(ctx, src, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
 			_, err := clampCounter(ctx, tx, rec.Schema, rec.Shard)
 			return err
 		})
@@ -1090,8 +1080,8 @@ func (mo *mover) unfenceSource(ctx context.Context, rec *MoveRecord) error {
 // takes the tables' locks, each try holding writers back for at most
 // LockTimeout.
 func (mo *mover) dropMoveTriggers(ctx context.Context, db *pgxpool.Pool, rec *MoveRecord) error {
-	return withTablesIdle(ctx, db, rec.Schema, func() error {
-		return withLockRetry(ctx, db, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
+	return pg.WithTablesIdle(ctx, db, rec.Schema, func() error {
+		return pg.WithLockRetry(ctx, db, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
 			if err := dropDelta(ctx, tx, rec); err != nil {
 				return err
 			}
@@ -1107,7 +1097,7 @@ func (mo *mover) unfenceSourceHost(ctx context.Context, src *pgxpool.Pool, rec *
 	}
 	// Writes first, by function swaps and the counter's range (no table
 	// lock); then the triggers go, as far as the tables let them.
-	err := withLockRetry(ctx, src, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
+	err := pg.WithLockRetry(ctx, src, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
 		if err := muteDelta(ctx, tx, rec); err != nil {
 			return err
 		}
@@ -1268,7 +1258,7 @@ func (mo *mover) verifyCopy(ctx context.Context, rec *MoveRecord) error {
 func markTable(rec *MoveRecord) string { return pgx.Identifier{"shardid", rec.replName}.Sanitize() }
 
 // createMarkTable creates the move's mark table on a host.
-func createMarkTable(ctx context.Context, db execer, rec *MoveRecord) error {
+func createMarkTable(ctx context.Context, db pg.Execer, rec *MoveRecord) error {
 	_, err := db.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+markTable(rec)+` (id boolean PRIMARY KEY DEFAULT true CHECK (id), n bigint NOT NULL)`)
 	return err
 }
@@ -1366,7 +1356,7 @@ func (mo *mover) carryCounter(ctx context.Context, src, dst *pgxpool.Pool, rec *
 	}
 	for _, v := range vals {
 		q := pgx.Identifier{rec.Schema, v.name}.Sanitize()
-		if _, err := dst.Exec(ctx, fmt.Sprintf(`SELECT pg_catalog.setval(%s, $1) FROM %s WHERE NOT is_called OR last_value < $1`, quoteLiteral(q), q), v.last); err != nil {
+		if _, err := dst.Exec(ctx, fmt.Sprintf(`SELECT pg_catalog.setval(%s, $1) FROM %s WHERE NOT is_called OR last_value < $1`, pg.QuoteLiteral(q), q), v.last); err != nil {
 			return fmt.Errorf("target %s: carry %s: %w", rec.To, q, err)
 		}
 	}
@@ -1461,7 +1451,7 @@ func (mo *mover) flip(ctx context.Context, rec *MoveRecord) error {
 	}
 	// Function swaps and the counter's range only: no table lock to wait
 	// for while writes are refused. Cleanup drops the triggers.
-	err = withLockRetry(ctx, dst, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
+	err = pg.WithLockRetry(ctx, dst, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
 		if err := muteDelta(ctx, tx, rec); err != nil {
 			return err
 		}
@@ -1513,7 +1503,7 @@ func (mo *mover) refenceTarget(ctx context.Context, rec *MoveRecord) error {
 	if err != nil {
 		return err
 	}
-	err = withLockRetry(ctx, dst, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
+	err = pg.WithLockRetry(ctx, dst, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
 		if err := fenceFunc(ctx, tx, rec.Schema, true); err != nil {
 			return err
 		}
@@ -1584,9 +1574,4 @@ func (mo *mover) cleanup(ctx context.Context, rec *MoveRecord) error {
 	}
 	rec.Retired = retired
 	return setPhase(ctx, mo.catalog, rec, PhaseCleaned, extra, retired, max(rec.keep.Milliseconds(), 0))
-}
-
-func isUniqueViolation(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == "23505"
 }

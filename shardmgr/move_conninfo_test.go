@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
 	"github.com/stretchr/testify/require"
 )
 
@@ -56,7 +57,7 @@ func TestQuoteLiteralEitherSetting(t *testing.T) {
 		for _, s := range hostileStrings {
 			// A simple query, as pgx sends a statement without
 			// arguments; pgx itself refuses those with the setting off.
-			res, err := conn.Conn().PgConn().Exec(ctx(t), "SELECT "+quoteLiteral(s)).ReadAll()
+			res, err := conn.Conn().PgConn().Exec(ctx(t), "SELECT "+pg.QuoteLiteral(s)).ReadAll()
 			require.NoError(t, err, "%s: %s", scs, s)
 			require.Len(t, res, 1, "one statement")
 			require.Len(t, res[0].Rows, 1)
@@ -82,11 +83,11 @@ func TestSessionsPinStandardConformingStrings(t *testing.T) {
 	}
 	require.Equal(t, "off", show(pool(t, h.DSN)), "the database's setting")
 
-	p, err := openPool(ctx(t), h.DSN, 1)
+	p, err := pg.OpenPool(ctx(t), h.DSN, 1)
 	require.NoError(t, err)
 	defer p.Close()
 	require.Equal(t, "on", show(p))
-	c, err := connect(ctx(t), h.DSN)
+	c, err := pg.Connect(ctx(t), h.DSN)
 	require.NoError(t, err)
 	require.Equal(t, "on", show(c))
 	require.NoError(t, c.Close(ctx(t)))
@@ -195,7 +196,7 @@ func TestQuietStatementLogRefused(t *testing.T) {
 	u, err := url.Parse(dsn)
 	require.NoError(t, err)
 	u.User = url.User(role)
-	p, err := openPool(ctx(t), u.String(), 1)
+	p, err := pg.OpenPool(ctx(t), u.String(), 1)
 	require.NoError(t, err)
 	defer p.Close()
 	require.NoError(t, pgx.BeginFunc(ctx(t), p, func(tx pgx.Tx) error {

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -103,7 +104,7 @@ func (mo *mover) installDelta(ctx context.Context, db *pgxpool.Pool, rec *MoveRe
 		var set []string
 		if asText {
 			for _, s := range checksumSettings {
-				set = append(set, fmt.Sprintf("SET %s = %s", s[0], quoteLiteral(s[1])))
+				set = append(set, fmt.Sprintf("SET %s = %s", s[0], pg.QuoteLiteral(s[1])))
 			}
 		}
 		if _, err := db.Exec(ctx, fmt.Sprintf(`CREATE OR REPLACE FUNCTION %[1]s() RETURNS trigger LANGUAGE plpgsql %[2]s AS $shardid$
@@ -131,7 +132,7 @@ $shardid$`, deltaFunc(rec, asText), strings.Join(set, " "), deltaTable(rec), row
 		lockTimeout = max(lockTimeout, 5*time.Second)
 	}
 	install := func() error {
-		return withLockRetry(ctx, db, lockTimeout, 30, func(tx pgx.Tx) error {
+		return pg.WithLockRetry(ctx, db, lockTimeout, 30, func(tx pgx.Tx) error {
 			if !onTarget {
 				// The fence, open for now: raising it under the cut-over
 				// is then a function swap (raiseFence).
@@ -145,7 +146,7 @@ $shardid$`, deltaFunc(rec, asText), strings.Join(set, " "), deltaTable(rec), row
 	if onTarget {
 		return install()
 	}
-	return withTablesIdle(ctx, db, rec.Schema, install)
+	return pg.WithTablesIdle(ctx, db, rec.Schema, install)
 }
 
 // deltaTriggers creates the move's change-log triggers on tables.
@@ -172,7 +173,7 @@ func (mo *mover) deltaTriggers(ctx context.Context, tx pgx.Tx, rec *MoveRecord, 
 // muteDelta makes the move's trigger functions on a host log nothing, if
 // they exist: a function swap, without the table locks dropping the
 // triggers takes.
-func muteDelta(ctx context.Context, tx execer, rec *MoveRecord) error {
+func muteDelta(ctx context.Context, tx pg.Execer, rec *MoveRecord) error {
 	for _, asText := range []bool{false, true} {
 		fn := deltaFunc(rec, asText)
 		var exists bool
@@ -191,7 +192,7 @@ func muteDelta(ctx context.Context, tx execer, rec *MoveRecord) error {
 
 // dropDelta removes the move's triggers (with their functions) and delta
 // table from a host. It is idempotent.
-func dropDelta(ctx context.Context, db execer, rec *MoveRecord) error {
+func dropDelta(ctx context.Context, db pg.Execer, rec *MoveRecord) error {
 	_, err := db.Exec(ctx, fmt.Sprintf(`DROP FUNCTION IF EXISTS %s(), %s() CASCADE`, deltaFunc(rec, false), deltaFunc(rec, true)))
 	if err == nil {
 		_, err = db.Exec(ctx, `DROP TABLE IF EXISTS `+deltaTable(rec))
@@ -208,11 +209,11 @@ func (mo *mover) dropDeltas(ctx context.Context, rec *MoveRecord) {
 	for _, host := range []string{rec.From, rec.To} {
 		db, err := mo.pool(ctx, host)
 		if err == nil {
-			err = withLockRetry(ctx, db, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error { return muteDelta(ctx, tx, rec) })
+			err = pg.WithLockRetry(ctx, db, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error { return muteDelta(ctx, tx, rec) })
 		}
 		if err == nil {
-			err = withTablesIdle(ctx, db, rec.Schema, func() error {
-				return withLockRetry(ctx, db, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error { return dropDelta(ctx, tx, rec) })
+			err = pg.WithTablesIdle(ctx, db, rec.Schema, func() error {
+				return pg.WithLockRetry(ctx, db, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error { return dropDelta(ctx, tx, rec) })
 			})
 		}
 		if err != nil {

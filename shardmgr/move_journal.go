@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
 
 // MoveMode is how a move copies a shard.
@@ -150,7 +151,7 @@ func journalMove(ctx context.Context, tx pgx.Tx, shard int, from, to string, mod
 		VALUES ($1, $2, $3, $4, 'pending-' || gen_random_uuid(), $5, $6, $7) RETURNING id`,
 		shard, from, to, string(mode), schema, bytes, keepMS(keep)).Scan(&id)
 	if err != nil {
-		if isUniqueViolation(err) {
+		if pg.IsUniqueViolation(err) {
 			return nil, &ShardError{Shard: shard, Err: ErrMoveOpen}
 		}
 		return nil, err
@@ -178,7 +179,7 @@ func keepMS(keep time.Duration) int64 {
 
 // setPhase records that move mv completed phase next (from its current
 // phase), with extra assignments ("bytes = $3", args) in the same update.
-func setPhase(ctx context.Context, q execer, mv *MoveRecord, next Phase, extra string, args ...any) error {
+func setPhase(ctx context.Context, q pg.Execer, mv *MoveRecord, next Phase, extra string, args ...any) error {
 	sql := `UPDATE shardid.moves SET phase = $2, error = '', updated_at = pg_catalog.clock_timestamp()`
 	if extra != "" {
 		sql += ", " + extra
@@ -199,6 +200,6 @@ func setPhase(ctx context.Context, q execer, mv *MoveRecord, next Phase, extra s
 func recordError(ctx context.Context, pool *pgxpool.Pool, mv *MoveRecord, err error) {
 	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	mv.Error = oneLine(err)
+	mv.Error = pg.OneLine(err)
 	_, _ = pool.Exec(c, `UPDATE shardid.moves SET error = $2, updated_at = pg_catalog.clock_timestamp() WHERE id = $1`, mv.ID, mv.Error)
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -110,7 +111,7 @@ func measureShards(ctx context.Context, cfg *Config, m *Map) ([]int64, error) {
 			continue
 		}
 		g.Go(func() error {
-			pool, err := openPool(gctx, h.DSN, 1)
+			pool, err := pg.OpenPool(gctx, h.DSN, 1)
 			if err != nil {
 				return fmt.Errorf("host %s: %w", h.Name, err)
 			}

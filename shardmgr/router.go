@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/shardid/shardid/idgen"
 	"github.com/shardid/shardid/internal/pgsession"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
 	shsql "github.com/shardid/shardid/sql"
 )
 
@@ -135,7 +136,7 @@ func open(ctx context.Context, catalogDSN string, dsns map[string]string, opts [
 	}
 	r.bgCtx, r.bgStop = context.WithCancel(context.Background())
 	var err error
-	if r.catalog, err = openPool(ctx, catalogDSN, 2); err != nil {
+	if r.catalog, err = pg.OpenPool(ctx, catalogDSN, 2); err != nil {
 		return nil, fmt.Errorf("catalog: %w", err)
 	}
 	if _, err := r.reload(ctx); err != nil { // no map to serve from yet: fail

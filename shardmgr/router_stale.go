@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"time"
+
+	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
 
 // What a router does when its map may be out of date: the catalog is
@@ -234,7 +236,7 @@ func (r *Router) refuseStale(s Shard) error {
 			"generation", s.Generation, "staleness", age.Round(time.Millisecond), "bound", bound, "err", cause)
 	}
 	return &ShardError{Shard: s.ID, Host: s.Host, Err: &refusal{kind: ErrMapStale, cause: cause,
-		detail: fmt.Sprintf("map of generation %d unconfirmed for %s, bound %s; catalog: %s", s.Generation, age.Round(time.Millisecond), bound, oneLine(cause))}}
+		detail: fmt.Sprintf("map of generation %d unconfirmed for %s, bound %s; catalog: %s", s.Generation, age.Round(time.Millisecond), bound, pg.OneLine(cause))}}
 }
 
 // refusal is a typed refusal (kind, for errors.Is) that keeps what caused
@@ -258,10 +260,10 @@ func (r *Router) shardFailed(ctx context.Context, s Shard, err error) error {
 	switch {
 	case isFenceError(err):
 		r.reloadNow(ctx)
-		return &ShardError{Shard: s.ID, Host: s.Host, Err: &refusal{kind: ErrShardMoving, cause: err, detail: oneLine(err)}}
-	case isUndefinedTable(err):
+		return &ShardError{Shard: s.ID, Host: s.Host, Err: &refusal{kind: ErrShardMoving, cause: err, detail: pg.OneLine(err)}}
+	case pg.IsUndefinedTable(err):
 		if moved, ok := r.movedSince(ctx, s); ok {
-			detail := fmt.Sprintf("changed at generation %d, now %s on %s; retry (%s)", moved.gen, moved.state, moved.host, oneLine(err))
+			detail := fmt.Sprintf("changed at generation %d, now %s on %s; retry (%s)", moved.gen, moved.state, moved.host, pg.OneLine(err))
 			return &ShardError{Shard: s.ID, Host: s.Host, Err: &refusal{kind: ErrShardMoving, cause: err, detail: detail}}
 		}
 	}

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
 	shsql "github.com/shardid/shardid/sql"
 	"golang.org/x/sync/errgroup"
 )
@@ -370,13 +370,13 @@ func (v *verifier) scanHost(ctx context.Context, h Host, hs *hostScan) {
 		if pool != nil {
 			pool.Close()
 		}
-		v.problem(CheckHost, -1, h.Name, "unreachable: %s", oneLine(err))
+		v.problem(CheckHost, -1, h.Name, "unreachable: %s", pg.OneLine(err))
 		return
 	}
 	hs.pool = pool
 	if v.opts.Deep {
 		if hs.deep, err = openVerifyPool(ctx, h.DSN, v.opts.Workers+1, v.opts.LockTimeout, 0); err != nil {
-			v.problem(CheckHost, -1, h.Name, "unreachable: %s", oneLine(err))
+			v.problem(CheckHost, -1, h.Name, "unreachable: %s", pg.OneLine(err))
 			return
 		}
 	}
@@ -403,13 +403,13 @@ func (v *verifier) scanHostObjects(ctx context.Context, hs *hostScan) error {
 	hs.clockOffset = hostNow.Sub(t0.Add(hs.clockErr))
 
 	err := q.QueryRow(ctx, `SELECT cluster, host FROM shardid.host_info`).Scan(&hs.infoCluster, &hs.infoHost)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) && !isUndefinedTable(err) {
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) && !pg.IsUndefinedTable(err) {
 		return err
 	}
 	hs.records = map[int]string{}
 	if hs.infoCluster != "" {
 		rows, err := q.Query(ctx, `SELECT shard, state FROM shardid.local_shards`)
-		if err != nil && !isUndefinedTable(err) {
+		if err != nil && !pg.IsUndefinedTable(err) {
 			return err
 		}
 		if err == nil {
@@ -836,7 +836,7 @@ func (v *verifier) checkOutput(ctx context.Context, t *shardTask) {
 			t.callOK = false // the probe would wait as long
 			return
 		}
-		v.problem(CheckGeneratorID, t.id, t.host.name, "calling %s.next_id() failed: %v", t.schema, oneLine(err))
+		v.problem(CheckGeneratorID, t.id, t.host.name, "calling %s.next_id() failed: %v", t.schema, pg.OneLine(err))
 		return
 	}
 	l := v.m.Layout
@@ -911,7 +911,7 @@ func (v *verifier) probe(ctx context.Context, t *shardTask, record func(*shardTa
 			v.reportBlockedCall(ctx, t, "drawing ids", err)
 			return
 		}
-		v.problem(CheckProbe, t.id, t.host.name, "drawing ids failed: %v", oneLine(err))
+		v.problem(CheckProbe, t.id, t.host.name, "drawing ids failed: %v", pg.OneLine(err))
 		return
 	}
 	// Within one shard a repeat is the shard's own; across shards the
@@ -929,12 +929,4 @@ func (v *verifier) probe(ctx context.Context, t *shardTask, record func(*shardTa
 		}
 	}
 	record(t, ids)
-}
-
-func oneLine(err error) string {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Message + " (SQLSTATE " + pe.Code + ")"
-	}
-	return strings.Join(strings.Fields(err.Error()), " ")
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
 
 // deepLimit bounds how many misplaced ids one column reports and carries
@@ -66,7 +67,7 @@ func (v *verifier) checkStored(ctx context.Context) {
 						ids, err = pgx.CollectRows(rows, pgx.RowTo[int64])
 					}
 					if err != nil {
-						v.problem(CheckStoredShard, shard, hs.name, "read %s: %v", c, oneLine(err))
+						v.problem(CheckStoredShard, shard, hs.name, "read %s: %v", c, pg.OneLine(err))
 						continue
 					}
 					if len(ids) == 0 {
@@ -114,7 +115,7 @@ func (v *verifier) checkStored(ctx context.Context) {
 				found, err = pgx.CollectRows(rows, pgx.RowTo[int64])
 			}
 			if err != nil {
-				v.problem(CheckDuplicateID, shard, hs.name, "read %s: %v", c, oneLine(err))
+				v.problem(CheckDuplicateID, shard, hs.name, "read %s: %v", c, pg.OneLine(err))
 				continue
 			}
 			for _, id := range found {
@@ -134,7 +135,7 @@ func (v *verifier) duplicatesWithin(ctx context.Context, hs *hostScan, shard int
 	q := "SELECT id, count(*) FROM (" + strings.Join(parts, " UNION ALL ") + ") s WHERE id IS NOT NULL GROUP BY id HAVING count(*) > 1 ORDER BY id LIMIT 10"
 	rows, err := hs.deep.Query(ctx, q)
 	if err != nil {
-		v.problem(CheckDuplicateID, shard, hs.name, "search duplicates: %v", oneLine(err))
+		v.problem(CheckDuplicateID, shard, hs.name, "search duplicates: %v", pg.OneLine(err))
 		return
 	}
 	var id, n int64
@@ -143,7 +144,7 @@ func (v *verifier) duplicatesWithin(ctx context.Context, hs *hostScan, shard int
 		return nil
 	})
 	if err != nil {
-		v.problem(CheckDuplicateID, shard, hs.name, "search duplicates: %v", oneLine(err))
+		v.problem(CheckDuplicateID, shard, hs.name, "search duplicates: %v", pg.OneLine(err))
 	}
 }
 

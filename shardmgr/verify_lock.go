@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
 	shsql "github.com/shardid/shardid/sql"
 )
 
@@ -149,7 +150,7 @@ func (v *verifier) confirmBlocked(ctx context.Context, hs *hostScan) map[int]boo
 	}
 	now, err := readLockHolders(ctx, hs.pool, -1)
 	if err != nil {
-		v.problem(CheckLock, -1, hs.name, "%v", oneLine(err))
+		v.problem(CheckLock, -1, hs.name, "%v", pg.OneLine(err))
 		return nil
 	}
 	blocked := map[int]bool{}
@@ -177,7 +178,7 @@ func (v *verifier) reportBlockedCall(ctx context.Context, t *shardTask, what str
 	holders, herr := readLockHolders(ctx, t.host.pool, t.id)
 	switch {
 	case herr != nil:
-		detail = "who holds the generator's advisory lock is unknown: " + oneLine(herr)
+		detail = "who holds the generator's advisory lock is unknown: " + pg.OneLine(herr)
 	case len(holders) > 0:
 		var parts []string
 		for _, h := range holders {
@@ -189,5 +190,5 @@ func (v *verifier) reportBlockedCall(ctx context.Context, t *shardTask, what str
 		}
 		detail = strings.Join(parts, "; ")
 	}
-	v.problem(CheckLock, t.id, t.host.name, "%s did not finish: %s; %s", what, oneLine(err), detail)
+	v.problem(CheckLock, t.id, t.host.name, "%s did not finish: %s; %s", what, pg.OneLine(err), detail)
 }

@@ -21,7 +21,7 @@
 // OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE
 // SOFTWARE.
 
-package shardmgr
+package ternsplit
 
 import (
 	"strings"
@@ -29,8 +29,8 @@ import (
 	"unicode/utf8"
 )
 
-// splitSQL splits sql into a slice of strings each containing one SQL statement.
-func splitSQL(sql string) []string {
+// Split splits sql into a slice of strings each containing one SQL statement.
+func Split(sql string) []string {
 	l := &splitLexer{
 		src:          sql,
 		splitStateFn: splitRawState,
