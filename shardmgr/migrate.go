@@ -14,7 +14,9 @@ import (
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/shardid/shardid/shardmgr/internal/fence"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/internal/shardschema"
 	"github.com/shardid/shardid/shardmgr/internal/ternsplit"
 )
 
@@ -32,11 +34,11 @@ const (
 	// VersionTable is tern's version table, <schema>.schema_version
 	// (version int4 not null, one row), so the plain tern CLI agrees on
 	// the version: tern migrate --version-table shard_0005.schema_version.
-	VersionTable = "schema_version"
+	VersionTable = shardschema.VersionTable
 	// FailureTable holds at most one row: the last migration that failed
 	// on the shard, or a disable-tx migration that is running or was
 	// interrupted. A successful step removes it.
-	FailureTable = "schema_version_failure"
+	FailureTable = shardschema.FailureTable
 )
 
 // migrateLockClass is the first key of the session advisory lock that a
@@ -92,7 +94,7 @@ type MigrateOptions struct {
 
 	// incoming: the shard is a move's incoming copy, fenced from its
 	// creation: each step writes past the fence and fences the tables it
-	// made before it commits (see fenceNewTables).
+	// made before it commits (see fence.NewTables).
 	incoming bool
 }
 
@@ -786,7 +788,7 @@ func applyStep(ctx context.Context, conn *pgx.Conn, schema string, cur, next int
 		begin += "; " + setTimeout
 	}
 	if incoming {
-		begin += fmt.Sprintf("; SET LOCAL %s = on", fenceBypass)
+		begin += fmt.Sprintf("; SET LOCAL %s = on", fence.Bypass)
 	}
 	if _, err := conn.Exec(ctx, begin); err != nil {
 		return err
@@ -796,7 +798,7 @@ func applyStep(ctx context.Context, conn *pgx.Conn, schema string, cur, next int
 		return err
 	}
 	if incoming {
-		if err := fenceNewTables(ctx, conn, schema); err != nil {
+		if err := fence.NewTables(ctx, conn, schema); err != nil {
 			rollback(ctx, conn)
 			return err
 		}
@@ -814,12 +816,12 @@ func applyStep(ctx context.Context, conn *pgx.Conn, schema string, cur, next int
 // transaction block (CREATE INDEX CONCURRENTLY, VACUUM), which makes no
 // table; that one runs alone.
 func incomingStatement(ctx context.Context, conn *pgx.Conn, schema, stmt string) error {
-	if _, err := conn.Exec(ctx, fmt.Sprintf("BEGIN; SET LOCAL %s = on", fenceBypass)); err != nil {
+	if _, err := conn.Exec(ctx, fmt.Sprintf("BEGIN; SET LOCAL %s = on", fence.Bypass)); err != nil {
 		return err
 	}
 	_, err := conn.Exec(ctx, stmt)
 	if err == nil {
-		err = fenceNewTables(ctx, conn, schema)
+		err = fence.NewTables(ctx, conn, schema)
 	}
 	if err == nil {
 		_, err = conn.Exec(ctx, "COMMIT")
@@ -833,7 +835,7 @@ func incomingStatement(ctx context.Context, conn *pgx.Conn, schema, stmt string)
 	if _, err := conn.Exec(ctx, stmt); err != nil {
 		return err
 	}
-	return fenceNewTables(ctx, conn, schema)
+	return fence.NewTables(ctx, conn, schema)
 }
 
 // rollback ends a failed transaction on conn, or closes conn when it

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/shardid/shardid/migrations"
+	"github.com/shardid/shardid/shardmgr/internal/fence"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 	shsql "github.com/shardid/shardid/sql"
 	"golang.org/x/sync/errgroup"
@@ -487,7 +488,7 @@ func incomingComment(rec *MoveRecord) string {
 // dataTables are the shard's tables that hold application rows: all but
 // the migration bookkeeping.
 func dataTables(ctx context.Context, q Querier, schema string) ([]string, error) {
-	all, err := shardTables(ctx, q, schema)
+	all, err := fence.ShardTables(ctx, q, schema)
 	if err != nil {
 		return nil, err
 	}
@@ -564,13 +565,13 @@ func (mo *mover) buildTarget(ctx context.Context, rec *MoveRecord) error {
 		if _, err := tx.Exec(ctx, ddl, pgx.QueryExecModeSimpleProtocol); err != nil {
 			return err
 		}
-		if _, err := clampCounter(ctx, tx, schema, rec.Shard); err != nil {
+		if _, err := fence.ClampCounter(ctx, tx, schema, rec.Shard); err != nil {
 			return err
 		}
-		if err := fenceFunc(ctx, tx, schema, true); err != nil {
+		if err := fence.Func(ctx, tx, schema, true); err != nil {
 			return err
 		}
-		if err := fenceNewTables(ctx, tx, schema); err != nil {
+		if err := fence.NewTables(ctx, tx, schema); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO shardid.local_shards (shard, schema_name, state, generation) VALUES ($1, $2, 'fenced', $3)
@@ -632,7 +633,7 @@ func (mo *mover) buildTarget(ctx context.Context, rec *MoveRecord) error {
 	// A migration may have seeded rows (past the fence, which kept every
 	// other writer out): the copy brings the source's.
 	err = pgx.BeginFunc(ctx, dst, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_catalog.set_config($1, 'on', true)`, fenceBypass); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT pg_catalog.set_config($1, 'on', true)`, fence.Bypass); err != nil {
 			return err
 		}
 		if len(dstTables) > 0 {
@@ -644,7 +645,7 @@ func (mo *mover) buildTarget(ctx context.Context, rec *MoveRecord) error {
 				return err
 			}
 		}
-		return installFence(ctx, tx, schema, true)
+		return fence.Install(ctx, tx, schema, true)
 	})
 	if err != nil {
 		return fmt.Errorf("target %s: %w", rec.To, err)
@@ -1026,10 +1027,10 @@ func (mo *mover) fence(ctx context.Context, rec *MoveRecord) error {
 		mo.dropDeltas(ctx, rec)
 		return err
 	}
-	err = raiseFence(ctx, src, rec.Schema, mo.opts.LockTimeout)
+	err = fence.Raise(ctx, src, rec.Schema, mo.opts.LockTimeout)
 	if err == nil {
 		err = pg.WithLockRetry(ctx, src, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
-			_, err := clampCounter(ctx, tx, rec.Schema, rec.Shard)
+			_, err := fence.ClampCounter(ctx, tx, rec.Schema, rec.Shard)
 			return err
 		})
 	}
@@ -1085,7 +1086,7 @@ func (mo *mover) dropMoveTriggers(ctx context.Context, db *pgxpool.Pool, rec *Mo
 			if err := dropDelta(ctx, tx, rec); err != nil {
 				return err
 			}
-			return removeFence(ctx, tx, rec.Schema)
+			return fence.Remove(ctx, tx, rec.Schema)
 		})
 	})
 }
@@ -1101,11 +1102,11 @@ func (mo *mover) unfenceSourceHost(ctx context.Context, src *pgxpool.Pool, rec *
 		if err := muteDelta(ctx, tx, rec); err != nil {
 			return err
 		}
-		if err := fenceFunc(ctx, tx, rec.Schema, false); err != nil {
+		if err := fence.Func(ctx, tx, rec.Schema, false); err != nil {
 			return err
 		}
 		if rec.counterMax != nil {
-			return unclampCounter(ctx, tx, rec.Schema, *rec.counterMax)
+			return fence.UnclampCounter(ctx, tx, rec.Schema, *rec.counterMax)
 		}
 		return nil
 	})
@@ -1131,7 +1132,7 @@ func (mo *mover) copyOffline(ctx context.Context, rec *MoveRecord) error {
 	}
 	var rows int64
 	err = pgx.BeginFunc(ctx, dst, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_catalog.set_config($1, 'on', true)`, fenceBypass); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT pg_catalog.set_config($1, 'on', true)`, fence.Bypass); err != nil {
 			return err
 		}
 		for _, t := range tables {
@@ -1323,14 +1324,14 @@ func (mo *mover) carryCounter(ctx context.Context, src, dst *pgxpool.Pool, rec *
 	// may lie beyond the hour next_id_advance allows ahead of this host's
 	// clock (a source clock ahead, an earlier forced advance).
 	err = pgx.BeginFunc(ctx, dst, func(tx pgx.Tx) error {
-		if err := unclampCounter(ctx, tx, rec.Schema, *rec.counterMax); err != nil {
+		if err := fence.UnclampCounter(ctx, tx, rec.Schema, *rec.counterMax); err != nil {
 			return err
 		}
 		var got int64
 		if err := tx.QueryRow(ctx, fmt.Sprintf(`SELECT %s($1, force => true)`, pgx.Identifier{rec.Schema, shsql.AdvanceName}.Sanitize()), floor).Scan(&got); err != nil {
 			return err
 		}
-		_, err := clampCounter(ctx, tx, rec.Schema, rec.Shard)
+		_, err := fence.ClampCounter(ctx, tx, rec.Schema, rec.Shard)
 		return err
 	})
 	if err != nil {
@@ -1455,13 +1456,13 @@ func (mo *mover) flip(ctx context.Context, rec *MoveRecord) error {
 		if err := muteDelta(ctx, tx, rec); err != nil {
 			return err
 		}
-		if err := fenceFunc(ctx, tx, rec.Schema, false); err != nil {
+		if err := fence.Func(ctx, tx, rec.Schema, false); err != nil {
 			return err
 		}
 		if rec.counterMax == nil {
 			return fmt.Errorf("move %d: the journal has no counter range (phase schema not recorded)", rec.ID)
 		}
-		return unclampCounter(ctx, tx, rec.Schema, *rec.counterMax)
+		return fence.UnclampCounter(ctx, tx, rec.Schema, *rec.counterMax)
 	})
 	if err != nil {
 		return fmt.Errorf("target %s: %w", rec.To, err)
@@ -1504,10 +1505,10 @@ func (mo *mover) refenceTarget(ctx context.Context, rec *MoveRecord) error {
 		return err
 	}
 	err = pg.WithLockRetry(ctx, dst, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
-		if err := fenceFunc(ctx, tx, rec.Schema, true); err != nil {
+		if err := fence.Func(ctx, tx, rec.Schema, true); err != nil {
 			return err
 		}
-		_, err := clampCounter(ctx, tx, rec.Schema, rec.Shard)
+		_, err := fence.ClampCounter(ctx, tx, rec.Schema, rec.Shard)
 		return err
 	})
 	if err != nil {
@@ -1542,7 +1543,7 @@ func (mo *mover) cleanup(ctx context.Context, rec *MoveRecord) error {
 	if err := dropReplication(ctx, src, dst, rec); err != nil {
 		return err
 	}
-	retired := RetiredSchema(rec.Schema, gen)
+	retired := fence.RetiredSchema(rec.Schema, gen)
 	drop := rec.keep < 0
 	err = pgx.BeginFunc(ctx, src, func(tx pgx.Tx) error {
 		var has bool

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/shardid/shardid/shardmgr/internal/fence"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 	"golang.org/x/sync/errgroup"
 )
@@ -135,8 +136,8 @@ $shardid$`, deltaFunc(rec, asText), strings.Join(set, " "), deltaTable(rec), row
 		return pg.WithLockRetry(ctx, db, lockTimeout, 30, func(tx pgx.Tx) error {
 			if !onTarget {
 				// The fence, open for now: raising it under the cut-over
-				// is then a function swap (raiseFence).
-				if err := installFence(ctx, tx, rec.Schema, false); err != nil {
+				// is then a function swap (fence.Raise).
+				if err := fence.Install(ctx, tx, rec.Schema, false); err != nil {
 					return err
 				}
 			}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/shardid/shardid/shardmgr/internal/fence"
 	"github.com/stretchr/testify/require"
 )
 
@@ -155,7 +156,7 @@ func TestMoveIncomingCopyHandsOutNoID(t *testing.T) {
 		_, err = dst.Exec(ctx(t), `SELECT shard_0001.next_id()`)
 		require.ErrorContains(t, err, "maximum value", "after %s", phase)
 		_, err = dst.Exec(ctx(t), `INSERT INTO shard_0001.likes (id, user_id, post_id) VALUES (1, 1, 1)`)
-		require.True(t, isFenceError(err), "after %s: %v", phase, err)
+		require.True(t, fence.IsFenceError(err), "after %s: %v", phase, err)
 	}
 	_, err = MoveShard(ctx(t), cfg, 1, "pg3", MoveOptions{Migrations: sampleSet(t)})
 	require.NoError(t, err)
@@ -190,7 +191,7 @@ func TestFailedFlipFencesTargetAgain(t *testing.T) {
 		_, err = dst.Exec(ctx(t), `SELECT shard_0001.next_id()`)
 		require.ErrorContains(t, err, "maximum value", mode)
 		_, err = dst.Exec(ctx(t), `INSERT INTO shard_0001.likes (id, user_id, post_id) VALUES (1, 1, 1)`)
-		require.True(t, isFenceError(err), "%s: %v", mode, err)
+		require.True(t, fence.IsFenceError(err), "%s: %v", mode, err)
 		_, err = src.Exec(ctx(t), `INSERT INTO shard_0001.likes (user_id, post_id) VALUES (1, 1)`)
 		require.NoError(t, err, mode)
 		_, err = AbortMove(ctx(t), cfg, []int{1})

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/shardid/shardid/internal/localpg"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
+	"github.com/shardid/shardid/shardmgr/internal/fence"
 	"github.com/stretchr/testify/require"
 )
 
@@ -143,9 +144,9 @@ func TestMoveOfflineThenOnlineBack(t *testing.T) {
 	src := hostPool(t, cfg, "pg1")
 	retired := pgx.Identifier{res.RetiredSchema, "likes"}.Sanitize()
 	_, err = src.Exec(ctx(t), fmt.Sprintf(`UPDATE %s SET post_id = 0`, retired))
-	require.True(t, isFenceError(err), "%v", err)
+	require.True(t, fence.IsFenceError(err), "%v", err)
 	_, err = src.Exec(ctx(t), fmt.Sprintf(`INSERT INTO %s (id, user_id, post_id) VALUES (1, 1, 1)`, retired))
-	require.True(t, isFenceError(err), "%v", err)
+	require.True(t, fence.IsFenceError(err), "%v", err)
 	_, err = src.Exec(ctx(t), fmt.Sprintf(`SELECT %s()`, pgx.Identifier{res.RetiredSchema, "next_id"}.Sanitize()))
 	require.Error(t, err, "the retired generator hands out no id")
 

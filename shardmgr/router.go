@@ -372,7 +372,7 @@ func (r *Router) Acquire(ctx context.Context, id int) (*pgxpool.Conn, Shard, err
 // every shard with ErrMapStale once the catalog has been unreachable for
 // longer than WithMaxStaleness. A state change reaches the router within
 // the refresh interval; until then a write that reaches a fenced copy (see
-// FenceSQLState), or the host a shard has moved away from, is refused with
+// fence.SQLState), or the host a shard has moved away from, is refused with
 // ErrShardMoving too (the host's error kept as its cause), and the router
 // reloads its map so that a retry goes to the shard's new host.
 func (r *Router) Tx(ctx context.Context, id int, fn func(ctx context.Context, tx pgx.Tx, s Shard) error) error {

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/shardid/shardid/shardmgr/internal/fence"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
 
@@ -258,7 +259,7 @@ func (e *refusal) Unwrap() []error { return []error{e.kind, e.cause} }
 // goes to the shard's new host.
 func (r *Router) shardFailed(ctx context.Context, s Shard, err error) error {
 	switch {
-	case isFenceError(err):
+	case fence.IsFenceError(err):
 		r.reloadNow(ctx)
 		return &ShardError{Shard: s.ID, Host: s.Host, Err: &refusal{kind: ErrShardMoving, cause: err, detail: pg.OneLine(err)}}
 	case pg.IsUndefinedTable(err):

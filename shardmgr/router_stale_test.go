@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/shardid/shardid/internal/localpg"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
+	"github.com/shardid/shardid/shardmgr/internal/fence"
 	"github.com/stretchr/testify/require"
 )
 
@@ -121,14 +122,14 @@ func TestRouterFencedCopyIsErrShardMoving(t *testing.T) {
 	require.NoError(t, err)
 	// A fence as a move's cut-over raises it on the source, the catalog
 	// not (yet) saying moving.
-	require.NoError(t, installFence(ctx(t), hostPool(t, cfg, s.Host), s.Schema, true))
+	require.NoError(t, fence.Install(ctx(t), hostPool(t, cfg, s.Host), s.Schema, true))
 
 	err = r.Tx(ctx(t), shard, func(ctx context.Context, tx pgx.Tx, s Shard) error {
 		_, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (user_id, post_id) VALUES (1, 1)`, s.Table("likes")))
 		return err
 	})
 	require.ErrorIs(t, err, ErrShardMoving)
-	requireHostSaid(t, err, shard, s.Host, FenceSQLState)
+	requireHostSaid(t, err, shard, s.Host, fence.SQLState)
 
 	// Wrapped by the caller's function, it is still recognised.
 	err = r.Tx(ctx(t), shard, func(ctx context.Context, tx pgx.Tx, s Shard) error {

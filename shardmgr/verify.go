@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/shardid/shardid/shardmgr/internal/fence"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 	shsql "github.com/shardid/shardid/sql"
 	"golang.org/x/sync/errgroup"
@@ -255,10 +256,10 @@ type hostScan struct {
 	schemas               map[string]bool   // shard_NNNN schemas
 	generators            map[string]string // schema -> marker
 	sequences             map[string]seqInfo
-	columns               map[string][]idColumn  // by generator schema
-	retired               map[string]retiredCopy // moved shards' old copies, by schema
-	advancers             map[string][]advancer  // next_id_advance functions, by schema
-	locks                 []lockHolder           // generator locks held at locksAt
+	columns               map[string][]idColumn        // by generator schema
+	retired               map[string]fence.RetiredCopy // moved shards' old copies, by schema
+	advancers             map[string][]advancer        // next_id_advance functions, by schema
+	locks                 []lockHolder                 // generator locks held at locksAt
 	locksAt               time.Time
 	blocked               map[int]bool // shards whose generator a session blocks
 	clockOffset           time.Duration
@@ -436,7 +437,7 @@ func (v *verifier) scanHostObjects(ctx context.Context, hs *hostScan) error {
 	if hs.generators, err = readMarkers(ctx, q); err != nil {
 		return err
 	}
-	if hs.retired, err = readRetired(ctx, q); err != nil {
+	if hs.retired, err = fence.ReadRetired(ctx, q); err != nil {
 		return err
 	}
 
@@ -568,8 +569,8 @@ func (v *verifier) checkPlacement() {
 		for schema, rc := range hs.retired {
 			// A moved shard's old copy, renamed and fenced, is not an
 			// active copy; one whose fence is gone could take writes.
-			if !rc.fenced {
-				v.problem(CheckPlacement, rc.shard, hs.name, "retired copy %s of shard %d is not fenced: it could take writes (drop it: shardid rebalance cleanup --all)", schema, rc.shard)
+			if !rc.Fenced {
+				v.problem(CheckPlacement, rc.Shard, hs.name, "retired copy %s of shard %d is not fenced: it could take writes (drop it: shardid rebalance cleanup --all)", schema, rc.Shard)
 			}
 		}
 		for schema, marker := range hs.generators {

@@ -1,4 +1,4 @@
-package shardmgr
+package fence
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/internal/shardschema"
 	shsql "github.com/shardid/shardid/sql"
 )
 
@@ -19,7 +20,7 @@ import (
 // moving or has moved. It has two parts, both inside the shard's schema:
 //
 //   - a statement trigger shardid_fence on every table, BEFORE INSERT,
-//     UPDATE, DELETE and TRUNCATE, raising SQLSTATE FenceSQLState. The
+//     UPDATE, DELETE and TRUNCATE, raising SQLSTATE SQLState. The
 //     router turns that error into ErrShardMoving, so writers see the same
 //     typed refusal whether their map is current or not. Logical
 //     replication's apply workers run with session_replication_role =
@@ -33,14 +34,14 @@ import (
 // fence; its generator also stops working because its functions name the
 // old schema. The fence keeps honest programs out; a superuser can drop it.
 const (
-	// FenceSQLState is the SQLSTATE a fenced shard's tables raise on a
+	// SQLState is the SQLSTATE a fenced shard's tables raise on a
 	// write.
-	FenceSQLState = "SIDFN"
+	SQLState = "SIDFN"
 	// fenceTrigger names the fence's trigger and trigger function.
 	fenceTrigger = "shardid_fence"
-	// fenceBypass is the setting that lets the mover write to a fenced
+	// Bypass is the setting that lets the mover write to a fenced
 	// target (SET LOCAL in its copy transaction).
-	fenceBypass = "shardid.fence_bypass"
+	Bypass = "shardid.fence_bypass"
 )
 
 // retiredSchemaRE matches the name a moved shard's old copy is kept under.
@@ -53,15 +54,15 @@ func RetiredSchema(schema string, gen int64) string { return fmt.Sprintf("%s_mov
 // IsRetiredSchema reports whether schema is a moved shard's retired copy.
 func IsRetiredSchema(schema string) bool { return retiredSchemaRE.MatchString(schema) }
 
-// isFenceError reports whether err is a fenced shard refusing a write.
-func isFenceError(err error) bool {
+// IsFenceError reports whether err is a fenced shard refusing a write.
+func IsFenceError(err error) bool {
 	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == FenceSQLState
+	return errors.As(err, &pe) && pe.Code == SQLState
 }
 
-// shardTables lists the tables in schema (ordinary and partitioned),
+// ShardTables lists the tables in schema (ordinary and partitioned),
 // quoted and schema-qualified, in name order.
-func shardTables(ctx context.Context, q Querier, schema string) ([]string, error) {
+func ShardTables(ctx context.Context, q pg.Querier, schema string) ([]string, error) {
 	rows, err := q.Query(ctx, `SELECT c.relname FROM pg_catalog.pg_class c
 		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 		WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND NOT c.relispartition
@@ -72,12 +73,12 @@ func shardTables(ctx context.Context, q Querier, schema string) ([]string, error
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
-// fenceFunc writes schema's fence function: raising, or open (it lets
+// Func writes schema's fence function: raising, or open (it lets
 // every write through). Swapping the body takes no lock on the tables, so
 // it cannot queue behind autovacuum or make writers queue behind it, and a
 // writer that takes its table lock after the swap committed runs the new
-// body. raiseFence below waits for the writers that took theirs before.
-func fenceFunc(ctx context.Context, tx pg.Execer, schema string, raise bool) error {
+// body. Raise below waits for the writers that took theirs before.
+func Func(ctx context.Context, tx pg.Execer, schema string, raise bool) error {
 	body := `RETURN NULL;`
 	if raise {
 		body = fmt.Sprintf(`IF pg_catalog.current_setting('%s', true) = 'on' THEN
@@ -85,7 +86,7 @@ func fenceFunc(ctx context.Context, tx pg.Execer, schema string, raise bool) err
   END IF;
   RAISE EXCEPTION USING ERRCODE = '%s',
     MESSAGE = pg_catalog.format('shard schema %%s is fenced: the shard is moving or has moved to another host', TG_TABLE_SCHEMA),
-    HINT = 'write through the shard map (shardid router); it names the shard''s current host';`, fenceBypass, FenceSQLState)
+    HINT = 'write through the shard map (shardid router); it names the shard''s current host';`, Bypass, SQLState)
 	}
 	_, err := tx.Exec(ctx, fmt.Sprintf(`CREATE OR REPLACE FUNCTION %s() RETURNS trigger
 LANGUAGE plpgsql AS $shardid$
@@ -99,24 +100,24 @@ $shardid$`, pgx.Identifier{schema, fenceTrigger}.Sanitize(), body))
 	return nil
 }
 
-// installFence creates the fence's trigger function in schema, raising or
+// Install creates the fence's trigger function in schema, raising or
 // open, and its trigger on every table of schema. It is idempotent. The
 // triggers take a lock on each table that waits for writers in flight
 // (and for autovacuum).
-func installFence(ctx context.Context, tx pg.Execer, schema string, raise bool) error {
-	if err := fenceFunc(ctx, tx, schema, raise); err != nil {
+func Install(ctx context.Context, tx pg.Execer, schema string, raise bool) error {
+	if err := Func(ctx, tx, schema, raise); err != nil {
 		return err
 	}
-	tables, err := shardTables(ctx, tx, schema)
+	tables, err := ShardTables(ctx, tx, schema)
 	if err != nil {
 		return fmt.Errorf("fence %s: %w", schema, err)
 	}
-	return fenceTables(ctx, tx, schema, tables)
+	return OnTables(ctx, tx, schema, tables)
 }
 
-// fenceTables puts the fence's trigger on tables of schema; the fence
+// OnTables puts the fence's trigger on tables of schema; the fence
 // function must exist.
-func fenceTables(ctx context.Context, tx pg.Execer, schema string, tables []string) error {
+func OnTables(ctx context.Context, tx pg.Execer, schema string, tables []string) error {
 	fn := pgx.Identifier{schema, fenceTrigger}.Sanitize()
 	for _, t := range tables {
 		if _, err := tx.Exec(ctx, fmt.Sprintf(`CREATE OR REPLACE TRIGGER %s BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s
@@ -127,17 +128,17 @@ func fenceTables(ctx context.Context, tx pg.Execer, schema string, tables []stri
 	return nil
 }
 
-// fenceNewTables puts the fence's trigger on the tables of a move's
+// NewTables puts the fence's trigger on the tables of a move's
 // incoming copy that lack it, all but the migration bookkeeping (which the
 // migration run itself writes to). A migration that builds the copy calls
 // it before each commit, so that no table of the copy is ever visible
 // without its fence.
-func fenceNewTables(ctx context.Context, tx pg.Execer, schema string) error {
+func NewTables(ctx context.Context, tx pg.Execer, schema string) error {
 	rows, err := tx.Query(ctx, `SELECT c.relname FROM pg_catalog.pg_class c
 		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 		WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND NOT c.relispartition AND c.relname <> ALL ($2)
 		AND NOT EXISTS (SELECT FROM pg_catalog.pg_trigger tg WHERE tg.tgrelid = c.oid AND tg.tgname = $3)
-		ORDER BY c.relname COLLATE "C"`, schema, []string{VersionTable, FailureTable}, fenceTrigger)
+		ORDER BY c.relname COLLATE "C"`, schema, []string{shardschema.VersionTable, shardschema.FailureTable}, fenceTrigger)
 	if err != nil {
 		return fmt.Errorf("fence %s: %w", schema, err)
 	}
@@ -145,12 +146,12 @@ func fenceNewTables(ctx context.Context, tx pg.Execer, schema string) error {
 	if err != nil {
 		return fmt.Errorf("fence %s: %w", schema, err)
 	}
-	return fenceTables(ctx, tx, schema, tables)
+	return OnTables(ctx, tx, schema, tables)
 }
 
-// fenceInstalled reports whether every table of schema carries the fence
+// Installed reports whether every table of schema carries the fence
 // trigger.
-func fenceInstalled(ctx context.Context, q Querier, schema string) (bool, error) {
+func Installed(ctx context.Context, q pg.Querier, schema string) (bool, error) {
 	var missing int
 	err := q.QueryRow(ctx, `SELECT count(*) FROM pg_catalog.pg_class c
 		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
@@ -160,22 +161,22 @@ func fenceInstalled(ctx context.Context, q Querier, schema string) (bool, error)
 	return missing == 0, err
 }
 
-// raiseFence fences schema on db without waiting on a table lock: its
+// Raise fences schema on db without waiting on a table lock: its
 // (open) fence function becomes the raising one, then it waits until every
 // transaction that held a write lock on one of schema's tables at that
 // moment has ended, so that none lands after the fence. Tables without the
 // trigger get it the locking way.
-func raiseFence(ctx context.Context, db *pgxpool.Pool, schema string, lockTimeout time.Duration) error {
+func Raise(ctx context.Context, db *pgxpool.Pool, schema string, lockTimeout time.Duration) error {
 	var writers []string
 	err := pg.WithLockRetry(ctx, db, lockTimeout, 30, func(tx pgx.Tx) error {
-		ok, err := fenceInstalled(ctx, tx, schema)
+		ok, err := Installed(ctx, tx, schema)
 		if err != nil {
 			return err
 		}
 		if !ok {
-			return installFence(ctx, tx, schema, true)
+			return Install(ctx, tx, schema, true)
 		}
-		return fenceFunc(ctx, tx, schema, true)
+		return Func(ctx, tx, schema, true)
 	})
 	if err != nil {
 		return err
@@ -214,10 +215,10 @@ func raiseFence(ctx context.Context, db *pgxpool.Pool, schema string, lockTimeou
 	return nil
 }
 
-// removeFence drops the fence's triggers and function from schema. It is
+// Remove drops the fence's triggers and function from schema. It is
 // idempotent.
-func removeFence(ctx context.Context, tx pg.Execer, schema string) error {
-	tables, err := shardTables(ctx, tx, schema)
+func Remove(ctx context.Context, tx pg.Execer, schema string) error {
+	tables, err := ShardTables(ctx, tx, schema)
 	if err != nil {
 		return fmt.Errorf("unfence %s: %w", schema, err)
 	}
@@ -233,10 +234,10 @@ func removeFence(ctx context.Context, tx pg.Execer, schema string) error {
 	return nil
 }
 
-// clampCounter stops shard's counter in schema where it stands: under the
+// ClampCounter stops shard's counter in schema where it stands: under the
 // generator's exclusive lock it draws one value and lowers MAXVALUE to
 // it, so every later nextval fails. It returns that last value.
-func clampCounter(ctx context.Context, tx pg.Execer, schema string, shard int) (int64, error) {
+func ClampCounter(ctx context.Context, tx pg.Execer, schema string, shard int) (int64, error) {
 	seq := pgx.Identifier{schema, shsql.CounterName}.Sanitize()
 	if _, err := tx.Exec(ctx, `SELECT pg_catalog.pg_advisory_xact_lock($1, $2)`, int64(shsql.LockClass), int64(shard)); err != nil {
 		return 0, err
@@ -266,22 +267,22 @@ func clampCounter(ctx context.Context, tx pg.Execer, schema string, shard int) (
 	return last, nil
 }
 
-// unclampCounter gives schema's counter its MAXVALUE back.
-func unclampCounter(ctx context.Context, tx pg.Execer, schema string, maxValue int64) error {
+// UnclampCounter gives schema's counter its MAXVALUE back.
+func UnclampCounter(ctx context.Context, tx pg.Execer, schema string, maxValue int64) error {
 	seq := pgx.Identifier{schema, shsql.CounterName}.Sanitize()
 	_, err := tx.Exec(ctx, fmt.Sprintf(`ALTER SEQUENCE %s MAXVALUE %d`, seq, maxValue))
 	return err
 }
 
-// retiredCopy is a retired schema as a host holds it.
-type retiredCopy struct {
-	shard  int
-	fenced bool // every table carries the fence trigger
+// RetiredCopy is a retired schema as a host holds it.
+type RetiredCopy struct {
+	Shard  int
+	Fenced bool // every table carries the fence trigger
 }
 
-// readRetired finds the retired copies of moved shards on a host, and
+// ReadRetired finds the retired copies of moved shards on a host, and
 // whether each is still fenced.
-func readRetired(ctx context.Context, q Querier) (map[string]retiredCopy, error) {
+func ReadRetired(ctx context.Context, q pg.Querier) (map[string]RetiredCopy, error) {
 	rows, err := q.Query(ctx, `SELECT n.nspname,
 			coalesce(bool_and(EXISTS (SELECT FROM pg_catalog.pg_trigger tg
 				WHERE tg.tgrelid = c.oid AND tg.tgname = $1 AND tg.tgenabled <> 'D')) FILTER (WHERE c.oid IS NOT NULL), true)
@@ -292,13 +293,13 @@ func readRetired(ctx context.Context, q Querier) (map[string]retiredCopy, error)
 	if err != nil {
 		return nil, fmt.Errorf("read retired copies: %w", err)
 	}
-	out := map[string]retiredCopy{}
+	out := map[string]RetiredCopy{}
 	var name string
 	var fenced bool
 	_, err = pgx.ForEachRow(rows, []any{&name, &fenced}, func() error {
 		var id int
 		fmt.Sscanf(name, "shard_%04d_", &id)
-		out[name] = retiredCopy{shard: id, fenced: fenced}
+		out[name] = RetiredCopy{Shard: id, Fenced: fenced}
 		return nil
 	})
 	if err != nil {
