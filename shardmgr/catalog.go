@@ -238,8 +238,8 @@ func CatalogGeneration(ctx context.Context, q Querier) (int64, error) {
 	return gen, nil
 }
 
-// readClusterMap reads the map from the catalog named in cfg.
-func readClusterMap(ctx context.Context, cfg *Config) (*Map, error) {
+// Xcatalog_ReadClusterMap reads the map from the catalog named in cfg.
+func Xcatalog_ReadClusterMap(ctx context.Context, cfg *Config) (*Map, error) {
 	pool, err := pg.OpenPool(ctx, cfg.Catalog, 1)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: %w", err)

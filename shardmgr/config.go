@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/shardid/shardid/idgen/segment"
+	"github.com/shardid/shardid/shardmgr/internal/limits"
 	shsql "github.com/shardid/shardid/sql"
 	"go.yaml.in/yaml/v3"
 )
@@ -89,7 +90,7 @@ const MaxConfigSize = 1 << 20
 // only; commands that manage the cluster call ValidateCluster. A file
 // larger than MaxConfigSize is an error.
 func LoadConfig(path string) (*Config, error) {
-	data, err := readLimited(path, MaxConfigSize)
+	data, err := limits.ReadLimited(path, MaxConfigSize)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("%w: %s not found (use --config or SHARDID_CONFIG)", ErrConfig, path)
@@ -97,42 +98,6 @@ func LoadConfig(path string) (*Config, error) {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	return ParseConfig(data, path, os.LookupEnv)
-}
-
-// ErrFileTooLarge is wrapped by the error for a file (the cluster file, a
-// migration) larger than shardid reads.
-var ErrFileTooLarge = errors.New("file too large")
-
-// readLimited reads the file at path, refusing one larger than limit
-// bytes without reading more than limit+1 of them.
-func readLimited(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > limit {
-		return nil, tooLarge(path, limit)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if int64(len(data)) > limit {
-		return nil, tooLarge(path, limit)
-	}
-	return data, nil
-}
-
-func tooLarge(name string, limit int64) error {
-	return fmt.Errorf("%s: %w: more than %s (is it the right file?)", name, ErrFileTooLarge, byteSize(limit))
-}
-
-func byteSize(n int64) string {
-	if n >= 1<<20 && n%(1<<20) == 0 {
-		return fmt.Sprintf("%d MiB", n>>20)
-	}
-	return fmt.Sprintf("%d bytes", n)
 }
 
 // maxEchoed is how much of a piece of input an error message repeats.

@@ -3,6 +3,8 @@ package shardmgr
 import (
 	"errors"
 	"fmt"
+
+	"github.com/shardid/shardid/shardmgr/internal/limits"
 )
 
 // Sentinel errors; test with errors.Is.
@@ -54,3 +56,7 @@ func (e *GenerationError) Error() string {
 }
 
 func (e *GenerationError) Unwrap() error { return ErrGenerationChanged }
+
+// ErrFileTooLarge is wrapped by the error for a file (the cluster file, a
+// migration) larger than shardid reads.
+var ErrFileTooLarge = limits.ErrFileTooLarge

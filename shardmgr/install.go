@@ -353,8 +353,8 @@ func reconcileCatalog(ctx context.Context, tx pgx.Tx, cfg *Config, cur *Map) ([]
 	return changes, err
 }
 
-// generatorParams is what the catalog expects shard id's generator to be.
-func generatorParams(m *Map, id int) shsql.Params {
+// Xcatalog_GeneratorParams is what the catalog expects shard id's generator to be.
+func Xcatalog_GeneratorParams(m *Map, id int) shsql.Params {
 	return shsql.Params{
 		Shard: id, Schema: m.Shards[id].Schema, Variant: m.Variant, Epoch: m.Layout.Epoch,
 		TimeBits: m.Layout.TimeBits, ShardBits: m.Layout.ShardBits, SeqBits: m.Layout.SeqBits,
@@ -431,7 +431,7 @@ func installHost(ctx context.Context, cfg *Config, m *Map, h Host, workers int, 
 // installShard installs shard id's generator and host record unless both
 // are already right. A generator with a different marker is left alone.
 func installShard(ctx context.Context, pool *pgxpool.Pool, m *Map, id int, present bool, marker string, recorded bool) (bool, error) {
-	p := generatorParams(m, id)
+	p := Xcatalog_GeneratorParams(m, id)
 	want, err := shsql.Marker(p)
 	if err != nil {
 		return false, err

@@ -267,7 +267,7 @@ func Migrate(ctx context.Context, cfg *Config, set *MigrationSet, opts MigrateOp
 	if err != nil {
 		return nil, err
 	}
-	m, err := readClusterMap(ctx, cfg)
+	m, err := Xcatalog_ReadClusterMap(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -130,7 +130,7 @@ func UpgradeGenerators(ctx context.Context, cfg *Config, opts GeneratorOptions) 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m, err := readClusterMap(ctx, cfg)
+	m, err := Xcatalog_ReadClusterMap(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -207,7 +207,7 @@ func upgradeGenerator(ctx context.Context, conn *pgx.Conn, m *Map, sh ShardInfo,
 	}
 	defer unlock()
 
-	p := generatorParams(m, sh.ID)
+	p := Xcatalog_GeneratorParams(m, sh.ID)
 	want, err := shsql.Marker(p)
 	if err != nil {
 		return err

@@ -52,7 +52,7 @@ func TestUpgradeGenerators(t *testing.T) {
 	_, err := Migrate(ctx(t), cfg, sampleSet(t), MigrateOptions{})
 	require.NoError(t, err)
 	want := func(id int) string {
-		s, err := shsql.Marker(generatorParams(m, id))
+		s, err := shsql.Marker(Xcatalog_GeneratorParams(m, id))
 		require.NoError(t, err)
 		return s
 	}
@@ -67,7 +67,7 @@ func TestUpgradeGenerators(t *testing.T) {
 	// would), shard 2 an older release's marker; both hold ids ahead of
 	// the clock.
 	p1, p2 := shardPool(t, cfg, m, 1), shardPool(t, cfg, m, 2)
-	insta := generatorParams(m, 1)
+	insta := Xcatalog_GeneratorParams(m, 1)
 	insta.Variant = shsql.Instagram
 	ddl, err := shsql.Render(insta)
 	require.NoError(t, err)
@@ -133,7 +133,7 @@ func TestUpgradeGenerators(t *testing.T) {
 	require.NoError(t, err)
 
 	// A generator for another epoch is not the same generator: refused.
-	foreign := generatorParams(m, 3)
+	foreign := Xcatalog_GeneratorParams(m, 3)
 	foreign.Epoch = 1
 	fm, err := shsql.Marker(foreign)
 	require.NoError(t, err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/Masterminds/sprig/v3"
 	"github.com/jackc/tern/v2/migrate"
+	"github.com/shardid/shardid/shardmgr/internal/limits"
 	shsql "github.com/shardid/shardid/sql"
 )
 
@@ -128,7 +129,7 @@ func (l limitFS) Open(name string) (fs.File, error) {
 	}
 	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > l.max {
 		f.Close()
-		return nil, tooLarge(name, l.max)
+		return nil, limits.TooLarge(name, l.max)
 	}
 	return &limitFile{File: f, name: name, max: l.max, left: l.max}, nil
 }
@@ -146,7 +147,7 @@ func (f *limitFile) Read(p []byte) (int, error) {
 	n, err := f.File.Read(p)
 	f.left -= int64(n)
 	if f.left < 0 {
-		return 0, tooLarge(f.name, f.max)
+		return 0, limits.TooLarge(f.name, f.max)
 	}
 	return n, err
 }

@@ -106,7 +106,7 @@ func ReadMigrationStatus(ctx context.Context, cfg *Config, set *MigrationSet) (*
 	if err := cfg.ValidateCluster(); err != nil {
 		return nil, err
 	}
-	m, err := readClusterMap(ctx, cfg)
+	m, err := Xcatalog_ReadClusterMap(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}

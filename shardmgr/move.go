@@ -279,7 +279,7 @@ func MoveShard(ctx context.Context, cfg *Config, shard int, to string, opts Move
 // and prepares the new hosts' records. Otherwise it only checks that the
 // catalog holds the cluster.
 func registerHosts(ctx context.Context, cfg *Config) error {
-	m, err := readClusterMap(ctx, cfg)
+	m, err := Xcatalog_ReadClusterMap(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -550,7 +550,7 @@ func (mo *mover) buildTarget(ctx context.Context, rec *MoveRecord) error {
 	if comment != nil && *comment != incomingComment(rec) {
 		return fmt.Errorf("target %s already holds a schema %s that this move did not make (a stray copy? see shardid verify); drop it or move the shard elsewhere", rec.To, schema)
 	}
-	ddl, err := shsql.Render(generatorParams(mo.m, rec.Shard))
+	ddl, err := shsql.Render(Xcatalog_GeneratorParams(mo.m, rec.Shard))
 	if err != nil {
 		return err
 	}

@@ -85,7 +85,7 @@ func PlanRebalance(ctx context.Context, cfg *Config, opts PlanOptions) (*Plan, e
 	if opts.By != ByCount && opts.By != BySize {
 		return nil, fmt.Errorf("plan by %q: want count or size", opts.By)
 	}
-	m, err := readClusterMap(ctx, cfg)
+	m, err := Xcatalog_ReadClusterMap(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -45,7 +45,7 @@ func ClusterStatus(ctx context.Context, cfg *Config) (*Status, error) {
 	if err := cfg.ValidateCluster(); err != nil {
 		return nil, err
 	}
-	m, err := readClusterMap(ctx, cfg)
+	m, err := Xcatalog_ReadClusterMap(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -659,7 +659,7 @@ func (v *verifier) checkShards(ctx context.Context) {
 		if hs == nil || !hs.ok || !hs.schemas[s.Schema] {
 			continue
 		}
-		t := &shardTask{id: s.ID, schema: s.Schema, host: hs, params: generatorParams(m, s.ID)}
+		t := &shardTask{id: s.ID, schema: s.Schema, host: hs, params: Xcatalog_GeneratorParams(m, s.ID)}
 		v.checkGenerator(t)
 		v.checkSequence(t)
 		byHost[s.Host] = append(byHost[s.Host], t)
