@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/shardid/shardid/shardmgr/internal/shardschema"
 	shsql "github.com/shardid/shardid/sql"
 )
 
@@ -248,31 +249,16 @@ func upgradeGenerator(ctx context.Context, conn *pgx.Conn, m *Map, sh ShardInfo,
 		if _, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = %d`, opts.LockTimeout.Milliseconds())); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, `SELECT c.oid::regclass::text, pg_catalog.quote_ident(a.attname)
-			FROM pg_catalog.pg_depend d
-			JOIN pg_catalog.pg_attrdef ad ON ad.oid = d.objid
-			JOIN pg_catalog.pg_class c ON c.oid = ad.adrelid
-			JOIN pg_catalog.pg_attribute a ON a.attrelid = ad.adrelid AND a.attnum = ad.adnum AND NOT a.attisdropped
-			WHERE d.classid = 'pg_catalog.pg_attrdef'::regclass AND d.refclassid = 'pg_catalog.pg_proc'::regclass
-			  AND d.refobjid = $1::text::regprocedure
-			ORDER BY 1, 2`, fn)
-		if err != nil {
-			return err
-		}
-		type column struct{ table, name string }
-		cols, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (column, error) {
-			var c column
-			return c, row.Scan(&c.table, &c.name)
-		})
+		cols, err := shardschema.IDColumns(ctx, tx, sh.Schema)
 		if err != nil {
 			return err
 		}
 		tables := []string{}
 		for _, c := range cols {
-			if !slices.Contains(tables, c.table) {
-				tables = append(tables, c.table)
+			if !slices.Contains(tables, c.Table) {
+				tables = append(tables, c.Table)
 			}
-			r.Columns = append(r.Columns, c.table+"."+c.name)
+			r.Columns = append(r.Columns, c.String())
 		}
 		if len(tables) > 0 {
 			// EXCLUSIVE: reads go on, writes wait, so no id is taken from the
@@ -282,9 +268,9 @@ func upgradeGenerator(ctx context.Context, conn *pgx.Conn, m *Map, sh ShardInfo,
 			}
 		}
 		for _, c := range cols {
-			var mx *int64
-			if err := tx.QueryRow(ctx, fmt.Sprintf(`SELECT max(%s)::bigint FROM %s`, c.name, c.table)).Scan(&mx); err != nil {
-				return fmt.Errorf("max(%s) of %s: %w", c.name, c.table, err)
+			mx, err := shardschema.MaxID(ctx, tx, c)
+			if err != nil {
+				return fmt.Errorf("max(%s) of %s: %w", c.Column, c.Table, err)
 			}
 			if mx != nil && *mx > r.MaxID {
 				r.MaxID = *mx

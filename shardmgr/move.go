@@ -17,6 +17,7 @@ import (
 	"github.com/shardid/shardid/migrations"
 	"github.com/shardid/shardid/shardmgr/internal/fence"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/internal/shardschema"
 	shsql "github.com/shardid/shardid/sql"
 	"golang.org/x/sync/errgroup"
 )
@@ -1309,7 +1310,7 @@ func (mo *mover) carryCounter(ctx context.Context, src, dst *pgxpool.Pool, rec *
 		return fmt.Errorf("source %s: read %s: %w", rec.From, seq, err)
 	}
 	floor := idOfCounter(mo.m.Layout, last, rec.Shard)
-	stored, err := maxStoredID(ctx, dst, rec.Schema)
+	stored, err := shardschema.MaxStoredID(ctx, dst, rec.Schema)
 	if err != nil {
 		return fmt.Errorf("target %s: %w", rec.To, err)
 	}
@@ -1362,40 +1363,6 @@ func (mo *mover) carryCounter(ctx context.Context, src, dst *pgxpool.Pool, rec *
 		}
 	}
 	return nil
-}
-
-// maxStoredID is the largest id in the columns of schema whose DEFAULT is
-// its generator (0 when none).
-func maxStoredID(ctx context.Context, q Querier, schema string) (int64, error) {
-	rows, err := q.Query(ctx, `SELECT c.oid::pg_catalog.regclass::text, pg_catalog.quote_ident(a.attname)
-		FROM pg_catalog.pg_depend d
-		JOIN pg_catalog.pg_attrdef ad ON d.classid = 'pg_catalog.pg_attrdef'::pg_catalog.regclass AND d.objid = ad.oid
-		JOIN pg_catalog.pg_class c ON c.oid = ad.adrelid AND c.relkind = 'r'
-		JOIN pg_catalog.pg_attribute a ON a.attrelid = ad.adrelid AND a.attnum = ad.adnum
-		JOIN pg_catalog.pg_proc p ON d.refclassid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.refobjid = p.oid
-		JOIN pg_catalog.pg_namespace gn ON gn.oid = p.pronamespace
-		WHERE p.proname = 'next_id' AND p.pronargs = 0 AND gn.nspname = $1`, schema)
-	if err != nil {
-		return 0, err
-	}
-	cols, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (idColumn, error) {
-		var c idColumn
-		return c, r.Scan(&c.table, &c.column)
-	})
-	if err != nil {
-		return 0, err
-	}
-	var out int64
-	for _, c := range cols {
-		var m *int64
-		if err := q.QueryRow(ctx, fmt.Sprintf(`SELECT max(%s)::bigint FROM ONLY %s`, c.column, c.table)).Scan(&m); err != nil {
-			return 0, err
-		}
-		if m != nil {
-			out = max(out, *m)
-		}
-	}
-	return out, nil
 }
 
 // tableSum is a table's row count and order-independent checksum.

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/shardid/shardid/shardmgr/internal/fence"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/internal/shardschema"
 	shsql "github.com/shardid/shardid/sql"
 	"golang.org/x/sync/errgroup"
 )
@@ -256,10 +257,10 @@ type hostScan struct {
 	schemas               map[string]bool   // shard_NNNN schemas
 	generators            map[string]string // schema -> marker
 	sequences             map[string]seqInfo
-	columns               map[string][]idColumn        // by generator schema
-	retired               map[string]fence.RetiredCopy // moved shards' old copies, by schema
-	advancers             map[string][]advancer        // next_id_advance functions, by schema
-	locks                 []lockHolder                 // generator locks held at locksAt
+	columns               map[string][]shardschema.IDColumn // by generator schema
+	retired               map[string]fence.RetiredCopy      // moved shards' old copies, by schema
+	advancers             map[string][]advancer             // next_id_advance functions, by schema
+	locks                 []lockHolder                      // generator locks held at locksAt
 	locksAt               time.Time
 	blocked               map[int]bool // shards whose generator a session blocks
 	clockOffset           time.Duration
@@ -277,13 +278,6 @@ type seqInfo struct {
 	cache, increment int64
 	cycle            bool
 }
-
-type idColumn struct {
-	table  string // regclass text, already quoted where needed
-	column string // quoted
-}
-
-func (c idColumn) String() string { return c.table + "." + c.column }
 
 var shardSchemaRE = regexp.MustCompile(`^shard_([0-9]{4})$`)
 
@@ -458,29 +452,18 @@ func (v *verifier) scanHostObjects(ctx context.Context, hs *hostScan) error {
 
 	// Columns whose DEFAULT calls a next_id() generator, by the
 	// generator's schema: the shard the column's ids belong to.
-	hs.columns = map[string][]idColumn{}
-	rows, err = q.Query(ctx, `SELECT gn.nspname, c.oid::pg_catalog.regclass::text, pg_catalog.quote_ident(a.attname)
-		FROM pg_catalog.pg_depend d
-		JOIN pg_catalog.pg_attrdef ad ON d.classid = 'pg_catalog.pg_attrdef'::pg_catalog.regclass AND d.objid = ad.oid
-		JOIN pg_catalog.pg_class c ON c.oid = ad.adrelid AND c.relkind = 'r'
-		JOIN pg_catalog.pg_attribute a ON a.attrelid = ad.adrelid AND a.attnum = ad.adnum
-		JOIN pg_catalog.pg_proc p ON d.refclassid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.refobjid = p.oid
-		JOIN pg_catalog.pg_namespace gn ON gn.oid = p.pronamespace
-		WHERE p.proname = 'next_id' AND p.pronargs = 0
-		ORDER BY 1, 2, 3`)
+	hs.columns = map[string][]shardschema.IDColumn{}
+	cols, err := shardschema.IDColumns(ctx, q, "")
 	if err != nil {
 		return err
 	}
-	var gen string
-	var col idColumn
-	_, err = pgx.ForEachRow(rows, []any{&gen, &col.table, &col.column}, func() error {
-		hs.columns[gen] = append(hs.columns[gen], col)
-		return nil
-	})
-	if err != nil {
-		return err
+	for _, col := range cols {
+		if !col.Partitioned {
+			hs.columns[col.Schema] = append(hs.columns[col.Schema], col)
+		}
 	}
 
+	var gen string
 	rows, err = q.Query(ctx, `SELECT n.nspname, p.oid::pg_catalog.regprocedure::text, p.pronargs,
 		  EXISTS (SELECT FROM pg_catalog.aclexplode(coalesce(p.proacl, pg_catalog.acldefault('f', p.proowner))) a
 		          WHERE a.grantee = 0 AND a.privilege_type = 'EXECUTE')
@@ -790,10 +773,10 @@ func (v *verifier) checkCounter(ctx context.Context, t *shardTask) {
 		return
 	}
 	var maxID *int64
-	var where idColumn
+	var where shardschema.IDColumn
 	for _, c := range cols {
-		var m *int64
-		if err := t.host.pool.QueryRow(ctx, fmt.Sprintf("SELECT max(%s)::bigint FROM ONLY %s", c.column, c.table)).Scan(&m); err != nil {
+		m, err := shardschema.MaxID(ctx, t.host.pool, c)
+		if err != nil {
 			v.problem(CheckCounter, t.id, t.host.name, "read max(%s): %v", c, err)
 			return
 		}

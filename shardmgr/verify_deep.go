@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/internal/shardschema"
 )
 
 // deepLimit bounds how many misplaced ids one column reports and carries
@@ -20,7 +21,7 @@ const deepLimit = 10000
 type storedAt struct {
 	host   string
 	shard  int
-	column idColumn
+	column shardschema.IDColumn
 }
 
 func (s storedAt) String() string {
@@ -60,7 +61,7 @@ func (v *verifier) checkStored(ctx context.Context) {
 				for _, c := range cols {
 					q := fmt.Sprintf(`SELECT %[1]s::bigint FROM ONLY %[2]s
 						WHERE %[1]s IS NOT NULL AND ((%[1]s::bigint >> %[3]d) & %[4]d) <> $1 ORDER BY 1 LIMIT %[5]d`,
-						c.column, c.table, l.SeqBits, mask, deepLimit+1)
+						c.Column, c.Table, l.SeqBits, mask, deepLimit+1)
 					rows, err := hs.deep.Query(ctx, q, shard)
 					var ids []int64
 					if err == nil {
@@ -109,7 +110,7 @@ func (v *verifier) checkStored(ctx context.Context) {
 			continue
 		}
 		for _, c := range hs.columns[s.Schema] {
-			rows, err := hs.deep.Query(ctx, fmt.Sprintf("SELECT %[1]s::bigint FROM ONLY %[2]s WHERE %[1]s = ANY($1)", c.column, c.table), ids)
+			rows, err := hs.deep.Query(ctx, fmt.Sprintf("SELECT %[1]s::bigint FROM ONLY %[2]s WHERE %[1]s = ANY($1)", c.Column, c.Table), ids)
 			var found []int64
 			if err == nil {
 				found, err = pgx.CollectRows(rows, pgx.RowTo[int64])
@@ -127,10 +128,10 @@ func (v *verifier) checkStored(ctx context.Context) {
 
 // duplicatesWithin finds ids stored twice among one shard's columns on one
 // host.
-func (v *verifier) duplicatesWithin(ctx context.Context, hs *hostScan, shard int, cols []idColumn) {
+func (v *verifier) duplicatesWithin(ctx context.Context, hs *hostScan, shard int, cols []shardschema.IDColumn) {
 	parts := make([]string, len(cols))
 	for i, c := range cols {
-		parts[i] = fmt.Sprintf("SELECT %s::bigint AS id FROM ONLY %s", c.column, c.table)
+		parts[i] = fmt.Sprintf("SELECT %s::bigint AS id FROM ONLY %s", c.Column, c.Table)
 	}
 	q := "SELECT id, count(*) FROM (" + strings.Join(parts, " UNION ALL ") + ") s WHERE id IS NOT NULL GROUP BY id HAVING count(*) > 1 ORDER BY id LIMIT 10"
 	rows, err := hs.deep.Query(ctx, q)
@@ -156,7 +157,7 @@ func joinLocs(locs []storedAt) string {
 	return strings.Join(s, ", ")
 }
 
-func joinCols(cols []idColumn) string {
+func joinCols(cols []shardschema.IDColumn) string {
 	s := make([]string, len(cols))
 	for i, c := range cols {
 		s[i] = c.String()

@@ -8,6 +8,14 @@
 // packages that import it) nor write the catalog.
 package shardschema
 
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
+)
+
 // Tables a migrated shard keeps in its own schema.
 const (
 	// VersionTable is tern's version table, <schema>.schema_version
@@ -19,3 +27,70 @@ const (
 	// interrupted. A successful step removes it.
 	FailureTable = "schema_version_failure"
 )
+
+// IDColumn is a column whose DEFAULT calls a shard's next_id().
+type IDColumn struct {
+	// Schema is the generator's schema: the shard the column's ids
+	// belong to.
+	Schema string
+	// Table (regclass text) and Column are quoted for SQL.
+	Table, Column string
+	// Partitioned is true for a partitioned parent (relkind p), whose
+	// rows live in its partitions.
+	Partitioned bool
+}
+
+func (c IDColumn) String() string { return c.Table + "." + c.Column }
+
+// IDColumns lists the columns whose DEFAULT calls the next_id() of
+// schema (every schema's when schema is ""), in the order of schema,
+// table, column.
+func IDColumns(ctx context.Context, q pg.Querier, schema string) ([]IDColumn, error) {
+	rows, err := q.Query(ctx, `SELECT gn.nspname, c.oid::pg_catalog.regclass::text, pg_catalog.quote_ident(a.attname), c.relkind = 'p'
+		FROM pg_catalog.pg_depend d
+		JOIN pg_catalog.pg_attrdef ad ON d.classid = 'pg_catalog.pg_attrdef'::pg_catalog.regclass AND d.objid = ad.oid
+		JOIN pg_catalog.pg_class c ON c.oid = ad.adrelid AND c.relkind IN ('r', 'p')
+		JOIN pg_catalog.pg_attribute a ON a.attrelid = ad.adrelid AND a.attnum = ad.adnum AND NOT a.attisdropped
+		JOIN pg_catalog.pg_proc p ON d.refclassid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.refobjid = p.oid
+		JOIN pg_catalog.pg_namespace gn ON gn.oid = p.pronamespace
+		WHERE p.proname = 'next_id' AND p.pronargs = 0 AND ($1 = '' OR gn.nspname = $1)
+		ORDER BY 1, 2, 3`, schema)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (IDColumn, error) {
+		var c IDColumn
+		return c, r.Scan(&c.Schema, &c.Table, &c.Column, &c.Partitioned)
+	})
+}
+
+// MaxID is the largest id stored in column c (nil when it holds none).
+func MaxID(ctx context.Context, q pg.Querier, c IDColumn) (*int64, error) {
+	only := "ONLY "
+	if c.Partitioned {
+		only = ""
+	}
+	var m *int64
+	err := q.QueryRow(ctx, fmt.Sprintf(`SELECT max(%s)::bigint FROM %s%s`, c.Column, only, c.Table)).Scan(&m)
+	return m, err
+}
+
+// MaxStoredID is the largest id in the columns of schema whose DEFAULT is
+// its generator (0 when none).
+func MaxStoredID(ctx context.Context, q pg.Querier, schema string) (int64, error) {
+	cols, err := IDColumns(ctx, q, schema)
+	if err != nil {
+		return 0, err
+	}
+	var out int64
+	for _, c := range cols {
+		m, err := MaxID(ctx, q, c)
+		if err != nil {
+			return 0, err
+		}
+		if m != nil {
+			out = max(out, *m)
+		}
+	}
+	return out, nil
+}
