@@ -50,9 +50,9 @@ func unixMilli(l idgen.Layout, id int64) int64 {
 	return p.Time.UnixMilli()
 }
 
-// idOfCounter is the id the safe generator derives from counter value c:
+// Xcatalog_IDOfCounter is the id the safe generator derives from counter value c:
 // the counter's time and sequence parts with the shard bits between them.
-func idOfCounter(l idgen.Layout, c int64, shard int) int64 {
+func Xcatalog_IDOfCounter(l idgen.Layout, c int64, shard int) int64 {
 	l = l.Resolved()
 	seqMask := int64(1)<<l.SeqBits - 1
 	return (c>>l.SeqBits)<<(l.ShardBits+l.SeqBits) | int64(shard)<<l.SeqBits | (c & seqMask)
@@ -170,11 +170,11 @@ func ReadMap(ctx context.Context, q Querier) (*Map, error) {
 // lock that serialises catalog changes: 'shca'.
 const catalogLockClass = 0x73686361
 
-// changeCatalog runs fn in one catalog transaction that holds the catalog
+// Xcatalog_Change runs fn in one catalog transaction that holds the catalog
 // lock and the cluster row, checks that the generation is still want (0:
 // any), and bumps the generation with a record of what changed. It returns
 // the new generation.
-func changeCatalog(ctx context.Context, pool *pgxpool.Pool, want int64, what string, fn func(tx pgx.Tx, gen int64) error) (int64, error) {
+func Xcatalog_Change(ctx context.Context, pool *pgxpool.Pool, want int64, what string, fn func(tx pgx.Tx, gen int64) error) (int64, error) {
 	var next int64
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, 0)`, catalogLockClass); err != nil {
@@ -214,7 +214,7 @@ func SetShardState(ctx context.Context, catalog *pgxpool.Pool, shard int, state 
 	if !state.Valid() {
 		return 0, fmt.Errorf("shard %d: invalid state %q (active, read-only, moving)", shard, state)
 	}
-	return changeCatalog(ctx, catalog, want, fmt.Sprintf("shard %d -> %s", shard, state), func(tx pgx.Tx, gen int64) error {
+	return Xcatalog_Change(ctx, catalog, want, fmt.Sprintf("shard %d -> %s", shard, state), func(tx pgx.Tx, gen int64) error {
 		tag, err := tx.Exec(ctx, `UPDATE shardid.shards SET state = $2, changed_generation = $3 WHERE id = $1`, shard, string(state), gen)
 		if err != nil {
 			return err

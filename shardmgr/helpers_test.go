@@ -81,3 +81,10 @@ func hostPool(t testing.TB, cfg *Config, name string) *pgxpool.Pool {
 	require.True(t, ok, name)
 	return pool(t, h.DSN)
 }
+
+func requireVerifyOK(t testing.TB, cfg *Config) {
+	t.Helper()
+	rep, err := Verify(ctx(t), cfg, VerifyOptions{Deep: true})
+	require.NoError(t, err)
+	require.True(t, rep.OK, "verify: %v", rep.Problems)
+}

@@ -92,10 +92,10 @@ type MigrateOptions struct {
 	// Logger receives a line per shard migrated. Nil discards them.
 	Logger *slog.Logger
 
-	// incoming: the shard is a move's incoming copy, fenced from its
+	// Incoming (set by package rebalance, not by applications): the shard is a move's incoming copy, fenced from its
 	// creation: each step writes past the fence and fences the tables it
 	// made before it commits (see fence.NewTables).
-	incoming bool
+	Incoming bool `json:"-"`
 }
 
 // HostProgress is how far a run is on one host.
@@ -345,7 +345,7 @@ func MigrateShardOn(ctx context.Context, conn *pgx.Conn, host string, set *Migra
 			opts.Waiting(w)
 		}
 	}
-	res := migrateShard(ctx, conn, host, shard, migs, target, opts.Direction, opts.LockTimeout, waiting, &atomic.Bool{}, opts.incoming)
+	res := migrateShard(ctx, conn, host, shard, migs, target, opts.Direction, opts.LockTimeout, waiting, &atomic.Bool{}, opts.Incoming)
 	if res.Err != nil {
 		return res, res.Err
 	}

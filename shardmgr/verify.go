@@ -798,7 +798,7 @@ func (v *verifier) checkCounter(ctx context.Context, t *shardTask) {
 	if called {
 		next++
 	}
-	if nextID := idOfCounter(v.m.Layout, next, t.id); nextID <= *maxID {
+	if nextID := Xcatalog_IDOfCounter(v.m.Layout, next, t.id); nextID <= *maxID {
 		force := ""
 		if unixMilli(v.m.Layout, *maxID) > v.opts.Now().UnixMilli()+shsql.AdvanceMarginMS {
 			force = ", force => true" // the stored id lies beyond the hour next_id_advance allows

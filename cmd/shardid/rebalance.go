@@ -9,6 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/shardid/shardid/shardmgr/rebalance"
+
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
@@ -38,10 +40,10 @@ flips the map. The old copy is kept renamed and fenced (--keep) until
 	return cmd
 }
 
-func parseBy(by string) (shardmgr.PlanBy, error) {
+func parseBy(by string) (rebalance.PlanBy, error) {
 	switch by {
 	case "count", "size":
-		return shardmgr.PlanBy(by), nil
+		return rebalance.PlanBy(by), nil
 	}
 	return "", usagef("--by %q: want count or size", by)
 }
@@ -75,7 +77,7 @@ The plan is deterministic.
 		if err != nil {
 			return err
 		}
-		plan, err := shardmgr.PlanRebalance(cmd.Context(), cfg, shardmgr.PlanOptions{By: pb})
+		plan, err := rebalance.PlanRebalance(cmd.Context(), cfg, rebalance.PlanOptions{By: pb})
 		if err != nil {
 			return err
 		}
@@ -88,7 +90,7 @@ The plan is deterministic.
 	return cmd
 }
 
-func printPlan(w io.Writer, plan *shardmgr.Plan) {
+func printPlan(w io.Writer, plan *rebalance.Plan) {
 	if len(plan.Moves) == 0 {
 		fmt.Fprintf(w, "balanced by %s: nothing to move\n\n", plan.By)
 	} else {
@@ -136,14 +138,14 @@ type moveFlags struct {
 func (f *moveFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.mode, "mode", "online", "online (logical replication, short cut-over) or offline (fence, COPY, flip)")
 	cmd.Flags().StringVar(&f.dir, "dir", "", "directory of the shards' tern migrations (needed when they were migrated)")
-	cmd.Flags().DurationVar(&f.keep, "keep", shardmgr.DefaultKeep, "keep the old copy, renamed and fenced, this long (0: drop it at once)")
+	cmd.Flags().DurationVar(&f.keep, "keep", rebalance.DefaultKeep, "keep the old copy, renamed and fenced, this long (0: drop it at once)")
 }
 
-func (f *moveFlags) options(cmd *cobra.Command) (shardmgr.MoveOptions, error) {
-	var o shardmgr.MoveOptions
+func (f *moveFlags) options(cmd *cobra.Command) (rebalance.MoveOptions, error) {
+	var o rebalance.MoveOptions
 	switch f.mode {
 	case "online", "offline":
-		o.Mode = shardmgr.MoveMode(f.mode)
+		o.Mode = rebalance.MoveMode(f.mode)
 	default:
 		return o, usagef("--mode %q: want online or offline", f.mode)
 	}
@@ -171,15 +173,15 @@ type moveProgress struct {
 	w    io.Writer
 	on   bool
 	last map[int64]time.Time
-	seen map[int64]shardmgr.Phase
+	seen map[int64]rebalance.Phase
 }
 
 func newMoveProgress(w io.Writer) *moveProgress {
 	f, ok := w.(*os.File)
-	return &moveProgress{w: w, on: ok && term.IsTerminal(int(f.Fd())), last: map[int64]time.Time{}, seen: map[int64]shardmgr.Phase{}}
+	return &moveProgress{w: w, on: ok && term.IsTerminal(int(f.Fd())), last: map[int64]time.Time{}, seen: map[int64]rebalance.Phase{}}
 }
 
-func (p *moveProgress) Update(mp shardmgr.MoveProgress) {
+func (p *moveProgress) Update(mp rebalance.MoveProgress) {
 	if !p.on {
 		return
 	}
@@ -191,7 +193,7 @@ func (p *moveProgress) Update(mp shardmgr.MoveProgress) {
 	p.seen[mp.ID], p.last[mp.ID] = mp.Phase, time.Now()
 	var b strings.Builder
 	fmt.Fprintf(&b, "move %d: shard %d %s -> %s: %s", mp.ID, mp.Shard, mp.From, mp.To, mp.Phase)
-	if mp.Tables > 0 && mp.Phase == shardmgr.PhaseCatchup {
+	if mp.Tables > 0 && mp.Phase == rebalance.PhaseCatchup {
 		fmt.Fprintf(&b, ", %d/%d tables copied", mp.Synced, mp.Tables)
 	}
 	if mp.Rows > 0 {
@@ -240,7 +242,7 @@ another manager is running is waited for the same way.`,
 	cmd.Flags().StringVar(&by, "by", "count", "balance shard counts (count) or total relation size (size)")
 	cmd.Flags().IntVar(&parallel, "parallel", 1, "moves to run at once")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the summary as JSON")
-	cmd.Flags().DurationVar(&wait, "wait", shardmgr.DefaultApplyWait, "how long to wait for another manager's apply or move")
+	cmd.Flags().DurationVar(&wait, "wait", rebalance.DefaultApplyWait, "how long to wait for another manager's apply or move")
 	mf.add(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		pb, err := parseBy(by)
@@ -262,7 +264,7 @@ another manager is running is waited for the same way.`,
 			return err
 		}
 		mo.Progress = newMoveProgress(os.Stderr).Update
-		res, err := shardmgr.Apply(cmd.Context(), cfg, shardmgr.ApplyOptions{Plan: shardmgr.PlanOptions{By: pb}, Parallel: parallel, Move: mo, Wait: wait})
+		res, err := rebalance.Apply(cmd.Context(), cfg, rebalance.ApplyOptions{Plan: rebalance.PlanOptions{By: pb}, Parallel: parallel, Move: mo, Wait: wait})
 		if res != nil {
 			if asJSON {
 				if jerr := writeJSON(cmd.OutOrStdout(), res); jerr != nil && err == nil {
@@ -277,7 +279,7 @@ another manager is running is waited for the same way.`,
 	return cmd
 }
 
-func printMoves(w io.Writer, moves []*shardmgr.MoveResult) {
+func printMoves(w io.Writer, moves []*rebalance.MoveResult) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "MOVE\tSHARD\tFROM\tTO\tMODE\tPHASE\tROWS\tBYTES\tREFUSED\tTIME\tERROR")
 	for _, m := range moves {
@@ -290,7 +292,7 @@ func printMoves(w io.Writer, moves []*shardmgr.MoveResult) {
 	tw.Flush()
 }
 
-func printApply(w io.Writer, res *shardmgr.ApplyResult) {
+func printApply(w io.Writer, res *rebalance.ApplyResult) {
 	waited := (time.Duration(res.WaitedMS) * time.Millisecond).Round(time.Millisecond)
 	if len(res.Moves) == 0 {
 		if res.WaitedMS > 0 {
@@ -330,7 +332,7 @@ func newRebalanceStatusCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		recs, err := shardmgr.Moves(cmd.Context(), cfg, all)
+		recs, err := rebalance.Moves(cmd.Context(), cfg, all)
 		if err != nil {
 			return err
 		}
@@ -374,7 +376,7 @@ flipped the map cannot be aborted: move the shard back with 'shardid shard move'
 		if err != nil {
 			return err
 		}
-		res, err := shardmgr.AbortMove(cmd.Context(), cfg, shards)
+		res, err := rebalance.AbortMove(cmd.Context(), cfg, shards)
 		if asJSON && res != nil {
 			if jerr := writeJSON(cmd.OutOrStdout(), map[string]any{"aborted": res}); jerr != nil && err == nil {
 				err = jerr
@@ -408,7 +410,7 @@ up, or all of them with --all. --json prints
 		if err != nil {
 			return err
 		}
-		res, err := shardmgr.Cleanup(cmd.Context(), cfg, shardmgr.CleanupOptions{All: all})
+		res, err := rebalance.Cleanup(cmd.Context(), cfg, rebalance.CleanupOptions{All: all})
 		if res != nil {
 			if asJSON {
 				if jerr := writeJSON(cmd.OutOrStdout(), res); jerr != nil && err == nil {

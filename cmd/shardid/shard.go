@@ -4,9 +4,9 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/spf13/cobra"
+	"github.com/shardid/shardid/shardmgr/rebalance"
 
-	"github.com/shardid/shardid/shardmgr"
+	"github.com/spf13/cobra"
 )
 
 func init() { commands = append(commands, newShardCmd) }
@@ -60,14 +60,14 @@ primary key), for the whole copy. --json prints the move:
 			return err
 		}
 		mo.Progress = newMoveProgress(os.Stderr).Update
-		res, err := shardmgr.MoveShard(cmd.Context(), cfg, shard, to, mo)
+		res, err := rebalance.MoveShard(cmd.Context(), cfg, shard, to, mo)
 		if res != nil {
 			if asJSON {
 				if jerr := writeJSON(cmd.OutOrStdout(), res); jerr != nil && err == nil {
 					err = jerr
 				}
 			} else {
-				printMoves(cmd.OutOrStdout(), []*shardmgr.MoveResult{res})
+				printMoves(cmd.OutOrStdout(), []*rebalance.MoveResult{res})
 			}
 		}
 		return err

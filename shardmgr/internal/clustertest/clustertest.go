@@ -27,7 +27,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-var dbCounter atomic.Int64
+// DBCounter numbers the databases of test clusters.
+var DBCounter atomic.Int64
 
 // Testdata is the repository's testdata directory, whatever package's
 // tests ask.
@@ -46,7 +47,7 @@ var SampleMigrations = Testdata("migrations")
 func Cluster(t testing.TB, shards int, create bool) *shardmgr.Config {
 	t.Helper()
 	servers := pgtest.Servers(t, 3)
-	n := dbCounter.Add(1)
+	n := DBCounter.Add(1)
 	cfg := &shardmgr.Config{Cluster: fmt.Sprintf("c%d", n), Shards: shards, Path: "test.yaml"}
 	name := func(what string) string { return fmt.Sprintf("sm%d_%s", n, what) }
 	cfg.Catalog = servers[0].DSN(name("catalog"))
@@ -127,4 +128,35 @@ func MapFS(files map[string]string) fstest.MapFS {
 		fsys[name] = &fstest.MapFile{Data: []byte(body)}
 	}
 	return fsys
+}
+
+// RouteLikes inserts n rows into shard's likes table through r.
+func RouteLikes(t testing.TB, r *shardmgr.Router, shard, n int) {
+	t.Helper()
+	err := r.Tx(Ctx(t), shard, func(ctx context.Context, tx pgx.Tx, s shardmgr.Shard) error {
+		_, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (user_id, post_id) SELECT g, g %% 100 FROM generate_series(1, $1) g`, s.Table("likes")), n)
+		return err
+	})
+	require.NoError(t, err)
+}
+
+// OpenRouter opens a router on cfg, closed when the test ends.
+func OpenRouter(t testing.TB, cfg *shardmgr.Config, opts ...shardmgr.RouterOption) *shardmgr.Router {
+	t.Helper()
+	r, err := shardmgr.Open(Ctx(t), cfg, opts...)
+	require.NoError(t, err)
+	t.Cleanup(r.Close)
+	return r
+}
+
+// LikeIDs reads shard's like ids from the host the catalog places it on.
+func LikeIDs(t testing.TB, cfg *shardmgr.Config, shard int) []int64 {
+	t.Helper()
+	m := ClusterMap(t, cfg)
+	p := HostPool(t, cfg, m.Shards[shard].Host)
+	rows, err := p.Query(Ctx(t), fmt.Sprintf(`SELECT id FROM %s ORDER BY id`, pgx.Identifier{m.Shards[shard].Schema, "likes"}.Sanitize()))
+	require.NoError(t, err)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	require.NoError(t, err)
+	return ids
 }

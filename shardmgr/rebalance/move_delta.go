@@ -1,4 +1,4 @@
-package shardmgr
+package rebalance
 
 import (
 	"context"

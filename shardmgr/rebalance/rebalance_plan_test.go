@@ -1,31 +1,33 @@
-package shardmgr
+package rebalance
 
 import (
 	"fmt"
 	"testing"
+
+	"github.com/shardid/shardid/shardmgr"
 
 	"github.com/stretchr/testify/require"
 )
 
 // planMap places shards on hosts: counts[i] shards on hosts[i], in
 // contiguous ranges as init does.
-func planMap(hosts []string, counts []int) *Map {
-	m := &Map{Generation: 7}
+func planMap(hosts []string, counts []int) *shardmgr.Map {
+	m := &shardmgr.Map{Generation: 7}
 	id := 0
 	for i, h := range hosts {
-		m.Hosts = append(m.Hosts, CatalogHost{Name: h})
+		m.Hosts = append(m.Hosts, shardmgr.CatalogHost{Name: h})
 		for range counts[i] {
-			m.Shards = append(m.Shards, ShardInfo{ID: id, Schema: ShardSchema(id), Host: h, State: StateActive})
+			m.Shards = append(m.Shards, shardmgr.ShardInfo{ID: id, Schema: shardmgr.ShardSchema(id), Host: h, State: shardmgr.StateActive})
 			id++
 		}
 	}
 	return m
 }
 
-func planHosts(names ...string) []Host {
-	var out []Host
+func planHosts(names ...string) []shardmgr.Host {
+	var out []shardmgr.Host
 	for _, n := range names {
-		h := Host{Name: n}
+		h := shardmgr.Host{Name: n}
 		if n[0] == '-' {
 			h.Name, h.Drain = n[1:], true
 		}

@@ -1,4 +1,4 @@
-package shardmgr
+package rebalance
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shardid/shardid/shardmgr"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -76,7 +78,7 @@ func TestSessionsPinStandardConformingStrings(t *testing.T) {
 	h, _ := cfg.Host("pg1")
 	_, err := pool(t, h.DSN).Exec(ctx(t), fmt.Sprintf(`ALTER DATABASE %s SET standard_conforming_strings = off`, pgx.Identifier{databaseOf(t, h.DSN)}.Sanitize()))
 	require.NoError(t, err)
-	show := func(q Querier) string {
+	show := func(q shardmgr.Querier) string {
 		var v string
 		require.NoError(t, q.QueryRow(ctx(t), `SHOW standard_conforming_strings`).Scan(&v))
 		return v
@@ -91,10 +93,10 @@ func TestSessionsPinStandardConformingStrings(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "on", show(c))
 	require.NoError(t, c.Close(ctx(t)))
-	r := openRouter(t, cfg, WithPoolConfig(func(host string, pc *pgxpool.Config) {
+	r := openRouter(t, cfg, shardmgr.WithPoolConfig(func(host string, pc *pgxpool.Config) {
 		pc.ConnConfig.RuntimeParams["standard_conforming_strings"] = "off"
 	}))
-	require.NoError(t, r.ReadTx(ctx(t), 0, func(ctx context.Context, tx pgx.Tx, s Shard) error {
+	require.NoError(t, r.ReadTx(ctx(t), 0, func(ctx context.Context, tx pgx.Tx, s shardmgr.Shard) error {
 		require.Equal(t, "on", show(tx))
 		return nil
 	}))
@@ -107,7 +109,7 @@ func TestSessionsPinStandardConformingStrings(t *testing.T) {
 func TestMoveConnInfoCannotInject(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 6)
-	_, err := Migrate(ctx(t), cfg, sampleSet(t), MigrateOptions{})
+	_, err := shardmgr.Migrate(ctx(t), cfg, sampleSet(t), shardmgr.MigrateOptions{})
 	require.NoError(t, err)
 	dst := hostPool(t, cfg, "pg3")
 	h, _ := cfg.Host("pg3")
@@ -119,7 +121,7 @@ func TestMoveConnInfoCannotInject(t *testing.T) {
 		opts := MoveOptions{Migrations: sampleSet(t), Keep: -1}
 		// The servers trust local connections: the password travels but
 		// is not checked.
-		opts.ConnInfo = func(src Host) (string, error) {
+		opts.ConnInfo = func(src shardmgr.Host) (string, error) {
 			var err error
 			conninfo, err = libpqConnInfo(withPassword(t, src.DSN, pw))
 			return conninfo, err
@@ -151,12 +153,12 @@ func TestMoveConnInfoCannotInject(t *testing.T) {
 func TestMoveKeepsPasswordOutOfServerLog(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 3)
-	_, err := Migrate(ctx(t), cfg, sampleSet(t), MigrateOptions{})
+	_, err := shardmgr.Migrate(ctx(t), cfg, sampleSet(t), shardmgr.MigrateOptions{})
 	require.NoError(t, err)
 	pw := fmt.Sprintf("pw-%s-S3cret", cfg.Cluster)
 	missing := cfg.Cluster + "_no_such_db"
 	opts := MoveOptions{Migrations: sampleSet(t)}
-	opts.ConnInfo = func(src Host) (string, error) {
+	opts.ConnInfo = func(src shardmgr.Host) (string, error) {
 		u, err := url.Parse(withPassword(t, src.DSN, pw))
 		if err != nil {
 			return "", err

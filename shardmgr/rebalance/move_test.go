@@ -1,4 +1,4 @@
-package shardmgr
+package rebalance
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/shardid/shardid/shardmgr"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -23,16 +25,16 @@ import (
 // them with the sample migrations (a likes table) and adds a fourth host,
 // pg4, to the cluster file only: the user's first step before a
 // rebalance.
-func moveCluster(t testing.TB, shards int) *Config {
+func moveCluster(t testing.TB, shards int) *shardmgr.Config {
 	return moveClusterRetry(t, shards, "100ms")
 }
 
 // moveClusterRetry is moveCluster with the added host's
 // wal_retrieve_retry_interval set to retry.
-func moveClusterRetry(t testing.TB, shards int, retry string) *Config {
+func moveClusterRetry(t testing.TB, shards int, retry string) *shardmgr.Config {
 	t.Helper()
 	cfg := initCluster(t, shards)
-	_, err := Migrate(ctx(t), cfg, sampleSet(t), MigrateOptions{})
+	_, err := shardmgr.Migrate(ctx(t), cfg, sampleSet(t), shardmgr.MigrateOptions{})
 	require.NoError(t, err)
 	addHost(t, cfg, "pg4", retry)
 	return cfg
@@ -42,33 +44,33 @@ func moveClusterRetry(t testing.TB, shards int, retry string) *Config {
 // "100ms" the server starts subscription workers without PostgreSQL's
 // default 5s pause between starts (wal_retrieve_retry_interval), which
 // would otherwise pace a test's successive online moves.
-func addHost(t testing.TB, cfg *Config, name, retry string) {
+func addHost(t testing.TB, cfg *shardmgr.Config, name, retry string) {
 	t.Helper()
 	s := pgtest.Own(t, localpg.Options{Settings: map[string]string{"wal_retrieve_retry_interval": retry}})
-	cfg.Hosts = append(cfg.Hosts, Host{Name: name, DSN: s.DSN("app")})
+	cfg.Hosts = append(cfg.Hosts, shardmgr.Host{Name: name, DSN: s.DSN("app")})
 	require.NoError(t, cfg.ValidateCluster())
 }
 
 // routeLikes inserts n rows into shard's likes table through the router.
-func routeLikes(t testing.TB, r *Router, shard, n int) {
+func routeLikes(t testing.TB, r *shardmgr.Router, shard, n int) {
 	t.Helper()
-	err := r.Tx(ctx(t), shard, func(ctx context.Context, tx pgx.Tx, s Shard) error {
+	err := r.Tx(ctx(t), shard, func(ctx context.Context, tx pgx.Tx, s shardmgr.Shard) error {
 		_, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (user_id, post_id) SELECT g, g %% 100 FROM generate_series(1, $1) g`, s.Table("likes")), n)
 		return err
 	})
 	require.NoError(t, err)
 }
 
-func openRouter(t testing.TB, cfg *Config, opts ...RouterOption) *Router {
+func openRouter(t testing.TB, cfg *shardmgr.Config, opts ...shardmgr.RouterOption) *shardmgr.Router {
 	t.Helper()
-	r, err := Open(ctx(t), cfg, opts...)
+	r, err := shardmgr.Open(ctx(t), cfg, opts...)
 	require.NoError(t, err)
 	t.Cleanup(r.Close)
 	return r
 }
 
 // likeIDs reads shard's like ids from the host the catalog places it on.
-func likeIDs(t testing.TB, cfg *Config, shard int) []int64 {
+func likeIDs(t testing.TB, cfg *shardmgr.Config, shard int) []int64 {
 	t.Helper()
 	m := clusterMap(t, cfg)
 	p := hostPool(t, cfg, m.Shards[shard].Host)
@@ -79,16 +81,16 @@ func likeIDs(t testing.TB, cfg *Config, shard int) []int64 {
 	return ids
 }
 
-func requireVerifyOK(t testing.TB, cfg *Config) {
+func requireVerifyOK(t testing.TB, cfg *shardmgr.Config) {
 	t.Helper()
-	rep, err := Verify(ctx(t), cfg, VerifyOptions{Deep: true})
+	rep, err := shardmgr.Verify(ctx(t), cfg, shardmgr.VerifyOptions{Deep: true})
 	require.NoError(t, err)
 	require.True(t, rep.OK, "verify: %v", rep.Problems)
 }
 
 // replicationLeftovers counts publications, subscriptions and slots named
 // like a move's on the cluster's hosts.
-func replicationLeftovers(t testing.TB, cfg *Config, names ...string) int {
+func replicationLeftovers(t testing.TB, cfg *shardmgr.Config, names ...string) int {
 	t.Helper()
 	var tables, funcs []string
 	for _, name := range names {
@@ -110,7 +112,7 @@ func replicationLeftovers(t testing.TB, cfg *Config, names ...string) int {
 	return n
 }
 
-func moveRecord(t testing.TB, cfg *Config, id int64) *MoveRecord {
+func moveRecord(t testing.TB, cfg *shardmgr.Config, id int64) *MoveRecord {
 	t.Helper()
 	recs, err := readMoves(ctx(t), pool(t, cfg.Catalog), `id = $1`, id)
 	require.NoError(t, err)
@@ -121,7 +123,7 @@ func moveRecord(t testing.TB, cfg *Config, id int64) *MoveRecord {
 func TestMoveOfflineThenOnlineBack(t *testing.T) {
 	t.Parallel()
 	cfg := moveCluster(t, 6)
-	r := openRouter(t, cfg, WithRefreshInterval(0))
+	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	routeLikes(t, r, 1, 500)
 	before := likeIDs(t, cfg, 1)
 
@@ -183,7 +185,7 @@ type writers struct {
 	failures []error
 }
 
-func runWriters(t *testing.T, r *Router, shards []int, n int, stop <-chan struct{}) (*writers, *sync.WaitGroup) {
+func runWriters(t *testing.T, r *shardmgr.Router, shards []int, n int, stop <-chan struct{}) (*writers, *sync.WaitGroup) {
 	w := &writers{ids: map[int64]int{}, rows: map[int]int{}}
 	var wg sync.WaitGroup
 	for i := range n {
@@ -196,7 +198,7 @@ func runWriters(t *testing.T, r *Router, shards []int, n int, stop <-chan struct
 				}
 				shard := shards[(i+j)%len(shards)]
 				var id int64
-				err := r.Tx(context.Background(), shard, func(ctx context.Context, tx pgx.Tx, s Shard) error {
+				err := r.Tx(context.Background(), shard, func(ctx context.Context, tx pgx.Tx, s shardmgr.Shard) error {
 					return tx.QueryRow(ctx, fmt.Sprintf(`INSERT INTO %s (user_id, post_id) VALUES ($1, $2) RETURNING id`, s.Table("likes")), i, j).Scan(&id)
 				})
 				w.mu.Lock()
@@ -207,7 +209,7 @@ func runWriters(t *testing.T, r *Router, shards []int, n int, stop <-chan struct
 					}
 					w.ids[id] = shard
 					w.rows[shard]++
-				case errors.Is(err, ErrShardMoving):
+				case errors.Is(err, shardmgr.ErrShardMoving):
 					w.refused++
 					if w.first.IsZero() {
 						w.first = time.Now()
@@ -229,7 +231,7 @@ func runWriters(t *testing.T, r *Router, shards []int, n int, stop <-chan struct
 func TestMoveOnlineUnderContinuousWrites(t *testing.T) {
 	t.Parallel()
 	cfg := moveCluster(t, 6)
-	r := openRouter(t, cfg, WithRefreshInterval(20*time.Millisecond))
+	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(20*time.Millisecond))
 	routeLikes(t, r, 2, 5000)
 	before := likeIDs(t, cfg, 2)
 
@@ -288,7 +290,7 @@ func (w tWriter) Write(p []byte) (int, error) {
 func TestMoveResumesAfterEachPhase(t *testing.T) {
 	t.Parallel()
 	cfg := moveCluster(t, 16)
-	r := openRouter(t, cfg, WithRefreshInterval(0))
+	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	shard := 0
 	for _, mode := range []MoveMode{MoveOnline, MoveOffline} {
 		for _, phase := range steps(mode) {
@@ -312,9 +314,9 @@ func TestMoveResumesAfterEachPhase(t *testing.T) {
 			} else {
 				require.Equal(t, from, m.Shards[shard].Host)
 				if sourceFenced(mode, phase) {
-					require.Equal(t, StateMoving, m.Shards[shard].State)
-					err := r.Tx(ctx(t), shard, func(ctx context.Context, tx pgx.Tx, s Shard) error { return nil })
-					require.ErrorIs(t, err, ErrShardMoving)
+					require.Equal(t, shardmgr.StateMoving, m.Shards[shard].State)
+					err := r.Tx(ctx(t), shard, func(ctx context.Context, tx pgx.Tx, s shardmgr.Shard) error { return nil })
+					require.ErrorIs(t, err, shardmgr.ErrShardMoving)
 				}
 			}
 
@@ -335,7 +337,7 @@ func TestMoveResumesAfterEachPhase(t *testing.T) {
 func TestAbortMove(t *testing.T) {
 	t.Parallel()
 	cfg := moveCluster(t, 6)
-	r := openRouter(t, cfg, WithRefreshInterval(0))
+	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	_, err := AbortMove(ctx(t), cfg, nil)
 	require.ErrorIs(t, err, ErrNoMove)
 
@@ -358,7 +360,7 @@ func TestAbortMove(t *testing.T) {
 		require.Equal(t, PhaseAborted, moveRecord(t, cfg, res.ID).Phase)
 		after := clusterMap(t, cfg).Shards[shard]
 		require.Equal(t, before.Host, after.Host)
-		require.Equal(t, StateActive, after.State)
+		require.Equal(t, shardmgr.StateActive, after.State)
 		require.Zero(t, replicationLeftovers(t, cfg, moveRecord(t, cfg, res.ID).replName))
 		var has bool
 		require.NoError(t, hostPool(t, cfg, "pg4").QueryRow(ctx(t), `SELECT to_regnamespace($1) IS NOT NULL`, before.Schema).Scan(&has))
@@ -390,7 +392,7 @@ func TestAbortMove(t *testing.T) {
 func TestMoveFailedCutoverLeavesSourceServing(t *testing.T) {
 	t.Parallel()
 	cfg := moveCluster(t, 3)
-	r := openRouter(t, cfg, WithRefreshInterval(0))
+	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	routeLikes(t, r, 1, 200)
 	_, err := MoveShard(ctx(t), cfg, 1, "pg4", MoveOptions{Migrations: sampleSet(t), CutoverTimeout: time.Nanosecond})
 	require.Error(t, err)
@@ -401,7 +403,7 @@ func TestMoveFailedCutoverLeavesSourceServing(t *testing.T) {
 	require.Contains(t, recs[0].Error, "phase verified")
 	s := clusterMap(t, cfg).Shards[1]
 	require.Equal(t, "pg2", s.Host)
-	require.Equal(t, StateActive, s.State)
+	require.Equal(t, shardmgr.StateActive, s.State)
 	routeLikes(t, r, 1, 10) // fence lifted, counter running
 
 	// While another manager holds the move, neither a second run nor an
@@ -431,10 +433,10 @@ func TestMoveCarriesCounterAheadOfTargetClock(t *testing.T) {
 	cfg := moveCluster(t, 3)
 	m := clusterMap(t, cfg)
 	src := hostPool(t, cfg, m.Shards[2].Host)
-	ahead := idOfCounter(m.Layout, (time.Now().Add(3*time.Hour).UnixMilli()-m.Layout.Epoch)<<m.Layout.Resolved().SeqBits, 2)
+	ahead := shardmgr.Xcatalog_IDOfCounter(m.Layout, (time.Now().Add(3*time.Hour).UnixMilli()-m.Layout.Epoch)<<m.Layout.Resolved().SeqBits, 2)
 	_, err := src.Exec(ctx(t), `SELECT shard_0002.next_id_advance($1, force => true)`, ahead)
 	require.NoError(t, err)
-	r := openRouter(t, cfg, WithRefreshInterval(0))
+	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	routeLikes(t, r, 2, 100)
 	old := likeIDs(t, cfg, 2)
 	require.Greater(t, old[0], ahead)
@@ -461,15 +463,15 @@ func TestMoveCarriesCounterAheadOfTargetClock(t *testing.T) {
 	}
 	// verify agrees, and notes the generator's ids running hours ahead of
 	// the clock, which is what this test made them do.
-	rep, err := Verify(ctx(t), cfg, VerifyOptions{Deep: true})
+	rep, err := shardmgr.Verify(ctx(t), cfg, shardmgr.VerifyOptions{Deep: true})
 	require.NoError(t, err)
 	for _, p := range rep.Problems {
-		require.Equal(t, CheckGeneratorID, p.Check, "%v", p)
+		require.Equal(t, shardmgr.CheckGeneratorID, p.Check, "%v", p)
 		require.Equal(t, 2, p.Shard)
 	}
 	require.True(t, rep.OK, "%v", rep.Problems)
 	require.Len(t, rep.Notes, 1)
-	require.Equal(t, CheckGeneratorID, rep.Notes[0].Check)
+	require.Equal(t, shardmgr.CheckGeneratorID, rep.Notes[0].Check)
 	require.Equal(t, 2, rep.Notes[0].Shard)
 }
 
@@ -480,7 +482,7 @@ func TestMoveRefusesWhatItCannotCopy(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 3)
 	set := setOf(t, map[string]string{"001_log.sql": `CREATE TABLE {{.schema}}.log (id bigint NOT NULL DEFAULT {{.next_id}}, msg text);`})
-	_, err := Migrate(ctx(t), cfg, set, MigrateOptions{})
+	_, err := shardmgr.Migrate(ctx(t), cfg, set, shardmgr.MigrateOptions{})
 	require.NoError(t, err)
 	addHost(t, cfg, "pg4", "100ms")
 	src := hostPool(t, cfg, "pg1")
@@ -491,7 +493,7 @@ func TestMoveRefusesWhatItCannotCopy(t *testing.T) {
 	require.ErrorContains(t, err, "without a primary key or replica identity")
 	require.ErrorContains(t, err, "--mode offline")
 	s := clusterMap(t, cfg).Shards[0]
-	require.Equal(t, StateActive, s.State)
+	require.Equal(t, shardmgr.StateActive, s.State)
 	_, err = AbortMove(ctx(t), cfg, []int{0})
 	require.NoError(t, err)
 
@@ -523,13 +525,13 @@ func TestMoveRefusesWhatItCannotCopy(t *testing.T) {
 func TestMoveOnlineWithinOneServer(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 3)
-	_, err := Migrate(ctx(t), cfg, sampleSet(t), MigrateOptions{})
+	_, err := shardmgr.Migrate(ctx(t), cfg, sampleSet(t), shardmgr.MigrateOptions{})
 	require.NoError(t, err)
 	s := pgtest.Servers(t, 1)[0] // pg1's server
 	db := cfg.Cluster + "_pg4"
 	dropLater(t, s, db)
-	cfg.Hosts = append(cfg.Hosts, Host{Name: "pg4", DSN: s.DSN(db)})
-	r := openRouter(t, cfg, WithRefreshInterval(0))
+	cfg.Hosts = append(cfg.Hosts, shardmgr.Host{Name: "pg4", DSN: s.DSN(db)})
+	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	routeLikes(t, r, 0, 100)
 	want := likeIDs(t, cfg, 0)
 	res, err := MoveShard(ctx(t), cfg, 0, "pg4", MoveOptions{Migrations: sampleSet(t), CutoverTimeout: time.Minute})
@@ -578,7 +580,7 @@ func (l *logLines) checkedFrom() string {
 func TestMoveCheckCatchesDivergenceAfterTheScans(t *testing.T) {
 	t.Parallel()
 	cfg := moveCluster(t, 3)
-	r := openRouter(t, cfg, WithRefreshInterval(0))
+	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	routeLikes(t, r, 1, 300)
 	m := clusterMap(t, cfg)
 	opts := MoveOptions{Migrations: sampleSet(t), Logger: testLogger(t)}
@@ -596,7 +598,7 @@ func TestMoveCheckCatchesDivergenceAfterTheScans(t *testing.T) {
 	require.ErrorContains(t, err, "likes: source 300 rows")
 	s := clusterMap(t, cfg).Shards[1]
 	require.Equal(t, "pg2", s.Host)
-	require.Equal(t, StateActive, s.State)
+	require.Equal(t, shardmgr.StateActive, s.State)
 	routeLikes(t, r, 1, 10) // the source takes writes again
 	var triggers int
 	require.NoError(t, hostPool(t, cfg, "pg2").QueryRow(ctx(t), `SELECT count(*) FROM pg_trigger WHERE tgname IN ($1, $2)`, deltaTrigger, deltaTruncate).Scan(&triggers))
@@ -615,7 +617,7 @@ func TestMoveCheckCatchesDivergenceAfterTheScans(t *testing.T) {
 func TestMoveChecksFullAfterTruncate(t *testing.T) {
 	t.Parallel()
 	cfg := moveCluster(t, 3)
-	r := openRouter(t, cfg, WithRefreshInterval(0))
+	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	routeLikes(t, r, 1, 300)
 	m := clusterMap(t, cfg)
 	logs := &logLines{t: t}
@@ -650,12 +652,12 @@ func TestMoveChecksTextHashedTablesFromTheLog(t *testing.T) {
 	cfg := initCluster(t, 3)
 	set := setOf(t, map[string]string{"001_docs.sql": `CREATE TABLE {{.schema}}.docs (
 		id bigint PRIMARY KEY DEFAULT {{.next_id}}, body json NOT NULL, at timestamptz NOT NULL DEFAULT now(), price float8);`})
-	_, err := Migrate(ctx(t), cfg, set, MigrateOptions{})
+	_, err := shardmgr.Migrate(ctx(t), cfg, set, shardmgr.MigrateOptions{})
 	require.NoError(t, err)
 	addHost(t, cfg, "pg4", "100ms")
-	r := openRouter(t, cfg, WithRefreshInterval(0))
+	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	docs := pgx.Identifier{clusterMap(t, cfg).Shards[1].Schema, "docs"}.Sanitize()
-	require.NoError(t, r.Tx(ctx(t), 1, func(ctx context.Context, tx pgx.Tx, s Shard) error {
+	require.NoError(t, r.Tx(ctx(t), 1, func(ctx context.Context, tx pgx.Tx, s shardmgr.Shard) error {
 		_, err := tx.Exec(ctx, `INSERT INTO `+docs+` (body, price) SELECT json_build_object('n', g), g / 7.0 FROM generate_series(1, 200) g`)
 		return err
 	}))

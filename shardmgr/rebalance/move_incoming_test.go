@@ -1,4 +1,4 @@
-package shardmgr
+package rebalance
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/shardid/shardid/shardmgr"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/shardid/shardid/shardmgr/internal/fence"
@@ -27,7 +29,7 @@ type hammer struct {
 	stop func()
 }
 
-func hammerShard(t *testing.T, cfg *Config, schema string, tables []string, perHost int) *hammer {
+func hammerShard(t *testing.T, cfg *shardmgr.Config, schema string, tables []string, perHost int) *hammer {
 	h := &hammer{ids: map[string][]int64{}}
 	c, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -79,9 +81,9 @@ CREATE INDEX CONCURRENTLY tags_post_idx ON {{.schema}}.tags (post_id);`}
 		files[name] = string(b)
 	}
 	set := setOf(t, files)
-	_, err := Migrate(ctx(t), cfg, set, MigrateOptions{})
+	_, err := shardmgr.Migrate(ctx(t), cfg, set, shardmgr.MigrateOptions{})
 	require.NoError(t, err)
-	r := openRouter(t, cfg, WithRefreshInterval(0))
+	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	for _, tc := range []struct {
 		mode  MoveMode
 		shard int
@@ -127,7 +129,7 @@ CREATE INDEX CONCURRENTLY tags_post_idx ON {{.schema}}.tags (post_id);`}
 
 // shardIDs reads the ids of shard's table from the host the catalog
 // places it on.
-func shardIDs(t testing.TB, cfg *Config, shard int, table string) []int64 {
+func shardIDs(t testing.TB, cfg *shardmgr.Config, shard int, table string) []int64 {
 	t.Helper()
 	m := clusterMap(t, cfg)
 	rows, err := hostPool(t, cfg, m.Shards[shard].Host).Query(ctx(t), `SELECT id FROM `+pgx.Identifier{m.Shards[shard].Schema, table}.Sanitize())
@@ -143,9 +145,9 @@ func shardIDs(t testing.TB, cfg *Config, shard int, table string) []int64 {
 func TestMoveIncomingCopyHandsOutNoID(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 3)
-	_, err := Migrate(ctx(t), cfg, sampleSet(t), MigrateOptions{})
+	_, err := shardmgr.Migrate(ctx(t), cfg, sampleSet(t), shardmgr.MigrateOptions{})
 	require.NoError(t, err)
-	r := openRouter(t, cfg, WithRefreshInterval(0))
+	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	routeLikes(t, r, 1, 50)
 	dst := hostPool(t, cfg, "pg3")
 	for _, phase := range []Phase{PhaseSchema, PhaseVerified} {
@@ -173,9 +175,9 @@ func TestMoveIncomingCopyHandsOutNoID(t *testing.T) {
 func TestFailedFlipFencesTargetAgain(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 3)
-	_, err := Migrate(ctx(t), cfg, sampleSet(t), MigrateOptions{})
+	_, err := shardmgr.Migrate(ctx(t), cfg, sampleSet(t), shardmgr.MigrateOptions{})
 	require.NoError(t, err)
-	r := openRouter(t, cfg, WithRefreshInterval(0))
+	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	routeLikes(t, r, 1, 50)
 	home, err := r.Shard(1)
 	require.NoError(t, err)

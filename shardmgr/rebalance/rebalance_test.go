@@ -1,12 +1,14 @@
-package shardmgr
+package rebalance
 
 import (
 	"testing"
 
+	"github.com/shardid/shardid/shardmgr"
+
 	"github.com/stretchr/testify/require"
 )
 
-func hostCounts(m *Map) map[string]int {
+func hostCounts(m *shardmgr.Map) map[string]int {
 	out := map[string]int{}
 	for _, s := range m.Shards {
 		out[s.Host]++
@@ -19,7 +21,7 @@ func hostCounts(m *Map) map[string]int {
 func TestRebalanceAddHostThenDrain(t *testing.T) {
 	t.Parallel()
 	cfg := moveCluster(t, 12)
-	r := openRouter(t, cfg, WithRefreshInterval(0))
+	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	rows := map[int]int{}
 	for s := range 12 {
 		routeLikes(t, r, s, 20+s)
@@ -60,7 +62,7 @@ func TestRebalanceAddHostThenDrain(t *testing.T) {
 	require.Len(t, res.Moves, 3)
 	for _, mv := range res.Moves {
 		require.Equal(t, PhaseFenced, mv.Phase)
-		require.ErrorIs(t, r.Tx(ctx(t), mv.Shard, nil), ErrShardMoving)
+		require.ErrorIs(t, r.Tx(ctx(t), mv.Shard, nil), shardmgr.ErrShardMoving)
 	}
 	opts.Move.stopAfter = ""
 	res, err = Apply(ctx(t), cfg, opts)
@@ -107,11 +109,11 @@ func TestRebalanceAddHostThenDrain(t *testing.T) {
 	// still keep retired copies there, done once they are cleaned up.
 	drained := cfg.Hosts[1]
 	cfg.Hosts = append(cfg.Hosts[:1:1], cfg.Hosts[2:]...)
-	_, err = Init(ctx(t), cfg, InitOptions{})
-	require.ErrorIs(t, err, ErrClusterMismatch)
+	_, err = shardmgr.Init(ctx(t), cfg, shardmgr.InitOptions{})
+	require.ErrorIs(t, err, shardmgr.ErrClusterMismatch)
 	require.ErrorContains(t, err, "host pg2 is not in the file but")
 	require.ErrorContains(t, err, "keep a retired copy there")
-	cfg.Hosts = append(cfg.Hosts[:1:1], append([]Host{drained}, cfg.Hosts[1:]...)...)
+	cfg.Hosts = append(cfg.Hosts[:1:1], append([]shardmgr.Host{drained}, cfg.Hosts[1:]...)...)
 
 	cl, err = Cleanup(ctx(t), cfg, CleanupOptions{All: true})
 	require.NoError(t, err)
@@ -119,7 +121,7 @@ func TestRebalanceAddHostThenDrain(t *testing.T) {
 	requireVerifyOK(t, cfg)
 
 	cfg.Hosts = append(cfg.Hosts[:1:1], cfg.Hosts[2:]...)
-	ir, err := Init(ctx(t), cfg, InitOptions{})
+	ir, err := shardmgr.Init(ctx(t), cfg, shardmgr.InitOptions{})
 	require.NoError(t, err)
 	require.Contains(t, ir.CatalogChanges, "remove host pg2")
 	_, ok := clusterMap(t, cfg).Host("pg2")

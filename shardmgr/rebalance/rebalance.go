@@ -1,4 +1,4 @@
-package shardmgr
+package rebalance
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/shardid/shardid/shardmgr"
 
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/errgroup"
@@ -86,7 +88,7 @@ func (e *MovesError) Unwrap() []error { return e.Failed }
 // so running Apply again after an interruption at any phase resumes it.
 // Moves that fail leave their source serving; the others carry on, and
 // Apply returns the result with a *MovesError.
-func Apply(ctx context.Context, cfg *Config, opts ApplyOptions) (*ApplyResult, error) {
+func Apply(ctx context.Context, cfg *shardmgr.Config, opts ApplyOptions) (*ApplyResult, error) {
 	start := time.Now()
 	if err := cfg.ValidateCluster(); err != nil {
 		return nil, err
@@ -150,7 +152,7 @@ func Apply(ctx context.Context, cfg *Config, opts ApplyOptions) (*ApplyResult, e
 		}
 	}
 	res.ElapsedMS = time.Since(start).Milliseconds()
-	if gen, err := CatalogGeneration(ctx, mo.catalog); err == nil {
+	if gen, err := shardmgr.CatalogGeneration(ctx, mo.catalog); err == nil {
 		res.Generation = gen
 	}
 	if len(failed) > 0 {
@@ -165,7 +167,7 @@ const pollBusy = 200 * time.Millisecond
 // waitApplyLock takes the apply lock on a connection of its own, waiting
 // (at most opts.Wait) while another manager holds it. The lock goes with
 // the session if the process dies.
-func waitApplyLock(ctx context.Context, cfg *Config, opts ApplyOptions) (unlock func(), waited time.Duration, err error) {
+func waitApplyLock(ctx context.Context, cfg *shardmgr.Config, opts ApplyOptions) (unlock func(), waited time.Duration, err error) {
 	conn, err := pgx.Connect(ctx, cfg.Catalog)
 	if err != nil {
 		return nil, 0, fmt.Errorf("catalog: %w", err)
@@ -302,7 +304,7 @@ type AbortResult struct {
 // counter given back its range, and the catalog's state set back to
 // active. A move that already flipped the map is ErrMoveFlipped; with no
 // unfinished move it is ErrNoMove.
-func AbortMove(ctx context.Context, cfg *Config, shards []int) ([]AbortResult, error) {
+func AbortMove(ctx context.Context, cfg *shardmgr.Config, shards []int) ([]AbortResult, error) {
 	if err := cfg.ValidateCluster(); err != nil {
 		return nil, err
 	}
@@ -343,10 +345,10 @@ func AbortMove(ctx context.Context, cfg *Config, shards []int) ([]AbortResult, e
 	out := []AbortResult{}
 	for _, rec := range open {
 		if rec.Phase.flipped() {
-			return out, &ShardError{Shard: rec.Shard, Host: rec.To, Err: fmt.Errorf("move %d: %w", rec.ID, ErrMoveFlipped)}
+			return out, &shardmgr.ShardError{Shard: rec.Shard, Host: rec.To, Err: fmt.Errorf("move %d: %w", rec.ID, ErrMoveFlipped)}
 		}
 		if err := mo.abort(ctx, rec); err != nil {
-			return out, &ShardError{Shard: rec.Shard, Err: fmt.Errorf("abort move %d (%s -> %s): %w", rec.ID, rec.From, rec.To, err)}
+			return out, &shardmgr.ShardError{Shard: rec.Shard, Err: fmt.Errorf("abort move %d (%s -> %s): %w", rec.ID, rec.From, rec.To, err)}
 		}
 		out = append(out, AbortResult{ID: rec.ID, Shard: rec.Shard, From: rec.From, To: rec.To, Phase: rec.Phase})
 	}
@@ -396,7 +398,7 @@ func (mo *mover) abort(ctx context.Context, rec *MoveRecord) error {
 	if err := mo.unfenceSourceHost(ctx, src, rec); err != nil {
 		return fmt.Errorf("source %s: lift the fence: %w", rec.From, err)
 	}
-	_, err = changeCatalog(ctx, mo.catalog, 0, fmt.Sprintf("abort move %d: shard %d stays on %s", rec.ID, rec.Shard, rec.From), func(tx pgx.Tx, gen int64) error {
+	_, err = shardmgr.Xcatalog_Change(ctx, mo.catalog, 0, fmt.Sprintf("abort move %d: shard %d stays on %s", rec.ID, rec.Shard, rec.From), func(tx pgx.Tx, gen int64) error {
 		if _, err := tx.Exec(ctx, `UPDATE shardid.shards SET state = 'active', changed_generation = $3
 			WHERE id = $1 AND host = $2 AND state = 'moving'`, rec.Shard, rec.From, gen); err != nil {
 			return err
@@ -433,7 +435,7 @@ type CleanupResult struct {
 // Cleanup drops the retired copies (shard_NNNN_moved_gG on the old host)
 // of finished moves whose keep period has passed, or all of them with
 // opts.All.
-func Cleanup(ctx context.Context, cfg *Config, opts CleanupOptions) (*CleanupResult, error) {
+func Cleanup(ctx context.Context, cfg *shardmgr.Config, opts CleanupOptions) (*CleanupResult, error) {
 	if err := cfg.ValidateCluster(); err != nil {
 		return nil, err
 	}

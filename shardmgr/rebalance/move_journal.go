@@ -1,4 +1,4 @@
-package shardmgr
+package rebalance
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/shardid/shardid/shardmgr"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -113,7 +115,7 @@ func scanMove(row pgx.CollectableRow) (*MoveRecord, error) {
 
 // readMoves reads journal rows matching where (a SQL condition on
 // shardid.moves, with args), oldest first.
-func readMoves(ctx context.Context, q Querier, where string, args ...any) ([]*MoveRecord, error) {
+func readMoves(ctx context.Context, q shardmgr.Querier, where string, args ...any) ([]*MoveRecord, error) {
 	rows, err := q.Query(ctx, `SELECT `+moveColumns+` FROM shardid.moves WHERE `+where+` ORDER BY id`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read move journal: %w", err)
@@ -127,7 +129,7 @@ func readMoves(ctx context.Context, q Querier, where string, args ...any) ([]*Mo
 
 // Moves reads the move journal of the cluster's catalog: every move when
 // all is true, else those not yet finished.
-func Moves(ctx context.Context, cfg *Config, all bool) ([]*MoveRecord, error) {
+func Moves(ctx context.Context, cfg *shardmgr.Config, all bool) ([]*MoveRecord, error) {
 	pool, err := openCatalogForMoves(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -152,7 +154,7 @@ func journalMove(ctx context.Context, tx pgx.Tx, shard int, from, to string, mod
 		shard, from, to, string(mode), schema, bytes, keepMS(keep)).Scan(&id)
 	if err != nil {
 		if pg.IsUniqueViolation(err) {
-			return nil, &ShardError{Shard: shard, Err: ErrMoveOpen}
+			return nil, &shardmgr.ShardError{Shard: shard, Err: ErrMoveOpen}
 		}
 		return nil, err
 	}

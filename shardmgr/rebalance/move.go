@@ -1,4 +1,4 @@
-package shardmgr
+package rebalance
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/shardid/shardid/shardmgr"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -44,7 +46,7 @@ type MoveOptions struct {
 	// Migrations is the directory of the shard's tern migrations: the
 	// target's schema is built by running them up to the source's version.
 	// Needed when that version is above 0.
-	Migrations *MigrationSet
+	Migrations *shardmgr.MigrationSet
 	// Keep is how long the source's old copy is kept, renamed
 	// shard_NNNN_moved_gG and fenced, before Cleanup drops it. Zero means
 	// DefaultKeep; negative drops it as soon as the move is done.
@@ -64,7 +66,7 @@ type MoveOptions struct {
 	// uses to reach the source host for logical replication. Nil builds one
 	// from the host's DSN in the cluster file (host, port, dbname, user,
 	// password, sslmode).
-	ConnInfo func(source Host) (string, error)
+	ConnInfo func(source shardmgr.Host) (string, error)
 	// Progress, when set, is called as a move advances. Calls for one move
 	// are serialised; several moves may call it concurrently.
 	Progress func(MoveProgress)
@@ -123,9 +125,9 @@ var errStopped = errors.New("stopped after phase (test)")
 // mover runs moves of one cluster; it holds the catalog pool and a pool
 // per host.
 type mover struct {
-	cfg     *Config
+	cfg     *shardmgr.Config
 	catalog *pgxpool.Pool
-	m       *Map
+	m       *shardmgr.Map
 	opts    MoveOptions
 	log     *slog.Logger
 
@@ -135,7 +137,7 @@ type mover struct {
 
 // openCatalogForMoves upgrades the catalog (the journal is migration 010)
 // and opens a pool on it.
-func openCatalogForMoves(ctx context.Context, cfg *Config) (*pgxpool.Pool, error) {
+func openCatalogForMoves(ctx context.Context, cfg *shardmgr.Config) (*pgxpool.Pool, error) {
 	if err := migrations.Up(ctx, cfg.Catalog, migrations.Catalog); err != nil {
 		return nil, err
 	}
@@ -146,7 +148,7 @@ func openCatalogForMoves(ctx context.Context, cfg *Config) (*pgxpool.Pool, error
 	return pool, nil
 }
 
-func newMover(ctx context.Context, cfg *Config, opts MoveOptions) (*mover, error) {
+func newMover(ctx context.Context, cfg *shardmgr.Config, opts MoveOptions) (*mover, error) {
 	if opts.Mode == "" {
 		opts.Mode = MoveOnline
 	}
@@ -173,7 +175,7 @@ func newMover(ctx context.Context, cfg *Config, opts MoveOptions) (*mover, error
 	if err != nil {
 		return nil, err
 	}
-	m, err := ReadMap(ctx, catalog)
+	m, err := shardmgr.ReadMap(ctx, catalog)
 	if err != nil {
 		catalog.Close()
 		return nil, err
@@ -199,7 +201,7 @@ func (mo *mover) pool(ctx context.Context, name string) (*pgxpool.Pool, error) {
 	}
 	h, ok := mo.cfg.Host(name)
 	if !ok {
-		return nil, fmt.Errorf("host %s: %w (not in the cluster file)", name, ErrUnknownHost)
+		return nil, fmt.Errorf("host %s: %w (not in the cluster file)", name, shardmgr.ErrUnknownHost)
 	}
 	p, err := pg.OpenPool(ctx, h.DSN, 8)
 	if err != nil {
@@ -229,19 +231,19 @@ func (mo *mover) ends(ctx context.Context, rec *MoveRecord) (src, dst *pgxpool.P
 // fence is lifted when the cut-over fails) and the target's copy
 // removable with AbortMove; the journal records the error. After the
 // flip, moving the shard back is a move like any other.
-func MoveShard(ctx context.Context, cfg *Config, shard int, to string, opts MoveOptions) (*MoveResult, error) {
+func MoveShard(ctx context.Context, cfg *shardmgr.Config, shard int, to string, opts MoveOptions) (*MoveResult, error) {
 	if err := cfg.ValidateCluster(); err != nil {
 		return nil, err
 	}
 	h, ok := cfg.Host(to)
 	if !ok {
-		return nil, fmt.Errorf("move shard %d to %s: %w (not in the cluster file %s)", shard, to, ErrUnknownHost, cfg.Path)
+		return nil, fmt.Errorf("move shard %d to %s: %w (not in the cluster file %s)", shard, to, shardmgr.ErrUnknownHost, cfg.Path)
 	}
 	if h.Drain {
 		return nil, fmt.Errorf("move shard %d to %s: the host is marked drain in %s", shard, to, cfg.Path)
 	}
 	if shard < 0 || shard >= cfg.Shards {
-		return nil, &ShardError{Shard: shard, Err: ErrUnknownShard}
+		return nil, &shardmgr.ShardError{Shard: shard, Err: shardmgr.ErrUnknownShard}
 	}
 	if err := registerHosts(ctx, cfg); err != nil {
 		return nil, err
@@ -259,7 +261,7 @@ func MoveShard(ctx context.Context, cfg *Config, shard int, to string, opts Move
 	if len(open) > 0 {
 		rec = open[0]
 		if rec.To != to {
-			return nil, &ShardError{Shard: shard, Err: fmt.Errorf("%w: move %d to %s is in phase %s", ErrMoveOpen, rec.ID, rec.To, rec.Phase)}
+			return nil, &shardmgr.ShardError{Shard: shard, Err: fmt.Errorf("%w: move %d to %s is in phase %s", ErrMoveOpen, rec.ID, rec.To, rec.Phase)}
 		}
 	} else {
 		from := mo.m.Shards[shard].Host
@@ -279,15 +281,15 @@ func MoveShard(ctx context.Context, cfg *Config, shard int, to string, opts Move
 // does not know, or changes a host's DSN or drain mark: Init registers them
 // and prepares the new hosts' records. Otherwise it only checks that the
 // catalog holds the cluster.
-func registerHosts(ctx context.Context, cfg *Config) error {
-	m, err := Xcatalog_ReadClusterMap(ctx, cfg)
+func registerHosts(ctx context.Context, cfg *shardmgr.Config) error {
+	m, err := shardmgr.Xcatalog_ReadClusterMap(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	for _, h := range cfg.Hosts {
 		ch, ok := m.Host(h.Name)
 		if !ok || ch.DSN != h.RawDSN() || ch.Drain != h.Drain {
-			_, err := Init(ctx, cfg, InitOptions{})
+			_, err := shardmgr.Init(ctx, cfg, shardmgr.InitOptions{})
 			return err
 		}
 	}
@@ -300,23 +302,23 @@ func (mo *mover) journal(ctx context.Context, moves []PlannedMove) ([]*MoveRecor
 	var out []*MoveRecord
 	err := pgx.BeginFunc(ctx, mo.catalog, func(tx pgx.Tx) error {
 		out = out[:0]
-		m, err := ReadMap(ctx, tx)
+		m, err := shardmgr.ReadMap(ctx, tx)
 		if err != nil {
 			return err
 		}
 		for _, pm := range moves {
 			if pm.Shard < 0 || pm.Shard >= len(m.Shards) {
-				return &ShardError{Shard: pm.Shard, Err: ErrUnknownShard}
+				return &shardmgr.ShardError{Shard: pm.Shard, Err: shardmgr.ErrUnknownShard}
 			}
 			s := m.Shards[pm.Shard]
 			if s.Host != pm.From {
-				return &ShardError{Shard: pm.Shard, Err: fmt.Errorf("the catalog places it on %s, not %s (plan again)", s.Host, pm.From)}
+				return &shardmgr.ShardError{Shard: pm.Shard, Err: fmt.Errorf("the catalog places it on %s, not %s (plan again)", s.Host, pm.From)}
 			}
-			if s.State != StateActive {
-				return &ShardError{Shard: pm.Shard, Host: s.Host, Err: fmt.Errorf("shard is %s, not active", s.State)}
+			if s.State != shardmgr.StateActive {
+				return &shardmgr.ShardError{Shard: pm.Shard, Host: s.Host, Err: fmt.Errorf("shard is %s, not active", s.State)}
 			}
 			if _, ok := m.Host(pm.To); !ok {
-				return fmt.Errorf("host %s: %w (run shardid init)", pm.To, ErrUnknownHost)
+				return fmt.Errorf("host %s: %w (run shardid init)", pm.To, shardmgr.ErrUnknownHost)
 			}
 			rec, err := journalMove(ctx, tx, pm.Shard, pm.From, pm.To, mo.opts.Mode, s.Schema, pm.Bytes, mo.opts.Keep)
 			if err != nil {
@@ -416,7 +418,7 @@ func (mo *mover) run(ctx context.Context, rec *MoveRecord) (*MoveResult, error) 
 		mo.log.Info("move", "id", rec.ID, "shard", rec.Shard, "from", rec.From, "to", rec.To, "phase", next)
 		err := mo.step(ctx, rec, next)
 		if err != nil {
-			err = &ShardError{Shard: rec.Shard, Host: rec.To, Err: fmt.Errorf("move %d (%s -> %s), phase %s: %w", rec.ID, rec.From, rec.To, next, err)}
+			err = &shardmgr.ShardError{Shard: rec.Shard, Host: rec.To, Err: fmt.Errorf("move %d (%s -> %s), phase %s: %w", rec.ID, rec.From, rec.To, next, err)}
 			if next == PhaseFlipped {
 				// The flip may have committed even though its answer was
 				// lost: then the target serves, and the source must stay
@@ -488,12 +490,12 @@ func incomingComment(rec *MoveRecord) string {
 
 // dataTables are the shard's tables that hold application rows: all but
 // the migration bookkeeping.
-func dataTables(ctx context.Context, q Querier, schema string) ([]string, error) {
+func dataTables(ctx context.Context, q shardmgr.Querier, schema string) ([]string, error) {
 	all, err := fence.ShardTables(ctx, q, schema)
 	if err != nil {
 		return nil, err
 	}
-	return slices.DeleteFunc(all, func(t string) bool { return t == VersionTable || t == FailureTable }), nil
+	return slices.DeleteFunc(all, func(t string) bool { return t == shardmgr.VersionTable || t == shardmgr.FailureTable }), nil
 }
 
 // buildTarget creates the shard's schema on the target: generator,
@@ -518,9 +520,9 @@ func (mo *mover) buildTarget(ctx context.Context, rec *MoveRecord) error {
 		return fmt.Errorf("source %s: %w", rec.From, err)
 	}
 	if !srcHas {
-		return fmt.Errorf("source %s: %w: no schema %s", rec.From, ErrShardSchemaMissing, schema)
+		return fmt.Errorf("source %s: %w: no schema %s", rec.From, shardmgr.ErrShardSchemaMissing, schema)
 	}
-	version, failure, err := ReadShardVersion(ctx, src, schema)
+	version, failure, err := shardmgr.ReadShardVersion(ctx, src, schema)
 	if err != nil {
 		return fmt.Errorf("source %s: read migration version: %w", rec.From, err)
 	}
@@ -551,7 +553,7 @@ func (mo *mover) buildTarget(ctx context.Context, rec *MoveRecord) error {
 	if comment != nil && *comment != incomingComment(rec) {
 		return fmt.Errorf("target %s already holds a schema %s that this move did not make (a stray copy? see shardid verify); drop it or move the shard elsewhere", rec.To, schema)
 	}
-	ddl, err := shsql.Render(Xcatalog_GeneratorParams(mo.m, rec.Shard))
+	ddl, err := shsql.Render(shardmgr.Xcatalog_GeneratorParams(mo.m, rec.Shard))
 	if err != nil {
 		return err
 	}
@@ -588,14 +590,14 @@ func (mo *mover) buildTarget(ctx context.Context, rec *MoveRecord) error {
 		if err != nil {
 			return fmt.Errorf("target %s: %w", rec.To, err)
 		}
-		_, err = MigrateShardOn(ctx, conn.Conn(), rec.To, mo.opts.Migrations,
-			ShardInfo{ID: rec.Shard, Schema: schema, Host: rec.To, State: StateMoving}, MigrateOptions{To: version, incoming: true})
+		_, err = shardmgr.MigrateShardOn(ctx, conn.Conn(), rec.To, mo.opts.Migrations,
+			shardmgr.ShardInfo{ID: rec.Shard, Schema: schema, Host: rec.To, State: shardmgr.StateMoving}, shardmgr.MigrateOptions{To: version, Incoming: true})
 		conn.Release()
 		if err != nil {
 			return fmt.Errorf("target %s: build the schema at version %d: %w", rec.To, version, err)
 		}
 	}
-	got, _, err := ReadShardVersion(ctx, dst, schema)
+	got, _, err := shardmgr.ReadShardVersion(ctx, dst, schema)
 	if err != nil {
 		return fmt.Errorf("target %s: %w", rec.To, err)
 	}
@@ -660,7 +662,7 @@ func (mo *mover) buildTarget(ctx context.Context, rec *MoveRecord) error {
 }
 
 // shardSize is the total relation size of schema.
-func shardSize(ctx context.Context, q Querier, schema string) (int64, error) {
+func shardSize(ctx context.Context, q shardmgr.Querier, schema string) (int64, error) {
 	var n int64
 	err := q.QueryRow(ctx, `SELECT coalesce(sum(pg_catalog.pg_total_relation_size(c.oid)), 0)::bigint FROM pg_catalog.pg_class c
 		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind IN ('r', 'm', 'S')`, schema).Scan(&n)
@@ -748,7 +750,7 @@ func quietStatementLog(ctx context.Context, tx pgx.Tx) error {
 	})
 }
 
-func (mo *mover) connInfo(h Host) (string, error) {
+func (mo *mover) connInfo(h shardmgr.Host) (string, error) {
 	if mo.opts.ConnInfo != nil {
 		return mo.opts.ConnInfo(h)
 	}
@@ -787,7 +789,7 @@ func libpqConnInfo(dsn string) (string, error) {
 	return strings.Join(parts, " "), nil
 }
 
-func subscriptionExists(ctx context.Context, q Querier, name string) (bool, error) {
+func subscriptionExists(ctx context.Context, q shardmgr.Querier, name string) (bool, error) {
 	var ok bool
 	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_catalog.pg_subscription
 		WHERE subname = $1 AND subdbid = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database()))`, name).Scan(&ok)
@@ -869,7 +871,7 @@ func dropSubscription(ctx context.Context, q pg.Execer, name string) error {
 
 // replicationLag is how far the source's WAL is ahead of what the target
 // confirmed, in bytes.
-func replicationLag(ctx context.Context, src Querier, slot string) (int64, error) {
+func replicationLag(ctx context.Context, src shardmgr.Querier, slot string) (int64, error) {
 	var lag *int64
 	err := src.QueryRow(ctx, `SELECT (pg_catalog.pg_current_wal_lsn() - confirmed_flush_lsn)::bigint
 		FROM pg_catalog.pg_replication_slots WHERE slot_name = $1`, slot).Scan(&lag)
@@ -1012,7 +1014,7 @@ func (mo *mover) fence(ctx context.Context, rec *MoveRecord) error {
 			return err
 		}
 	}
-	_, err = changeCatalog(ctx, mo.catalog, 0, fmt.Sprintf("move %d: shard %d moving %s -> %s", rec.ID, rec.Shard, rec.From, rec.To), func(tx pgx.Tx, gen int64) error {
+	_, err = shardmgr.Xcatalog_Change(ctx, mo.catalog, 0, fmt.Sprintf("move %d: shard %d moving %s -> %s", rec.ID, rec.Shard, rec.From, rec.To), func(tx pgx.Tx, gen int64) error {
 		tag, err := tx.Exec(ctx, `UPDATE shardid.shards SET state = 'moving', changed_generation = $3
 			WHERE id = $1 AND host = $2 AND state IN ('active', 'moving')`, rec.Shard, rec.From, gen)
 		if err != nil {
@@ -1062,7 +1064,7 @@ func (mo *mover) unfenceSource(ctx context.Context, rec *MoveRecord) error {
 	if rec.Mode == MoveOffline {
 		back = PhaseSchema
 	}
-	_, err = changeCatalog(ctx, mo.catalog, 0, fmt.Sprintf("move %d: shard %d back to active on %s", rec.ID, rec.Shard, rec.From), func(tx pgx.Tx, gen int64) error {
+	_, err = shardmgr.Xcatalog_Change(ctx, mo.catalog, 0, fmt.Sprintf("move %d: shard %d back to active on %s", rec.ID, rec.Shard, rec.From), func(tx pgx.Tx, gen int64) error {
 		if _, err := tx.Exec(ctx, `UPDATE shardid.shards SET state = 'active', changed_generation = $3
 			WHERE id = $1 AND host = $2 AND state = 'moving'`, rec.Shard, rec.From, gen); err != nil {
 			return err
@@ -1220,7 +1222,7 @@ func (mo *mover) verifyCopy(ctx context.Context, rec *MoveRecord) error {
 	if err := mo.carryCounter(ctx, src, dst, rec); err != nil {
 		return err
 	}
-	sv, _, err := ReadShardVersion(ctx, src, rec.Schema)
+	sv, _, err := shardmgr.ReadShardVersion(ctx, src, rec.Schema)
 	if err != nil {
 		return fmt.Errorf("source %s: %w", rec.From, err)
 	}
@@ -1309,7 +1311,7 @@ func (mo *mover) carryCounter(ctx context.Context, src, dst *pgxpool.Pool, rec *
 	if err := src.QueryRow(ctx, `SELECT last_value FROM `+seq).Scan(&last); err != nil {
 		return fmt.Errorf("source %s: read %s: %w", rec.From, seq, err)
 	}
-	floor := idOfCounter(mo.m.Layout, last, rec.Shard)
+	floor := shardmgr.Xcatalog_IDOfCounter(mo.m.Layout, last, rec.Shard)
 	stored, err := shardschema.MaxStoredID(ctx, dst, rec.Schema)
 	if err != nil {
 		return fmt.Errorf("target %s: %w", rec.To, err)
@@ -1436,7 +1438,7 @@ func (mo *mover) flip(ctx context.Context, rec *MoveRecord) error {
 	}
 	rec.targetOpened = true
 	var refused int64
-	gen, err := changeCatalog(ctx, mo.catalog, 0, fmt.Sprintf("move %d: shard %d %s -> %s", rec.ID, rec.Shard, rec.From, rec.To), func(tx pgx.Tx, gen int64) error {
+	gen, err := shardmgr.Xcatalog_Change(ctx, mo.catalog, 0, fmt.Sprintf("move %d: shard %d %s -> %s", rec.ID, rec.Shard, rec.From, rec.To), func(tx pgx.Tx, gen int64) error {
 		if mo.opts.flipCatalog != nil {
 			if err := mo.opts.flipCatalog(); err != nil {
 				return err

@@ -1,8 +1,10 @@
-package shardmgr
+package rebalance
 
 import (
 	"sync"
 	"testing"
+
+	"github.com/shardid/shardid/shardmgr"
 
 	"github.com/stretchr/testify/require"
 )
@@ -78,9 +80,9 @@ func TestApplyWaitsForAMoveRunByAnotherManager(t *testing.T) {
 
 // fillShards gives every shard some rows: a move fences the source's
 // counter by drawing one value, which fails on a counter never used.
-func fillShards(t *testing.T, cfg *Config, shards int) {
+func fillShards(t *testing.T, cfg *shardmgr.Config, shards int) {
 	t.Helper()
-	r := openRouter(t, cfg, WithRefreshInterval(0))
+	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	for s := range shards {
 		routeLikes(t, r, s, 10)
 	}

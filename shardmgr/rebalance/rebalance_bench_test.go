@@ -1,4 +1,4 @@
-package shardmgr
+package rebalance
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/shardid/shardid/shardmgr"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -37,7 +39,7 @@ func benchMove(b *testing.B, mode MoveMode, rows int) {
 	var moved, bytes int64
 	for b.Loop() {
 		cfg := moveCluster(b, 3)
-		r := openRouter(b, cfg, WithRefreshInterval(20*time.Millisecond))
+		r := openRouter(b, cfg, shardmgr.WithRefreshInterval(20*time.Millisecond))
 		for left := rows; left > 0; left -= 1_000_000 {
 			routeLikes(b, r, 0, min(left, 1_000_000))
 		}
@@ -56,7 +58,7 @@ func benchMove(b *testing.B, mode MoveMode, rows int) {
 					default:
 					}
 					shard := []int{0, 1}[(w+i)%2]
-					err := r.Tx(context.Background(), shard, func(ctx context.Context, tx pgx.Tx, s Shard) error {
+					err := r.Tx(context.Background(), shard, func(ctx context.Context, tx pgx.Tx, s shardmgr.Shard) error {
 						_, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (user_id, post_id) VALUES ($1, $2)`, s.Table("likes")), w, i)
 						return err
 					})
@@ -129,7 +131,7 @@ func BenchmarkRebalance64(b *testing.B) {
 					worst = max(worst, m.RefusedMS)
 				}
 				worstMS += float64(worst)
-				rep, err := Verify(context.Background(), cfg, VerifyOptions{})
+				rep, err := shardmgr.Verify(context.Background(), cfg, shardmgr.VerifyOptions{})
 				if err != nil || !rep.OK {
 					b.Fatal(err, rep.Problems)
 				}

@@ -1,4 +1,4 @@
-package shardmgr_test
+package rebalance_test
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log"
 	"os"
+
+	"github.com/shardid/shardid/shardmgr/rebalance"
 
 	"github.com/shardid/shardid/shardmgr"
 )
@@ -18,7 +20,7 @@ func ExampleApply() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	plan, err := shardmgr.PlanRebalance(ctx, cfg, shardmgr.PlanOptions{By: shardmgr.ByCount})
+	plan, err := rebalance.PlanRebalance(ctx, cfg, rebalance.PlanOptions{By: rebalance.ByCount})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -29,16 +31,16 @@ func ExampleApply() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	res, err := shardmgr.Apply(ctx, cfg, shardmgr.ApplyOptions{
+	res, err := rebalance.Apply(ctx, cfg, rebalance.ApplyOptions{
 		Parallel: 4,
-		Move: shardmgr.MoveOptions{
+		Move: rebalance.MoveOptions{
 			Migrations: migrations,
-			Progress: func(p shardmgr.MoveProgress) {
+			Progress: func(p rebalance.MoveProgress) {
 				fmt.Fprintf(os.Stderr, "shard %d: %s\n", p.Shard, p.Phase)
 			},
 		},
 	})
-	var failed *shardmgr.MovesError
+	var failed *rebalance.MovesError
 	if errors.As(err, &failed) {
 		log.Printf("%d moves failed; their shards still serve from their old hosts", len(failed.Failed))
 	} else if err != nil {
@@ -56,8 +58,8 @@ func ExampleMoveShard() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	res, err := shardmgr.MoveShard(ctx, cfg, 5, "pg4", shardmgr.MoveOptions{Mode: shardmgr.MoveOffline, Keep: -1})
-	if errors.Is(err, shardmgr.ErrMoveOpen) {
+	res, err := rebalance.MoveShard(ctx, cfg, 5, "pg4", rebalance.MoveOptions{Mode: rebalance.MoveOffline, Keep: -1})
+	if errors.Is(err, rebalance.ErrMoveOpen) {
 		log.Fatal("shard 5 is already moving elsewhere: shardid rebalance abort --shard 5")
 	}
 	if err != nil {

@@ -1,4 +1,4 @@
-package shardmgr
+package rebalance
 
 import (
 	"cmp"
@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/shardid/shardid/shardmgr"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
@@ -75,7 +77,7 @@ type Plan struct {
 // until no host is above the mean by more than half the largest shard or
 // no move helps. Both are
 // deterministic: ties go to the lower host name and the higher shard id.
-func PlanRebalance(ctx context.Context, cfg *Config, opts PlanOptions) (*Plan, error) {
+func PlanRebalance(ctx context.Context, cfg *shardmgr.Config, opts PlanOptions) (*Plan, error) {
 	if err := cfg.ValidateCluster(); err != nil {
 		return nil, err
 	}
@@ -85,13 +87,13 @@ func PlanRebalance(ctx context.Context, cfg *Config, opts PlanOptions) (*Plan, e
 	if opts.By != ByCount && opts.By != BySize {
 		return nil, fmt.Errorf("plan by %q: want count or size", opts.By)
 	}
-	m, err := Xcatalog_ReadClusterMap(ctx, cfg)
+	m, err := shardmgr.Xcatalog_ReadClusterMap(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	for _, ch := range m.Hosts {
 		if _, ok := cfg.Host(ch.Name); !ok && len(m.ShardsOn(ch.Name)) > 0 {
-			return nil, fmt.Errorf("%w: host %s holds %d shards in the catalog but is not in the cluster file", ErrClusterMismatch, ch.Name, len(m.ShardsOn(ch.Name)))
+			return nil, fmt.Errorf("%w: host %s holds %d shards in the catalog but is not in the cluster file", shardmgr.ErrClusterMismatch, ch.Name, len(m.ShardsOn(ch.Name)))
 		}
 	}
 	sizes, err := measureShards(ctx, cfg, m)
@@ -102,7 +104,7 @@ func PlanRebalance(ctx context.Context, cfg *Config, opts PlanOptions) (*Plan, e
 }
 
 // measureShards reads every shard's total relation size on its host.
-func measureShards(ctx context.Context, cfg *Config, m *Map) ([]int64, error) {
+func measureShards(ctx context.Context, cfg *shardmgr.Config, m *shardmgr.Map) ([]int64, error) {
 	sizes := make([]int64, len(m.Shards))
 	g, gctx := errgroup.WithContext(ctx)
 	for _, h := range cfg.Hosts {
@@ -147,7 +149,7 @@ func measureShards(ctx context.Context, cfg *Config, m *Map) ([]int64, error) {
 
 // planMoves is the planner proper: m places the shards, hosts (the cluster
 // file's) say which hosts exist and drain, sizes are the shards' bytes.
-func planMoves(m *Map, hosts []Host, sizes []int64, by PlanBy) (*Plan, error) {
+func planMoves(m *shardmgr.Map, hosts []shardmgr.Host, sizes []int64, by PlanBy) (*Plan, error) {
 	type hostState struct {
 		name   string
 		drain  bool
@@ -166,7 +168,7 @@ func planMoves(m *Map, hosts []Host, sizes []int64, by PlanBy) (*Plan, error) {
 	for _, s := range m.Shards {
 		hs := state[s.Host]
 		if hs == nil {
-			return nil, fmt.Errorf("%w: shard %d is on host %s, which is not in the cluster file", ErrClusterMismatch, s.ID, s.Host)
+			return nil, fmt.Errorf("%w: shard %d is on host %s, which is not in the cluster file", shardmgr.ErrClusterMismatch, s.ID, s.Host)
 		}
 		hs.shards = append(hs.shards, s.ID)
 		hs.bytes += sizes[s.ID]

@@ -1,0 +1,51 @@
+package shardmgr_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+	"github.com/stretchr/testify/require"
+)
+
+// The shared cluster helpers (package clustertest) for the tests that need
+// a cluster installed by the operator packages, which the root's in-package
+// tests cannot import.
+
+func ctx(t testing.TB) context.Context            { return clustertest.Ctx(t) }
+func pool(t testing.TB, dsn string) *pgxpool.Pool { return clustertest.Pool(t, dsn) }
+func hostPool(t testing.TB, cfg *shardmgr.Config, name string) *pgxpool.Pool {
+	return clustertest.HostPool(t, cfg, name)
+}
+func clusterMap(t testing.TB, cfg *shardmgr.Config) *shardmgr.Map {
+	return clustertest.ClusterMap(t, cfg)
+}
+func testCluster(t testing.TB, shards int, create bool) *shardmgr.Config {
+	return clustertest.Cluster(t, shards, create)
+}
+func openRouter(t testing.TB, cfg *shardmgr.Config, opts ...shardmgr.RouterOption) *shardmgr.Router {
+	return clustertest.OpenRouter(t, cfg, opts...)
+}
+func routeLikes(t testing.TB, r *shardmgr.Router, shard, n int) {
+	clustertest.RouteLikes(t, r, shard, n)
+}
+func likeIDs(t testing.TB, cfg *shardmgr.Config, shard int) []int64 {
+	return clustertest.LikeIDs(t, cfg, shard)
+}
+
+func initCluster(t testing.TB, shards int) *shardmgr.Config {
+	t.Helper()
+	cfg := clustertest.Cluster(t, shards, false)
+	_, err := shardmgr.Init(ctx(t), cfg, shardmgr.InitOptions{})
+	require.NoError(t, err)
+	return cfg
+}
+
+func sampleSet(t testing.TB) *shardmgr.MigrationSet {
+	t.Helper()
+	set, err := shardmgr.LoadMigrationDir(clustertest.SampleMigrations)
+	require.NoError(t, err)
+	return set
+}
