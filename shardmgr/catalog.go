@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/shardid/shardid/idgen"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
+	shsql "github.com/shardid/shardid/sql"
 )
 
 // State is a logical shard's state in the catalog.
@@ -29,33 +30,6 @@ const (
 // Valid reports whether s is one of the catalog states.
 func (s State) Valid() bool {
 	return s == StateActive || s == StateReadOnly || s == StateMoving
-}
-
-// shardOf returns the logical shard an id carries (-1 for a negative id,
-// which no generator makes).
-func shardOf(l idgen.Layout, id int64) int {
-	p, err := l.Decompose(idgen.ID(id))
-	if err != nil {
-		return -1
-	}
-	return int(p.Shard)
-}
-
-// unixMilli returns the time an id carries, in ms since the Unix epoch.
-func unixMilli(l idgen.Layout, id int64) int64 {
-	p, err := l.Decompose(idgen.ID(id))
-	if err != nil {
-		return 0
-	}
-	return p.Time.UnixMilli()
-}
-
-// Xcatalog_IDOfCounter is the id the safe generator derives from counter value c:
-// the counter's time and sequence parts with the shard bits between them.
-func Xcatalog_IDOfCounter(l idgen.Layout, c int64, shard int) int64 {
-	l = l.Resolved()
-	seqMask := int64(1)<<l.SeqBits - 1
-	return (c>>l.SeqBits)<<(l.ShardBits+l.SeqBits) | int64(shard)<<l.SeqBits | (c & seqMask)
 }
 
 // CatalogHost is a host as the catalog records it.
@@ -166,9 +140,9 @@ func ReadMap(ctx context.Context, q Querier) (*Map, error) {
 	return m, nil
 }
 
-// catalogLockClass is the first key of the transaction-scoped advisory
+// Xcatalog_LockClass is the first key of the transaction-scoped advisory
 // lock that serialises catalog changes: 'shca'.
-const catalogLockClass = 0x73686361
+const Xcatalog_LockClass = 0x73686361
 
 // Xcatalog_Change runs fn in one catalog transaction that holds the catalog
 // lock and the cluster row, checks that the generation is still want (0:
@@ -177,7 +151,7 @@ const catalogLockClass = 0x73686361
 func Xcatalog_Change(ctx context.Context, pool *pgxpool.Pool, want int64, what string, fn func(tx pgx.Tx, gen int64) error) (int64, error) {
 	var next int64
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, 0)`, catalogLockClass); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, 0)`, Xcatalog_LockClass); err != nil {
 			return err
 		}
 		var gen int64
@@ -253,4 +227,12 @@ func Xcatalog_ReadClusterMap(ctx context.Context, cfg *Config) (*Map, error) {
 		return nil, fmt.Errorf("catalog: %w", err)
 	}
 	return m, nil
+}
+
+// Xcatalog_GeneratorParams is what the catalog expects shard id's generator to be.
+func Xcatalog_GeneratorParams(m *Map, id int) shsql.Params {
+	return shsql.Params{
+		Shard: id, Schema: m.Shards[id].Schema, Variant: m.Variant, Epoch: m.Layout.Epoch,
+		TimeBits: m.Layout.TimeBits, ShardBits: m.Layout.ShardBits, SeqBits: m.Layout.SeqBits,
+	}
 }

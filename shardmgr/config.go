@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/shardid/shardid/idgen/segment"
 	"github.com/shardid/shardid/shardmgr/internal/limits"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
 	shsql "github.com/shardid/shardid/sql"
 	"go.yaml.in/yaml/v3"
 )
@@ -231,7 +232,7 @@ func (c *Config) ValidateCluster() error {
 			add("hosts[%d].dsn: missing", i)
 			continue
 		}
-		key, err := databaseKey(h.DSN)
+		key, err := pg.DatabaseKey(h.DSN)
 		if err != nil {
 			add("hosts[%d].dsn: %s", i, dsnError(err))
 			continue
@@ -256,16 +257,6 @@ func (c *Config) Host(name string) (Host, bool) {
 		}
 	}
 	return Host{}, false
-}
-
-// databaseKey names the database a DSN points at (host:port/database), so
-// that two spellings of one database count as duplicates.
-func databaseKey(dsn string) (string, error) {
-	pc, err := pgconn.ParseConfig(dsn)
-	if err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("%s:%d/%s", pc.Host, pc.Port, pc.Database), nil
 }
 
 // dsnError keeps a DSN parse error on one line without repeating the DSN,

@@ -4,6 +4,10 @@ import (
 	"context"
 	"testing"
 
+	"github.com/shardid/shardid/shardmgr/migrate"
+
+	"github.com/shardid/shardid/shardmgr/install"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/clustertest"
@@ -38,14 +42,14 @@ func likeIDs(t testing.TB, cfg *shardmgr.Config, shard int) []int64 {
 func initCluster(t testing.TB, shards int) *shardmgr.Config {
 	t.Helper()
 	cfg := clustertest.Cluster(t, shards, false)
-	_, err := shardmgr.Init(ctx(t), cfg, shardmgr.InitOptions{})
+	_, err := install.Init(ctx(t), cfg, install.InitOptions{})
 	require.NoError(t, err)
 	return cfg
 }
 
-func sampleSet(t testing.TB) *shardmgr.MigrationSet {
+func sampleSet(t testing.TB) *migrate.MigrationSet {
 	t.Helper()
-	set, err := shardmgr.LoadMigrationDir(clustertest.SampleMigrations)
+	set, err := migrate.LoadMigrationDir(clustertest.SampleMigrations)
 	require.NoError(t, err)
 	return set
 }

@@ -59,15 +59,6 @@ func dropLater(t testing.TB, s *localpg.Server, db string) {
 	})
 }
 
-// initCluster runs Init on a fresh cluster of shards shards.
-func initCluster(t testing.TB, shards int) *Config {
-	t.Helper()
-	cfg := testCluster(t, shards, false)
-	_, err := Init(ctx(t), cfg, InitOptions{})
-	require.NoError(t, err)
-	return cfg
-}
-
 func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
@@ -80,11 +71,4 @@ func hostPool(t testing.TB, cfg *Config, name string) *pgxpool.Pool {
 	h, ok := cfg.Host(name)
 	require.True(t, ok, name)
 	return pool(t, h.DSN)
-}
-
-func requireVerifyOK(t testing.TB, cfg *Config) {
-	t.Helper()
-	rep, err := Verify(ctx(t), cfg, VerifyOptions{Deep: true})
-	require.NoError(t, err)
-	require.True(t, rep.OK, "verify: %v", rep.Problems)
 }

@@ -10,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardid/shardid/shardmgr/migrate"
+
+	"github.com/shardid/shardid/shardmgr/install"
+
 	"github.com/shardid/shardid/shardmgr"
 
 	"github.com/jackc/pgerrcode"
@@ -38,7 +42,7 @@ func requireHostSaid(t testing.TB, err error, shard int, host, code string) {
 func TestStaleRouterAfterMoveGetsErrShardMoving(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 4)
-	_, err := shardmgr.Migrate(ctx(t), cfg, sampleSet(t), shardmgr.MigrateOptions{})
+	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{})
 	require.NoError(t, err)
 	const shard = 1
 	// Routers that never refresh on their own: their maps stay at the
@@ -117,7 +121,7 @@ func TestStaleRouterAfterMoveGetsErrShardMoving(t *testing.T) {
 func TestRouterFencedCopyIsErrShardMoving(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 4)
-	_, err := shardmgr.Migrate(ctx(t), cfg, sampleSet(t), shardmgr.MigrateOptions{})
+	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{})
 	require.NoError(t, err)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(-1))
 	const shard = 2
@@ -156,7 +160,7 @@ func ownCatalogCluster(t testing.TB, shards int) (*shardmgr.Config, *localpg.Ser
 	cat := pgtest.Own(t, localpg.Options{})
 	cfg.Catalog = cat.DSN("catalog")
 	require.NoError(t, cfg.ValidateCluster())
-	_, err := shardmgr.Init(ctx(t), cfg, shardmgr.InitOptions{})
+	_, err := install.Init(ctx(t), cfg, install.InitOptions{})
 	require.NoError(t, err)
 	return cfg, cat
 }
@@ -183,7 +187,7 @@ func TestRouterServesThroughCatalogOutage(t *testing.T) {
 	t.Parallel()
 	const shards = 6
 	cfg, cat := ownCatalogCluster(t, shards)
-	_, err := shardmgr.Migrate(ctx(t), cfg, sampleSet(t), shardmgr.MigrateOptions{})
+	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{})
 	require.NoError(t, err)
 	var logs logBuffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))

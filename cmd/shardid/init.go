@@ -7,6 +7,10 @@ import (
 	"os"
 	"strings"
 
+	"github.com/shardid/shardid/shardmgr/migrate"
+
+	"github.com/shardid/shardid/shardmgr/install"
+
 	"github.com/spf13/cobra"
 
 	"github.com/shardid/shardid/shardmgr"
@@ -47,7 +51,7 @@ had to create again gets the same tables as the rest. See docs/migrations.md.`,
 		if err != nil {
 			return err
 		}
-		opts := shardmgr.InitOptions{
+		opts := install.InitOptions{
 			Workers: workers,
 			Logger:  slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		}
@@ -56,17 +60,17 @@ had to create again gets the same tables as the rest. See docs/migrations.md.`,
 		var bars *hostBars
 		if dir != "" {
 			// A directory that does not load or render fails before anything changes.
-			if opts.Migrations, err = shardmgr.LoadMigrationDir(dir); err != nil {
+			if opts.Migrations, err = migrate.LoadMigrationDir(dir); err != nil {
 				return err
 			}
 			bars = newHostBars(os.Stderr, "migrate up")
-			opts.Migrate = shardmgr.MigrateOptions{
+			opts.Migrate = migrate.MigrateOptions{
 				// Migrating starts when installing is over: end the install bar's line first.
-				Progress: func(p shardmgr.HostProgress) { bar.Done(); bars.Update(p) },
+				Progress: func(p migrate.HostProgress) { bar.Done(); bars.Update(p) },
 				Waiting:  bars.Waiting,
 			}
 		}
-		res, err := shardmgr.Init(cmd.Context(), cfg, opts)
+		res, err := install.Init(cmd.Context(), cfg, opts)
 		bar.Done()
 		if bars != nil {
 			bars.Done()
@@ -99,7 +103,7 @@ had to create again gets the same tables as the rest. See docs/migrations.md.`,
 	return cmd
 }
 
-func printInitResult(out io.Writer, cfg *shardmgr.Config, res *shardmgr.InitResult) {
+func printInitResult(out io.Writer, cfg *shardmgr.Config, res *install.InitResult) {
 	for _, db := range res.CreatedDatabases {
 		fmt.Fprintf(out, "created database %s\n", db)
 	}

@@ -9,9 +9,9 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/term"
+	"github.com/shardid/shardid/shardmgr/migrate"
 
-	"github.com/shardid/shardid/shardmgr"
+	"golang.org/x/term"
 )
 
 // hostBars draws one progress line per host on w when w is a terminal,
@@ -24,7 +24,7 @@ type hostBars struct {
 	on    bool
 	label string
 	hosts []string
-	state map[string]shardmgr.HostProgress
+	state map[string]migrate.HostProgress
 	drawn int // lines currently drawn
 	last  time.Time
 	waits map[string]int
@@ -33,12 +33,12 @@ type hostBars struct {
 func newHostBars(w io.Writer, label string) *hostBars {
 	f, ok := w.(*os.File)
 	return &hostBars{w: w, label: label, on: ok && term.IsTerminal(int(f.Fd())),
-		state: map[string]shardmgr.HostProgress{}, waits: map[string]int{}}
+		state: map[string]migrate.HostProgress{}, waits: map[string]int{}}
 }
 
 // Update records a host's progress and redraws, at most ten times a second
 // except when a host finishes.
-func (b *hostBars) Update(p shardmgr.HostProgress) {
+func (b *hostBars) Update(p migrate.HostProgress) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if _, ok := b.state[p.Host]; !ok {
@@ -56,7 +56,7 @@ func (b *hostBars) Update(p shardmgr.HostProgress) {
 const maxWaitLines = 3
 
 // Waiting reports that a shard waits for another run's lock.
-func (b *hostBars) Waiting(w shardmgr.LockWait) {
+func (b *hostBars) Waiting(w migrate.LockWait) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.waits[w.Host]++

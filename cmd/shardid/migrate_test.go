@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stretchr/testify/require"
+	"github.com/shardid/shardid/shardmgr/migrate"
 
-	"github.com/shardid/shardid/shardmgr"
+	"github.com/stretchr/testify/require"
 )
 
 const sampleMigrations = "../../testdata/migrations"
@@ -147,22 +147,22 @@ func TestHostBars(t *testing.T) {
 	var buf bytes.Buffer
 	b := newHostBars(&buf, "migrate up")
 	require.False(t, b.on, "a buffer is not a terminal: nothing drawn")
-	b.Update(shardmgr.HostProgress{Host: "pg1", Done: 1, Total: 2})
-	b.Waiting(shardmgr.LockWait{Shard: 3, Host: "pg1", HolderPID: 42})
+	b.Update(migrate.HostProgress{Host: "pg1", Done: 1, Total: 2})
+	b.Waiting(migrate.LockWait{Shard: 3, Host: "pg1", HolderPID: 42})
 	require.Equal(t, "waiting for lock on shard 3 on pg1: another run (backend pid 42) holds it\n", buf.String())
 
 	// On a terminal: one line per host, redrawn in place, messages above.
 	buf.Reset()
 	b = newHostBars(&buf, "migrate up")
 	b.on = true
-	b.Update(shardmgr.HostProgress{Host: "pg2", Done: 0, Total: 4})
-	b.Update(shardmgr.HostProgress{Host: "pg1", Done: 4, Total: 4, Failed: 1})
+	b.Update(migrate.HostProgress{Host: "pg2", Done: 0, Total: 4})
+	b.Update(migrate.HostProgress{Host: "pg1", Done: 4, Total: 4, Failed: 1})
 	require.Equal(t, "\r\x1b[Kmigrate up pg2 [..............................] 0/4\n"+
 		"\x1b[1A\r\x1b[Kmigrate up pg1 [##############################] 4/4, 1 failed\n"+
 		"\r\x1b[Kmigrate up pg2 [..............................] 0/4\n", buf.String())
 	buf.Reset()
 	for range 5 {
-		b.Waiting(shardmgr.LockWait{Shard: 7, Host: "pg2"})
+		b.Waiting(migrate.LockWait{Shard: 7, Host: "pg2"})
 	}
 	out := buf.String()
 	require.Equal(t, 3, strings.Count(out, "waiting for lock on shard 7 on pg2: another run holds it\n"))

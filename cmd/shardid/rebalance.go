@@ -9,12 +9,12 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/shardid/shardid/shardmgr/migrate"
+
 	"github.com/shardid/shardid/shardmgr/rebalance"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
-
-	"github.com/shardid/shardid/shardmgr"
 )
 
 func init() { commands = append(commands, newRebalanceCmd) }
@@ -157,7 +157,7 @@ func (f *moveFlags) options(cmd *cobra.Command) (rebalance.MoveOptions, error) {
 		o.Keep = -1
 	}
 	if cmd.Flags().Changed("dir") {
-		set, err := shardmgr.LoadMigrationDir(f.dir)
+		set, err := migrate.LoadMigrationDir(f.dir)
 		if err != nil {
 			return o, err
 		}

@@ -7,6 +7,8 @@ import (
 	"log"
 	"os"
 
+	"github.com/shardid/shardid/shardmgr/migrate"
+
 	"github.com/shardid/shardid/shardmgr/rebalance"
 
 	"github.com/shardid/shardid/shardmgr"
@@ -27,7 +29,7 @@ func ExampleApply() {
 	for _, m := range plan.Moves {
 		fmt.Printf("shard %d: %s -> %s (%d bytes)\n", m.Shard, m.From, m.To, m.Bytes)
 	}
-	migrations, err := shardmgr.LoadMigrationDir("migrations")
+	migrations, err := migrate.LoadMigrationDir("migrations")
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -4,6 +4,10 @@ import (
 	"context"
 	"testing"
 
+	"github.com/shardid/shardid/shardmgr/migrate"
+
+	"github.com/shardid/shardid/shardmgr/install"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/shardid/shardid/internal/localpg"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
@@ -35,21 +39,21 @@ func clusterMap(t testing.TB, cfg *shardmgr.Config) *shardmgr.Map {
 func initCluster(t testing.TB, shards int) *shardmgr.Config {
 	t.Helper()
 	cfg := clustertest.Cluster(t, shards, false)
-	_, err := shardmgr.Init(ctx(t), cfg, shardmgr.InitOptions{})
+	_, err := install.Init(ctx(t), cfg, install.InitOptions{})
 	require.NoError(t, err)
 	return cfg
 }
 
-func sampleSet(t testing.TB) *shardmgr.MigrationSet {
+func sampleSet(t testing.TB) *migrate.MigrationSet {
 	t.Helper()
-	set, err := shardmgr.LoadMigrationDir(sampleMigrations)
+	set, err := migrate.LoadMigrationDir(sampleMigrations)
 	require.NoError(t, err)
 	return set
 }
 
-func setOf(t testing.TB, files map[string]string) *shardmgr.MigrationSet {
+func setOf(t testing.TB, files map[string]string) *migrate.MigrationSet {
 	t.Helper()
-	set, err := shardmgr.LoadMigrationSet(clustertest.MapFS(files))
+	set, err := migrate.LoadMigrationSet(clustertest.MapFS(files))
 	require.NoError(t, err)
 	return set
 }

@@ -11,6 +11,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shardid/shardid/shardmgr/migrate"
+
+	"github.com/shardid/shardid/shardmgr/install"
+
 	"github.com/shardid/shardid/shardmgr"
 
 	"github.com/jackc/pgx/v5"
@@ -46,7 +50,7 @@ type MoveOptions struct {
 	// Migrations is the directory of the shard's tern migrations: the
 	// target's schema is built by running them up to the source's version.
 	// Needed when that version is above 0.
-	Migrations *shardmgr.MigrationSet
+	Migrations *migrate.MigrationSet
 	// Keep is how long the source's old copy is kept, renamed
 	// shard_NNNN_moved_gG and fenced, before Cleanup drops it. Zero means
 	// DefaultKeep; negative drops it as soon as the move is done.
@@ -289,7 +293,7 @@ func registerHosts(ctx context.Context, cfg *shardmgr.Config) error {
 	for _, h := range cfg.Hosts {
 		ch, ok := m.Host(h.Name)
 		if !ok || ch.DSN != h.RawDSN() || ch.Drain != h.Drain {
-			_, err := shardmgr.Init(ctx, cfg, shardmgr.InitOptions{})
+			_, err := install.Init(ctx, cfg, install.InitOptions{})
 			return err
 		}
 	}
@@ -495,7 +499,7 @@ func dataTables(ctx context.Context, q shardmgr.Querier, schema string) ([]strin
 	if err != nil {
 		return nil, err
 	}
-	return slices.DeleteFunc(all, func(t string) bool { return t == shardmgr.VersionTable || t == shardmgr.FailureTable }), nil
+	return slices.DeleteFunc(all, func(t string) bool { return t == migrate.VersionTable || t == migrate.FailureTable }), nil
 }
 
 // buildTarget creates the shard's schema on the target: generator,
@@ -520,9 +524,9 @@ func (mo *mover) buildTarget(ctx context.Context, rec *MoveRecord) error {
 		return fmt.Errorf("source %s: %w", rec.From, err)
 	}
 	if !srcHas {
-		return fmt.Errorf("source %s: %w: no schema %s", rec.From, shardmgr.ErrShardSchemaMissing, schema)
+		return fmt.Errorf("source %s: %w: no schema %s", rec.From, migrate.ErrShardSchemaMissing, schema)
 	}
-	version, failure, err := shardmgr.ReadShardVersion(ctx, src, schema)
+	version, failure, err := migrate.ReadShardVersion(ctx, src, schema)
 	if err != nil {
 		return fmt.Errorf("source %s: read migration version: %w", rec.From, err)
 	}
@@ -590,14 +594,14 @@ func (mo *mover) buildTarget(ctx context.Context, rec *MoveRecord) error {
 		if err != nil {
 			return fmt.Errorf("target %s: %w", rec.To, err)
 		}
-		_, err = shardmgr.MigrateShardOn(ctx, conn.Conn(), rec.To, mo.opts.Migrations,
-			shardmgr.ShardInfo{ID: rec.Shard, Schema: schema, Host: rec.To, State: shardmgr.StateMoving}, shardmgr.MigrateOptions{To: version, Incoming: true})
+		_, err = migrate.MigrateShardOn(ctx, conn.Conn(), rec.To, mo.opts.Migrations,
+			shardmgr.ShardInfo{ID: rec.Shard, Schema: schema, Host: rec.To, State: shardmgr.StateMoving}, migrate.MigrateOptions{To: version, Incoming: true})
 		conn.Release()
 		if err != nil {
 			return fmt.Errorf("target %s: build the schema at version %d: %w", rec.To, version, err)
 		}
 	}
-	got, _, err := shardmgr.ReadShardVersion(ctx, dst, schema)
+	got, _, err := migrate.ReadShardVersion(ctx, dst, schema)
 	if err != nil {
 		return fmt.Errorf("target %s: %w", rec.To, err)
 	}
@@ -1222,7 +1226,7 @@ func (mo *mover) verifyCopy(ctx context.Context, rec *MoveRecord) error {
 	if err := mo.carryCounter(ctx, src, dst, rec); err != nil {
 		return err
 	}
-	sv, _, err := shardmgr.ReadShardVersion(ctx, src, rec.Schema)
+	sv, _, err := migrate.ReadShardVersion(ctx, src, rec.Schema)
 	if err != nil {
 		return fmt.Errorf("source %s: %w", rec.From, err)
 	}
@@ -1311,7 +1315,7 @@ func (mo *mover) carryCounter(ctx context.Context, src, dst *pgxpool.Pool, rec *
 	if err := src.QueryRow(ctx, `SELECT last_value FROM `+seq).Scan(&last); err != nil {
 		return fmt.Errorf("source %s: read %s: %w", rec.From, seq, err)
 	}
-	floor := shardmgr.Xcatalog_IDOfCounter(mo.m.Layout, last, rec.Shard)
+	floor := shardschema.IDOfCounter(mo.m.Layout, last, rec.Shard)
 	stored, err := shardschema.MaxStoredID(ctx, dst, rec.Schema)
 	if err != nil {
 		return fmt.Errorf("target %s: %w", rec.To, err)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardid/shardid/shardmgr/migrate"
+
 	"github.com/shardid/shardid/shardmgr"
 
 	"github.com/jackc/pgx/v5"
@@ -109,7 +111,7 @@ func TestSessionsPinStandardConformingStrings(t *testing.T) {
 func TestMoveConnInfoCannotInject(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 6)
-	_, err := shardmgr.Migrate(ctx(t), cfg, sampleSet(t), shardmgr.MigrateOptions{})
+	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{})
 	require.NoError(t, err)
 	dst := hostPool(t, cfg, "pg3")
 	h, _ := cfg.Host("pg3")
@@ -153,7 +155,7 @@ func TestMoveConnInfoCannotInject(t *testing.T) {
 func TestMoveKeepsPasswordOutOfServerLog(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 3)
-	_, err := shardmgr.Migrate(ctx(t), cfg, sampleSet(t), shardmgr.MigrateOptions{})
+	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{})
 	require.NoError(t, err)
 	pw := fmt.Sprintf("pw-%s-S3cret", cfg.Cluster)
 	missing := cfg.Cluster + "_no_such_db"

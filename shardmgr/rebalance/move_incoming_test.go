@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardid/shardid/shardmgr/migrate"
+
 	"github.com/shardid/shardid/shardmgr"
 
 	"github.com/jackc/pgx/v5"
@@ -81,7 +83,7 @@ CREATE INDEX CONCURRENTLY tags_post_idx ON {{.schema}}.tags (post_id);`}
 		files[name] = string(b)
 	}
 	set := setOf(t, files)
-	_, err := shardmgr.Migrate(ctx(t), cfg, set, shardmgr.MigrateOptions{})
+	_, err := migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{})
 	require.NoError(t, err)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	for _, tc := range []struct {
@@ -145,7 +147,7 @@ func shardIDs(t testing.TB, cfg *shardmgr.Config, shard int, table string) []int
 func TestMoveIncomingCopyHandsOutNoID(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 3)
-	_, err := shardmgr.Migrate(ctx(t), cfg, sampleSet(t), shardmgr.MigrateOptions{})
+	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{})
 	require.NoError(t, err)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	routeLikes(t, r, 1, 50)
@@ -175,7 +177,7 @@ func TestMoveIncomingCopyHandsOutNoID(t *testing.T) {
 func TestFailedFlipFencesTargetAgain(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 3)
-	_, err := shardmgr.Migrate(ctx(t), cfg, sampleSet(t), shardmgr.MigrateOptions{})
+	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{})
 	require.NoError(t, err)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	routeLikes(t, r, 1, 50)

@@ -11,6 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardid/shardid/shardmgr/migrate"
+
+	"github.com/shardid/shardid/shardmgr/verify"
+
 	"github.com/shardid/shardid/shardmgr"
 
 	"github.com/jackc/pgx/v5"
@@ -18,6 +22,7 @@ import (
 	"github.com/shardid/shardid/internal/localpg"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/shardid/shardid/shardmgr/internal/fence"
+	"github.com/shardid/shardid/shardmgr/internal/shardschema"
 	"github.com/stretchr/testify/require"
 )
 
@@ -34,7 +39,7 @@ func moveCluster(t testing.TB, shards int) *shardmgr.Config {
 func moveClusterRetry(t testing.TB, shards int, retry string) *shardmgr.Config {
 	t.Helper()
 	cfg := initCluster(t, shards)
-	_, err := shardmgr.Migrate(ctx(t), cfg, sampleSet(t), shardmgr.MigrateOptions{})
+	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{})
 	require.NoError(t, err)
 	addHost(t, cfg, "pg4", retry)
 	return cfg
@@ -83,7 +88,7 @@ func likeIDs(t testing.TB, cfg *shardmgr.Config, shard int) []int64 {
 
 func requireVerifyOK(t testing.TB, cfg *shardmgr.Config) {
 	t.Helper()
-	rep, err := shardmgr.Verify(ctx(t), cfg, shardmgr.VerifyOptions{Deep: true})
+	rep, err := verify.Verify(ctx(t), cfg, verify.VerifyOptions{Deep: true})
 	require.NoError(t, err)
 	require.True(t, rep.OK, "verify: %v", rep.Problems)
 }
@@ -433,7 +438,7 @@ func TestMoveCarriesCounterAheadOfTargetClock(t *testing.T) {
 	cfg := moveCluster(t, 3)
 	m := clusterMap(t, cfg)
 	src := hostPool(t, cfg, m.Shards[2].Host)
-	ahead := shardmgr.Xcatalog_IDOfCounter(m.Layout, (time.Now().Add(3*time.Hour).UnixMilli()-m.Layout.Epoch)<<m.Layout.Resolved().SeqBits, 2)
+	ahead := shardschema.IDOfCounter(m.Layout, (time.Now().Add(3*time.Hour).UnixMilli()-m.Layout.Epoch)<<m.Layout.Resolved().SeqBits, 2)
 	_, err := src.Exec(ctx(t), `SELECT shard_0002.next_id_advance($1, force => true)`, ahead)
 	require.NoError(t, err)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
@@ -463,15 +468,15 @@ func TestMoveCarriesCounterAheadOfTargetClock(t *testing.T) {
 	}
 	// verify agrees, and notes the generator's ids running hours ahead of
 	// the clock, which is what this test made them do.
-	rep, err := shardmgr.Verify(ctx(t), cfg, shardmgr.VerifyOptions{Deep: true})
+	rep, err := verify.Verify(ctx(t), cfg, verify.VerifyOptions{Deep: true})
 	require.NoError(t, err)
 	for _, p := range rep.Problems {
-		require.Equal(t, shardmgr.CheckGeneratorID, p.Check, "%v", p)
+		require.Equal(t, verify.CheckGeneratorID, p.Check, "%v", p)
 		require.Equal(t, 2, p.Shard)
 	}
 	require.True(t, rep.OK, "%v", rep.Problems)
 	require.Len(t, rep.Notes, 1)
-	require.Equal(t, shardmgr.CheckGeneratorID, rep.Notes[0].Check)
+	require.Equal(t, verify.CheckGeneratorID, rep.Notes[0].Check)
 	require.Equal(t, 2, rep.Notes[0].Shard)
 }
 
@@ -482,7 +487,7 @@ func TestMoveRefusesWhatItCannotCopy(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 3)
 	set := setOf(t, map[string]string{"001_log.sql": `CREATE TABLE {{.schema}}.log (id bigint NOT NULL DEFAULT {{.next_id}}, msg text);`})
-	_, err := shardmgr.Migrate(ctx(t), cfg, set, shardmgr.MigrateOptions{})
+	_, err := migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{})
 	require.NoError(t, err)
 	addHost(t, cfg, "pg4", "100ms")
 	src := hostPool(t, cfg, "pg1")
@@ -525,7 +530,7 @@ func TestMoveRefusesWhatItCannotCopy(t *testing.T) {
 func TestMoveOnlineWithinOneServer(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 3)
-	_, err := shardmgr.Migrate(ctx(t), cfg, sampleSet(t), shardmgr.MigrateOptions{})
+	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{})
 	require.NoError(t, err)
 	s := pgtest.Servers(t, 1)[0] // pg1's server
 	db := cfg.Cluster + "_pg4"
@@ -652,7 +657,7 @@ func TestMoveChecksTextHashedTablesFromTheLog(t *testing.T) {
 	cfg := initCluster(t, 3)
 	set := setOf(t, map[string]string{"001_docs.sql": `CREATE TABLE {{.schema}}.docs (
 		id bigint PRIMARY KEY DEFAULT {{.next_id}}, body json NOT NULL, at timestamptz NOT NULL DEFAULT now(), price float8);`})
-	_, err := shardmgr.Migrate(ctx(t), cfg, set, shardmgr.MigrateOptions{})
+	_, err := migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{})
 	require.NoError(t, err)
 	addHost(t, cfg, "pg4", "100ms")
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardid/shardid/shardmgr/verify"
+
 	"github.com/shardid/shardid/shardmgr"
 
 	"github.com/jackc/pgx/v5"
@@ -131,7 +133,7 @@ func BenchmarkRebalance64(b *testing.B) {
 					worst = max(worst, m.RefusedMS)
 				}
 				worstMS += float64(worst)
-				rep, err := shardmgr.Verify(context.Background(), cfg, shardmgr.VerifyOptions{})
+				rep, err := verify.Verify(context.Background(), cfg, verify.VerifyOptions{})
 				if err != nil || !rep.OK {
 					b.Fatal(err, rep.Problems)
 				}

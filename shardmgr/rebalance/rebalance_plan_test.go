@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/shardid/shardid/shardmgr/migrate"
+
 	"github.com/shardid/shardid/shardmgr"
 
 	"github.com/stretchr/testify/require"
@@ -17,7 +19,7 @@ func planMap(hosts []string, counts []int) *shardmgr.Map {
 	for i, h := range hosts {
 		m.Hosts = append(m.Hosts, shardmgr.CatalogHost{Name: h})
 		for range counts[i] {
-			m.Shards = append(m.Shards, shardmgr.ShardInfo{ID: id, Schema: shardmgr.ShardSchema(id), Host: h, State: shardmgr.StateActive})
+			m.Shards = append(m.Shards, shardmgr.ShardInfo{ID: id, Schema: migrate.ShardSchema(id), Host: h, State: shardmgr.StateActive})
 			id++
 		}
 	}

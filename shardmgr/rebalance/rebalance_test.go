@@ -3,6 +3,8 @@ package rebalance
 import (
 	"testing"
 
+	"github.com/shardid/shardid/shardmgr/install"
+
 	"github.com/shardid/shardid/shardmgr"
 
 	"github.com/stretchr/testify/require"
@@ -109,7 +111,7 @@ func TestRebalanceAddHostThenDrain(t *testing.T) {
 	// still keep retired copies there, done once they are cleaned up.
 	drained := cfg.Hosts[1]
 	cfg.Hosts = append(cfg.Hosts[:1:1], cfg.Hosts[2:]...)
-	_, err = shardmgr.Init(ctx(t), cfg, shardmgr.InitOptions{})
+	_, err = install.Init(ctx(t), cfg, install.InitOptions{})
 	require.ErrorIs(t, err, shardmgr.ErrClusterMismatch)
 	require.ErrorContains(t, err, "host pg2 is not in the file but")
 	require.ErrorContains(t, err, "keep a retired copy there")
@@ -121,7 +123,7 @@ func TestRebalanceAddHostThenDrain(t *testing.T) {
 	requireVerifyOK(t, cfg)
 
 	cfg.Hosts = append(cfg.Hosts[:1:1], cfg.Hosts[2:]...)
-	ir, err := shardmgr.Init(ctx(t), cfg, shardmgr.InitOptions{})
+	ir, err := install.Init(ctx(t), cfg, install.InitOptions{})
 	require.NoError(t, err)
 	require.Contains(t, ir.CatalogChanges, "remove host pg2")
 	_, ok := clusterMap(t, cfg).Host("pg2")

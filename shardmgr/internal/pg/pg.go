@@ -14,6 +14,10 @@ import (
 	"github.com/shardid/shardid/internal/pgsession"
 )
 
+// DefaultConnectTimeout bounds a connection attempt whose DSN sets no
+// connect_timeout: an unreachable host is a finding, not a hang.
+const DefaultConnectTimeout = 10 * time.Second
+
 // Querier is a pool, connection or transaction that runs queries.
 type Querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
@@ -134,7 +138,17 @@ func OpenPool(ctx context.Context, dsn string, maxConns int) (*pgxpool.Pool, err
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		// An unreachable host is a finding, not a hang (connect_timeout in
 		// the DSN overrides this).
-		cfg.ConnConfig.ConnectTimeout = 10 * time.Second
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
 	}
 	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// DatabaseKey names the database a DSN points at (host:port/database), so
+// that two spellings of one database count as duplicates.
+func DatabaseKey(dsn string) (string, error) {
+	pc, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s:%d/%s", pc.Host, pc.Port, pc.Database), nil
 }

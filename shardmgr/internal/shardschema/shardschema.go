@@ -13,6 +13,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/shardid/shardid/idgen"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
 
@@ -91,6 +92,54 @@ func MaxStoredID(ctx context.Context, q pg.Querier, schema string) (int64, error
 		if m != nil {
 			out = max(out, *m)
 		}
+	}
+	return out, nil
+}
+
+// ShardOf returns the logical shard an id carries (-1 for a negative id,
+// which no generator makes).
+func ShardOf(l idgen.Layout, id int64) int {
+	p, err := l.Decompose(idgen.ID(id))
+	if err != nil {
+		return -1
+	}
+	return int(p.Shard)
+}
+
+// UnixMilli returns the time an id carries, in ms since the Unix epoch.
+func UnixMilli(l idgen.Layout, id int64) int64 {
+	p, err := l.Decompose(idgen.ID(id))
+	if err != nil {
+		return 0
+	}
+	return p.Time.UnixMilli()
+}
+
+// IDOfCounter is the id the safe generator derives from counter value c:
+// the counter's time and sequence parts with the shard bits between them.
+func IDOfCounter(l idgen.Layout, c int64, shard int) int64 {
+	l = l.Resolved()
+	seqMask := int64(1)<<l.SeqBits - 1
+	return (c>>l.SeqBits)<<(l.ShardBits+l.SeqBits) | int64(shard)<<l.SeqBits | (c & seqMask)
+}
+
+// ReadMarkers returns the marker comment of every next_id() generator on
+// a host, by schema ("" when it has no comment).
+func ReadMarkers(ctx context.Context, q pg.Querier) (map[string]string, error) {
+	rows, err := q.Query(ctx, `SELECT n.nspname, coalesce(pg_catalog.obj_description(p.oid, 'pg_proc'), '')
+		FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+		WHERE p.proname = 'next_id' AND p.pronargs = 0`)
+	if err != nil {
+		return nil, fmt.Errorf("read generators: %w", err)
+	}
+	out := map[string]string{}
+	var schema, comment string
+	_, err = pgx.ForEachRow(rows, []any{&schema, &comment}, func() error {
+		out[schema] = comment
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read generators: %w", err)
 	}
 	return out, nil
 }

@@ -1,10 +1,15 @@
-package shardmgr
+package migrate_test
 
 import (
 	"context"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/shardid/shardid/shardmgr/install"
+	"github.com/shardid/shardid/shardmgr/migrate"
+
+	"github.com/shardid/shardid/shardmgr"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
@@ -49,16 +54,16 @@ func TestUpgradeGenerators(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 6)
 	m := clusterMap(t, cfg)
-	_, err := Migrate(ctx(t), cfg, sampleSet(t), MigrateOptions{})
+	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{})
 	require.NoError(t, err)
 	want := func(id int) string {
-		s, err := shsql.Marker(Xcatalog_GeneratorParams(m, id))
+		s, err := shsql.Marker(shardmgr.Xcatalog_GeneratorParams(m, id))
 		require.NoError(t, err)
 		return s
 	}
 
 	// Nothing to do on a fresh cluster.
-	res, err := UpgradeGenerators(ctx(t), cfg, GeneratorOptions{})
+	res, err := migrate.UpgradeGenerators(ctx(t), cfg, migrate.GeneratorOptions{})
 	require.NoError(t, err)
 	up, unchanged, failed := res.Counts()
 	require.Equal(t, [3]int{0, 6, 0}, [3]int{up, unchanged, failed})
@@ -67,7 +72,7 @@ func TestUpgradeGenerators(t *testing.T) {
 	// would), shard 2 an older release's marker; both hold ids ahead of
 	// the clock.
 	p1, p2 := shardPool(t, cfg, m, 1), shardPool(t, cfg, m, 2)
-	insta := Xcatalog_GeneratorParams(m, 1)
+	insta := shardmgr.Xcatalog_GeneratorParams(m, 1)
 	insta.Variant = shsql.Instagram
 	ddl, err := shsql.Render(insta)
 	require.NoError(t, err)
@@ -93,17 +98,17 @@ func TestUpgradeGenerators(t *testing.T) {
 	before1, before2 := maxID(t, p1, "shard_0001.likes"), maxID(t, p2, "shard_0002.likes")
 
 	// A dry run changes nothing.
-	res, err = UpgradeGenerators(ctx(t), cfg, GeneratorOptions{DryRun: true})
+	res, err = migrate.UpgradeGenerators(ctx(t), cfg, migrate.GeneratorOptions{DryRun: true})
 	require.NoError(t, err)
 	up, _, _ = res.Counts()
 	require.Equal(t, 2, up)
 	require.Equal(t, old1, marker(t, p1, "shard_0001"))
 
-	res, err = UpgradeGenerators(ctx(t), cfg, GeneratorOptions{})
+	res, err = migrate.UpgradeGenerators(ctx(t), cfg, migrate.GeneratorOptions{})
 	require.NoError(t, err)
 	up, unchanged, failed = res.Counts()
 	require.Equal(t, [3]int{2, 4, 0}, [3]int{up, unchanged, failed})
-	require.Equal(t, GeneratorUpgrade{ID: 1, Host: m.Shards[1].Host, From: old1, To: want(1), Upgraded: true, MaxID: before1,
+	require.Equal(t, migrate.GeneratorUpgrade{ID: 1, Host: m.Shards[1].Host, From: old1, To: want(1), Upgraded: true, MaxID: before1,
 		Columns: []string{"shard_0001.likes.id"}}, res.Shards[1])
 	require.Equal(t, before2, res.Shards[2].MaxID)
 	require.Equal(t, want(1), marker(t, p1, "shard_0001"))
@@ -125,23 +130,23 @@ func TestUpgradeGenerators(t *testing.T) {
 	}
 
 	// Again: nothing to do; init agrees with the new markers.
-	res, err = UpgradeGenerators(ctx(t), cfg, GeneratorOptions{})
+	res, err = migrate.UpgradeGenerators(ctx(t), cfg, migrate.GeneratorOptions{})
 	require.NoError(t, err)
 	up, _, _ = res.Counts()
 	require.Zero(t, up)
-	_, err = Init(ctx(t), cfg, InitOptions{})
+	_, err = install.Init(ctx(t), cfg, install.InitOptions{})
 	require.NoError(t, err)
 
 	// A generator for another epoch is not the same generator: refused.
-	foreign := Xcatalog_GeneratorParams(m, 3)
+	foreign := shardmgr.Xcatalog_GeneratorParams(m, 3)
 	foreign.Epoch = 1
 	fm, err := shsql.Marker(foreign)
 	require.NoError(t, err)
 	p3 := shardPool(t, cfg, m, 3)
 	_, err = p3.Exec(ctx(t), fmt.Sprintf(`COMMENT ON FUNCTION shard_0003.next_id() IS '%s'`, fm))
 	require.NoError(t, err)
-	res, err = UpgradeGenerators(ctx(t), cfg, GeneratorOptions{})
-	var gerr *GeneratorError
+	res, err = migrate.UpgradeGenerators(ctx(t), cfg, migrate.GeneratorOptions{})
+	var gerr *migrate.GeneratorError
 	require.ErrorAs(t, err, &gerr)
 	require.Len(t, gerr.Failed, 1)
 	require.Equal(t, 3, gerr.Failed[0].ID)
@@ -181,7 +186,7 @@ func TestUpgradeGeneratorsRevokesPublicAdvance(t *testing.T) {
 	_, err = conn.Exec(ctx(t), `SELECT shard_0001.next_id_advance(1, false)`)
 	require.NoError(t, err, "the old installation lets PUBLIC advance")
 
-	res, err := UpgradeGenerators(ctx(t), cfg, GeneratorOptions{})
+	res, err := migrate.UpgradeGenerators(ctx(t), cfg, migrate.GeneratorOptions{})
 	require.NoError(t, err)
 	up, unchanged, failed := res.Counts()
 	require.Equal(t, [3]int{0, 2, 0}, [3]int{up, unchanged, failed})

@@ -1,10 +1,12 @@
-package shardmgr_test
+package migrate_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"log"
+
+	"github.com/shardid/shardid/shardmgr/migrate"
 
 	"github.com/shardid/shardid/shardmgr"
 )
@@ -17,12 +19,12 @@ func ExampleMigrate() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	set, err := shardmgr.LoadMigrationDir("migrations")
+	set, err := migrate.LoadMigrationDir("migrations")
 	if err != nil {
 		log.Fatal(err) // nothing ran: the files do not render
 	}
-	res, err := shardmgr.Migrate(ctx, cfg, set, shardmgr.MigrateOptions{Workers: 4})
-	var perr *shardmgr.PartialError
+	res, err := migrate.Migrate(ctx, cfg, set, migrate.MigrateOptions{Workers: 4})
+	var perr *migrate.PartialError
 	switch {
 	case errors.As(err, &perr):
 		for _, f := range perr.Failed {

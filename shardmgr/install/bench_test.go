@@ -1,10 +1,13 @@
-package shardmgr
+package install
 
 import (
 	"context"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/verify"
 
 	"github.com/jackc/pgx/v5"
 	shsql "github.com/shardid/shardid/sql"
@@ -39,7 +42,7 @@ func BenchmarkCluster1024(b *testing.B) {
 		serialS += serialInstall(b, shards)
 
 		t0 = time.Now()
-		rep, err := Verify(context.Background(), cfg, VerifyOptions{})
+		rep, err := verify.Verify(context.Background(), cfg, verify.VerifyOptions{})
 		if err != nil || !rep.OK {
 			b.Fatal(err, rep.Problems)
 		}
@@ -47,7 +50,7 @@ func BenchmarkCluster1024(b *testing.B) {
 
 		fillTables(b, cfg, 100)
 		t0 = time.Now()
-		rep, err = Verify(context.Background(), cfg, VerifyOptions{Deep: true})
+		rep, err = verify.Verify(context.Background(), cfg, verify.VerifyOptions{Deep: true})
 		if err != nil || !rep.OK {
 			b.Fatal(err, rep.Problems)
 		}
@@ -92,15 +95,15 @@ func serialInstall(b *testing.B, shards int) time.Duration {
 	return time.Since(t0)
 }
 
-func fillTables(b *testing.B, cfg *Config, rows int) {
+func fillTables(b *testing.B, cfg *shardmgr.Config, rows int) {
 	ctx := context.Background()
-	r, err := Open(ctx, cfg)
+	r, err := shardmgr.Open(ctx, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer r.Close()
 	for id := range r.Shards() {
-		err := r.Tx(ctx, id, func(ctx context.Context, tx pgx.Tx, s Shard) error {
+		err := r.Tx(ctx, id, func(ctx context.Context, tx pgx.Tx, s shardmgr.Shard) error {
 			_, err := tx.Exec(ctx, fmt.Sprintf(`CREATE TABLE %[1]s (id bigint PRIMARY KEY DEFAULT %[2]s, n int);
 				INSERT INTO %[1]s (n) SELECT g FROM generate_series(1, %[3]d) g`, s.Table("items"), s.NextID(), rows))
 			return err

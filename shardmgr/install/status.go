@@ -1,7 +1,9 @@
-package shardmgr
+package install
 
 import (
 	"context"
+
+	"github.com/shardid/shardid/shardmgr"
 )
 
 // Status is the map as `shardid status --json` prints it:
@@ -22,14 +24,14 @@ type HostStatus struct {
 
 // ShardStatus is one logical shard's host and state.
 type ShardStatus struct {
-	ID     int    `json:"id"`
-	Schema string `json:"schema"`
-	Host   string `json:"host"`
-	State  State  `json:"state"`
+	ID     int            `json:"id"`
+	Schema string         `json:"schema"`
+	Host   string         `json:"host"`
+	State  shardmgr.State `json:"state"`
 }
 
 // StatusOf renders a map as a Status.
-func StatusOf(m *Map) *Status {
+func StatusOf(m *shardmgr.Map) *Status {
 	st := &Status{Generation: m.Generation, Hosts: []HostStatus{}, Shards: make([]ShardStatus, len(m.Shards))}
 	for _, h := range m.Hosts {
 		st.Hosts = append(st.Hosts, HostStatus{Name: h.Name, Shards: m.ShardsOn(h.Name)})
@@ -41,11 +43,11 @@ func StatusOf(m *Map) *Status {
 }
 
 // ClusterStatus reads the map from the catalog named in cfg.
-func ClusterStatus(ctx context.Context, cfg *Config) (*Status, error) {
+func ClusterStatus(ctx context.Context, cfg *shardmgr.Config) (*Status, error) {
 	if err := cfg.ValidateCluster(); err != nil {
 		return nil, err
 	}
-	m, err := Xcatalog_ReadClusterMap(ctx, cfg)
+	m, err := shardmgr.Xcatalog_ReadClusterMap(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}

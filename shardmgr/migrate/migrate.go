@@ -1,4 +1,4 @@
-package shardmgr
+package migrate
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/shardid/shardid/shardmgr"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
@@ -255,7 +257,7 @@ func (e *PartialError) Unwrap() []error {
 // then returns the result and a *PartialError. Running it again finishes
 // what is left. When ctx is cancelled, the result holds the shards
 // finished so far, with an error wrapping ctx's.
-func Migrate(ctx context.Context, cfg *Config, set *MigrationSet, opts MigrateOptions) (*MigrateResult, error) {
+func Migrate(ctx context.Context, cfg *shardmgr.Config, set *MigrationSet, opts MigrateOptions) (*MigrateResult, error) {
 	start := time.Now()
 	if err := cfg.ValidateCluster(); err != nil {
 		return nil, err
@@ -267,7 +269,7 @@ func Migrate(ctx context.Context, cfg *Config, set *MigrationSet, opts MigrateOp
 	if err != nil {
 		return nil, err
 	}
-	m, err := Xcatalog_ReadClusterMap(ctx, cfg)
+	m, err := shardmgr.Xcatalog_ReadClusterMap(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -296,7 +298,7 @@ func Migrate(ctx context.Context, cfg *Config, set *MigrationSet, opts MigrateOp
 // version any other shard has (every shard's when shards is nil), or the
 // latest in dir when no shard has been migrated yet; a non-zero opts.To
 // is used as given. It only moves shards up.
-func MigrateShards(ctx context.Context, cfg *Config, set *MigrationSet, shards []int, opts MigrateOptions) (*MigrateResult, error) {
+func MigrateShards(ctx context.Context, cfg *shardmgr.Config, set *MigrationSet, shards []int, opts MigrateOptions) (*MigrateResult, error) {
 	if opts.Direction == Down {
 		return nil, errors.New("MigrateShards only migrates up")
 	}
@@ -328,7 +330,7 @@ func MigrateShards(ctx context.Context, cfg *Config, set *MigrationSet, shards [
 // shard's migration lock on that database and moves the shard to version
 // to (up or down as opts.Direction says; To zero with Up means latest).
 // The error is a *MigrationError.
-func MigrateShardOn(ctx context.Context, conn *pgx.Conn, host string, set *MigrationSet, shard ShardInfo, opts MigrateOptions) (ShardMigration, error) {
+func MigrateShardOn(ctx context.Context, conn *pgx.Conn, host string, set *MigrationSet, shard shardmgr.ShardInfo, opts MigrateOptions) (ShardMigration, error) {
 	if opts.Direction == "" {
 		opts.Direction = Up
 	}
@@ -374,17 +376,17 @@ func migrateTarget(set *MigrationSet, opts MigrateOptions) (int, error) {
 
 // selectShards returns the shards ids names (nil: all), ascending, or an
 // error wrapping ErrUnknownShard.
-func selectShards(m *Map, ids []int) ([]ShardInfo, error) {
+func selectShards(m *shardmgr.Map, ids []int) ([]shardmgr.ShardInfo, error) {
 	if ids == nil {
 		return m.Shards, nil
 	}
 	ids = slices.Clone(ids)
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
-	out := make([]ShardInfo, 0, len(ids))
+	out := make([]shardmgr.ShardInfo, 0, len(ids))
 	for _, id := range ids {
 		if id < 0 || id >= len(m.Shards) {
-			return nil, fmt.Errorf("%w: %d (the cluster has shards 0..%d)", ErrUnknownShard, id, len(m.Shards)-1)
+			return nil, fmt.Errorf("%w: %d (the cluster has shards 0..%d)", shardmgr.ErrUnknownShard, id, len(m.Shards)-1)
 		}
 		out = append(out, m.Shards[id])
 	}
@@ -393,15 +395,15 @@ func selectShards(m *Map, ids []int) ([]ShardInfo, error) {
 
 // hostsOf returns the cluster file's entry of every host the shards are
 // on; a host the catalog names but the file does not is an error.
-func hostsOf(cfg *Config, shards []ShardInfo) (map[string]Host, error) {
-	out := map[string]Host{}
+func hostsOf(cfg *shardmgr.Config, shards []shardmgr.ShardInfo) (map[string]shardmgr.Host, error) {
+	out := map[string]shardmgr.Host{}
 	for _, s := range shards {
 		if _, ok := out[s.Host]; ok {
 			continue
 		}
 		h, ok := cfg.Host(s.Host)
 		if !ok {
-			return nil, fmt.Errorf("%w: %s holds shards in the catalog but is not in %s", ErrUnknownHost, s.Host, cfg.Path)
+			return nil, fmt.Errorf("%w: %s holds shards in the catalog but is not in %s", shardmgr.ErrUnknownHost, s.Host, cfg.Path)
 		}
 		out[s.Host] = h
 	}
@@ -409,7 +411,7 @@ func hostsOf(cfg *Config, shards []ShardInfo) (map[string]Host, error) {
 }
 
 // runMigrations migrates shards, hosts in parallel, and collects results.
-func runMigrations(ctx context.Context, cfg *Config, shards []ShardInfo, rendered map[int][]RenderedMigration, target int, opts MigrateOptions) (*MigrateResult, error) {
+func runMigrations(ctx context.Context, cfg *shardmgr.Config, shards []shardmgr.ShardInfo, rendered map[int][]RenderedMigration, target int, opts MigrateOptions) (*MigrateResult, error) {
 	if opts.Workers <= 0 {
 		opts.Workers = DefaultMigrateWorkers
 	}
@@ -455,13 +457,13 @@ func runMigrations(ctx context.Context, cfg *Config, shards []ShardInfo, rendere
 		}
 	}
 
-	eachShard(ctx, hosts, shards, opts.Workers, func(host string, sh ShardInfo, conn func() (*pgx.Conn, error)) {
+	eachShard(ctx, hosts, shards, opts.Workers, func(host string, sh shardmgr.ShardInfo, conn func() (*pgx.Conn, error)) {
 		if stop.Load() {
 			report(ShardMigration{ID: sh.ID, Host: host, From: -1, To: -1, Stopped: true})
 			return
 		}
-		if sh.State == StateMoving {
-			report(failedShard(sh, host, -1, nil, "", fmt.Errorf("%w: migrate it after the move", ErrShardMoving)))
+		if sh.State == shardmgr.StateMoving {
+			report(failedShard(sh, host, -1, nil, "", fmt.Errorf("%w: migrate it after the move", shardmgr.ErrShardMoving)))
 			return
 		}
 		c, err := conn()
@@ -497,8 +499,8 @@ func runMigrations(ctx context.Context, cfg *Config, shards []ShardInfo, rendere
 // up to workers shards at a time, each worker with a connection of its own
 // that fn gets from conn (opened on first use; once opening fails, conn
 // returns that error for the worker's later shards too).
-func eachShard(ctx context.Context, hosts map[string]Host, shards []ShardInfo, workers int, fn func(host string, sh ShardInfo, conn func() (*pgx.Conn, error))) {
-	byHost := map[string][]ShardInfo{}
+func eachShard(ctx context.Context, hosts map[string]shardmgr.Host, shards []shardmgr.ShardInfo, workers int, fn func(host string, sh shardmgr.ShardInfo, conn func() (*pgx.Conn, error))) {
+	byHost := map[string][]shardmgr.ShardInfo{}
 	for _, s := range shards {
 		byHost[s.Host] = append(byHost[s.Host], s)
 	}
@@ -506,7 +508,7 @@ func eachShard(ctx context.Context, hosts map[string]Host, shards []ShardInfo, w
 	for name, list := range byHost {
 		h := hosts[name]
 		hostsWG.Go(func() {
-			work := make(chan ShardInfo)
+			work := make(chan shardmgr.ShardInfo)
 			var wg sync.WaitGroup
 			for range min(workers, len(list)) {
 				wg.Go(func() {
@@ -547,7 +549,7 @@ func eachShard(ctx context.Context, hosts map[string]Host, shards []ShardInfo, w
 }
 
 // failedShard is the result of a shard that stopped at version with err.
-func failedShard(sh ShardInfo, host string, version int, mig *RenderedMigration, dir Direction, err error) ShardMigration {
+func failedShard(sh shardmgr.ShardInfo, host string, version int, mig *RenderedMigration, dir Direction, err error) ShardMigration {
 	me := &MigrationError{Shard: sh.ID, Host: host, Version: version, Err: err, Message: err.Error()}
 	if mig != nil {
 		me.Migration, me.Direction = mig.Name, dir
@@ -589,7 +591,7 @@ func (e *noTxStepError) Error() string { return e.err.Error() }
 func (e *noTxStepError) Unwrap() error { return e.err }
 
 // hostProgress starts the counts of every host the shards are on.
-func hostProgress(shards []ShardInfo) map[string]*HostProgress {
+func hostProgress(shards []shardmgr.ShardInfo) map[string]*HostProgress {
 	out := map[string]*HostProgress{}
 	for _, s := range shards {
 		if out[s.Host] == nil {
@@ -602,7 +604,7 @@ func hostProgress(shards []ShardInfo) map[string]*HostProgress {
 
 // migrateShard moves one shard to target under its lock. A failure is in
 // the result's Err, and recorded in the shard's FailureTable.
-func migrateShard(ctx context.Context, conn *pgx.Conn, host string, sh ShardInfo, migs []RenderedMigration, target int, dir Direction, lockTimeout time.Duration, waiting func(LockWait), stop *atomic.Bool, incoming bool) ShardMigration {
+func migrateShard(ctx context.Context, conn *pgx.Conn, host string, sh shardmgr.ShardInfo, migs []RenderedMigration, target int, dir Direction, lockTimeout time.Duration, waiting func(LockWait), stop *atomic.Bool, incoming bool) ShardMigration {
 	unlock, err := lockShard(ctx, conn, host, sh.ID, waiting)
 	if err != nil {
 		return failedShard(sh, host, -1, nil, "", fmt.Errorf("lock: %w", err))

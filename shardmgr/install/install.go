@@ -1,4 +1,4 @@
-package shardmgr
+package install
 
 import (
 	"context"
@@ -10,11 +10,16 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shardid/shardid/shardmgr/migrate"
+
+	"github.com/shardid/shardid/shardmgr"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/shardid/shardid/idgen"
 	"github.com/shardid/shardid/migrations"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/internal/shardschema"
 	shsql "github.com/shardid/shardid/sql"
 	"golang.org/x/sync/errgroup"
 )
@@ -34,8 +39,8 @@ type InitOptions struct {
 	// of the others after installing (MigrateShards), so that a shard Init
 	// created again gets the tables the rest have. Migrate adjusts that run
 	// (its Workers default to Workers).
-	Migrations *MigrationSet
-	Migrate    MigrateOptions
+	Migrations *migrate.MigrationSet
+	Migrate    migrate.MigrateOptions
 }
 
 // InitResult is what Init did.
@@ -53,7 +58,7 @@ type InitResult struct {
 	Installed, Unchanged int
 	Elapsed              time.Duration
 	// Migrated is the migration run, when InitOptions.Migrations was set.
-	Migrated *MigrateResult
+	Migrated *migrate.MigrateResult
 }
 
 // Changed reports whether Init changed anything.
@@ -72,7 +77,7 @@ func (r *InitResult) Changed() bool {
 // file that contradicts the catalog on what is fixed once initialised
 // (cluster name, shard count, epoch) with an error wrapping
 // ErrClusterMismatch.
-func Init(ctx context.Context, cfg *Config, opts InitOptions) (*InitResult, error) {
+func Init(ctx context.Context, cfg *shardmgr.Config, opts InitOptions) (*InitResult, error) {
 	start := time.Now()
 	if err := cfg.ValidateCluster(); err != nil {
 		return nil, err
@@ -93,7 +98,7 @@ func Init(ctx context.Context, cfg *Config, opts InitOptions) (*InitResult, erro
 	}
 	seen := map[string]bool{}
 	for _, dsn := range dsns {
-		key, _ := databaseKey(dsn)
+		key, _ := pg.DatabaseKey(dsn)
 		if seen[key] {
 			continue
 		}
@@ -125,7 +130,7 @@ func Init(ctx context.Context, cfg *Config, opts InitOptions) (*InitResult, erro
 		return nil, fmt.Errorf("catalog: %w", err)
 	}
 	defer lock.Close(context.WithoutCancel(ctx))
-	if _, err := lock.Exec(ctx, `SELECT pg_advisory_lock($1, 1)`, catalogLockClass); err != nil {
+	if _, err := lock.Exec(ctx, `SELECT pg_advisory_lock($1, 1)`, shardmgr.Xcatalog_LockClass); err != nil {
 		return nil, fmt.Errorf("catalog: wait for another init: %w", err)
 	}
 	if err := migrations.Up(ctx, cfg.Catalog, migrations.Catalog); err != nil {
@@ -191,7 +196,7 @@ func Init(ctx context.Context, cfg *Config, opts InitOptions) (*InitResult, erro
 		if opts.Migrate.Workers == 0 {
 			opts.Migrate.Workers = opts.Workers
 		}
-		res.Migrated, err = MigrateShards(ctx, cfg, opts.Migrations, nil, opts.Migrate)
+		res.Migrated, err = migrate.MigrateShards(ctx, cfg, opts.Migrations, nil, opts.Migrate)
 	}
 	res.Elapsed = time.Since(start)
 	return res, err
@@ -199,14 +204,14 @@ func Init(ctx context.Context, cfg *Config, opts InitOptions) (*InitResult, erro
 
 // planCatalog creates the cluster in the catalog, or checks it against cfg
 // and adds what cfg adds (hosts), in one transaction under the catalog lock.
-func planCatalog(ctx context.Context, pool *pgxpool.Pool, cfg *Config) (m *Map, created bool, changes []string, err error) {
+func planCatalog(ctx context.Context, pool *pgxpool.Pool, cfg *shardmgr.Config) (m *shardmgr.Map, created bool, changes []string, err error) {
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, 0)`, catalogLockClass); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, 0)`, shardmgr.Xcatalog_LockClass); err != nil {
 			return err
 		}
-		cur, err := ReadMap(ctx, tx)
+		cur, err := shardmgr.ReadMap(ctx, tx)
 		switch {
-		case errors.Is(err, ErrNotInitialized):
+		case errors.Is(err, shardmgr.ErrNotInitialized):
 			created = true
 			return createCluster(ctx, tx, cfg)
 		case err != nil:
@@ -218,14 +223,14 @@ func planCatalog(ctx context.Context, pool *pgxpool.Pool, cfg *Config) (m *Map, 
 	if err != nil {
 		return nil, false, nil, fmt.Errorf("catalog: %w", err)
 	}
-	m, err = ReadMap(ctx, pool)
+	m, err = shardmgr.ReadMap(ctx, pool)
 	if err != nil {
 		return nil, false, nil, err
 	}
 	return m, created, changes, nil
 }
 
-func createCluster(ctx context.Context, tx pgx.Tx, cfg *Config) error {
+func createCluster(ctx context.Context, tx pgx.Tx, cfg *shardmgr.Config) error {
 	l := idgen.DefaultLayout().Resolved()
 	if cfg.EpochMS != 0 {
 		l.Epoch = cfg.EpochMS
@@ -245,7 +250,7 @@ func createCluster(ctx context.Context, tx pgx.Tx, cfg *Config) error {
 	rows := make([][]any, 0, cfg.Shards)
 	for i, r := range ranges {
 		for id := r[0]; id < r[1]; id++ {
-			rows = append(rows, []any{id, shsql.DefaultSchema(id), cfg.Hosts[i].Name, string(StateActive), int64(gen)})
+			rows = append(rows, []any{id, shsql.DefaultSchema(id), cfg.Hosts[i].Name, string(shardmgr.StateActive), int64(gen)})
 		}
 	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"shardid", "shards"},
@@ -276,7 +281,7 @@ func balancedRanges(n, h int) [][2]int {
 // reconcileCatalog checks cfg against an initialised catalog and records
 // what cfg adds: new hosts, changed DSNs or drain flags. What is fixed once
 // initialised must match.
-func reconcileCatalog(ctx context.Context, tx pgx.Tx, cfg *Config, cur *Map) ([]string, error) {
+func reconcileCatalog(ctx context.Context, tx pgx.Tx, cfg *shardmgr.Config, cur *shardmgr.Map) ([]string, error) {
 	var bad []string
 	if cur.Cluster != cfg.Cluster {
 		bad = append(bad, fmt.Sprintf("the catalog holds cluster %q, the file names %q", cur.Cluster, cfg.Cluster))
@@ -312,7 +317,7 @@ func reconcileCatalog(ctx context.Context, tx pgx.Tx, cfg *Config, cur *Map) ([]
 		removed = append(removed, ch.Name)
 	}
 	if len(bad) > 0 {
-		return nil, fmt.Errorf("%w: %s", ErrClusterMismatch, strings.Join(bad, "; "))
+		return nil, fmt.Errorf("%w: %s", shardmgr.ErrClusterMismatch, strings.Join(bad, "; "))
 	}
 	var changes []string
 	for _, name := range removed {
@@ -353,20 +358,12 @@ func reconcileCatalog(ctx context.Context, tx pgx.Tx, cfg *Config, cur *Map) ([]
 	return changes, err
 }
 
-// Xcatalog_GeneratorParams is what the catalog expects shard id's generator to be.
-func Xcatalog_GeneratorParams(m *Map, id int) shsql.Params {
-	return shsql.Params{
-		Shard: id, Schema: m.Shards[id].Schema, Variant: m.Variant, Epoch: m.Layout.Epoch,
-		TimeBits: m.Layout.TimeBits, ShardBits: m.Layout.ShardBits, SeqBits: m.Layout.SeqBits,
-	}
-}
-
 // installHost writes host h's record and installs the generators of the
 // shards the map places on it, with workers connections. Per-shard
 // failures go to progress; host-wide ones are returned.
-func installHost(ctx context.Context, cfg *Config, m *Map, h Host, workers int, progress func(installed bool, err error)) error {
+func installHost(ctx context.Context, cfg *shardmgr.Config, m *shardmgr.Map, h shardmgr.Host, workers int, progress func(installed bool, err error)) error {
 	mine := m.ShardsOn(h.Name)
-	if err := migrations.Up(ctx, h.DSN, HostSchema); err != nil {
+	if err := migrations.Up(ctx, h.DSN, migrations.Host); err != nil {
 		return fmt.Errorf("host %s: %w", h.Name, err)
 	}
 	pool, err := pg.OpenPool(ctx, h.DSN, workers)
@@ -382,10 +379,10 @@ func installHost(ctx context.Context, cfg *Config, m *Map, h Host, workers int, 
 		return fmt.Errorf("host %s: record: %w", h.Name, err)
 	}
 	if cluster != cfg.Cluster || name != h.Name {
-		return fmt.Errorf("host %s: %w: its database belongs to cluster %q as host %q", h.Name, ErrClusterMismatch, cluster, name)
+		return fmt.Errorf("host %s: %w: its database belongs to cluster %q as host %q", h.Name, shardmgr.ErrClusterMismatch, cluster, name)
 	}
 
-	markers, err := readMarkers(ctx, pool)
+	markers, err := shardschema.ReadMarkers(ctx, pool)
 	if err != nil {
 		return fmt.Errorf("host %s: %w", h.Name, err)
 	}
@@ -410,7 +407,7 @@ func installHost(ctx context.Context, cfg *Config, m *Map, h Host, workers int, 
 				marker, present := markers[m.Shards[id].Schema]
 				installed, err := installShard(gctx, pool, m, id, present, marker, recorded[id])
 				if err != nil {
-					err = &ShardError{Shard: id, Host: h.Name, Err: err}
+					err = &shardmgr.ShardError{Shard: id, Host: h.Name, Err: err}
 				}
 				progress(installed, err)
 			}
@@ -430,8 +427,8 @@ func installHost(ctx context.Context, cfg *Config, m *Map, h Host, workers int, 
 
 // installShard installs shard id's generator and host record unless both
 // are already right. A generator with a different marker is left alone.
-func installShard(ctx context.Context, pool *pgxpool.Pool, m *Map, id int, present bool, marker string, recorded bool) (bool, error) {
-	p := Xcatalog_GeneratorParams(m, id)
+func installShard(ctx context.Context, pool *pgxpool.Pool, m *shardmgr.Map, id int, present bool, marker string, recorded bool) (bool, error) {
+	p := shardmgr.Xcatalog_GeneratorParams(m, id)
 	want, err := shsql.Marker(p)
 	if err != nil {
 		return false, err
@@ -461,25 +458,4 @@ func installShard(ctx context.Context, pool *pgxpool.Pool, m *Map, id int, prese
 		return false, err
 	}
 	return true, nil
-}
-
-// readMarkers returns the marker comment of every next_id() generator on
-// a host, by schema ("" when it has no comment).
-func readMarkers(ctx context.Context, q Querier) (map[string]string, error) {
-	rows, err := q.Query(ctx, `SELECT n.nspname, coalesce(pg_catalog.obj_description(p.oid, 'pg_proc'), '')
-		FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
-		WHERE p.proname = 'next_id' AND p.pronargs = 0`)
-	if err != nil {
-		return nil, fmt.Errorf("read generators: %w", err)
-	}
-	out := map[string]string{}
-	var schema, comment string
-	_, err = pgx.ForEachRow(rows, []any{&schema, &comment}, func() error {
-		out[schema] = comment
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read generators: %w", err)
-	}
-	return out, nil
 }

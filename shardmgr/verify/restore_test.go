@@ -1,4 +1,4 @@
-package shardmgr
+package verify
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/shardid/shardid/shardmgr/install"
 
 	"github.com/shardid/shardid/internal/localpg"
 	"github.com/stretchr/testify/require"
@@ -35,7 +37,7 @@ func TestTableOnlyRestoreVerifyNamesTheRepair(t *testing.T) {
 	// The shard is rebuilt: a fresh generator (init), the table (its
 	// migrations), then the rows alone.
 	exec(t, cfg, "pg1", `DROP SCHEMA shard_0000 CASCADE`)
-	_, err = Init(ctx(t), cfg, InitOptions{})
+	_, err = install.Init(ctx(t), cfg, install.InitOptions{})
 	require.NoError(t, err)
 	exec(t, cfg, "pg1", table)
 	out, err = osexec.Command(filepath.Join(bin, "pg_restore"), "--data-only", "-t", "likes", "-d", dsn, dump).CombinedOutput()

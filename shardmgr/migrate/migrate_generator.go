@@ -1,4 +1,4 @@
-package shardmgr
+package migrate
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/shardid/shardid/shardmgr"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/shardid/shardid/shardmgr/internal/shardschema"
@@ -116,7 +118,7 @@ func (e *GeneratorError) Error() string {
 // what an older install SQL of the same version left behind (privileges:
 // next_id_advance is the owner's only, docs/uniqueness.md#privileges).
 // Failed shards are listed in a *GeneratorError returned with the result.
-func UpgradeGenerators(ctx context.Context, cfg *Config, opts GeneratorOptions) (*GeneratorResult, error) {
+func UpgradeGenerators(ctx context.Context, cfg *shardmgr.Config, opts GeneratorOptions) (*GeneratorResult, error) {
 	start := time.Now()
 	if err := cfg.ValidateCluster(); err != nil {
 		return nil, err
@@ -131,7 +133,7 @@ func UpgradeGenerators(ctx context.Context, cfg *Config, opts GeneratorOptions) 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m, err := Xcatalog_ReadClusterMap(ctx, cfg)
+	m, err := shardmgr.Xcatalog_ReadClusterMap(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +173,7 @@ func UpgradeGenerators(ctx context.Context, cfg *Config, opts GeneratorOptions) 
 			opts.Waiting(w)
 		}
 	}
-	eachShard(ctx, hosts, shards, opts.Workers, func(host string, sh ShardInfo, conn func() (*pgx.Conn, error)) {
+	eachShard(ctx, hosts, shards, opts.Workers, func(host string, sh shardmgr.ShardInfo, conn func() (*pgx.Conn, error)) {
 		r := GeneratorUpgrade{ID: sh.ID, Host: host}
 		c, err := conn()
 		if err == nil {
@@ -201,14 +203,14 @@ func UpgradeGenerators(ctx context.Context, cfg *Config, opts GeneratorOptions) 
 
 // upgradeGenerator upgrades one shard's generator under the shard's
 // migration lock, filling r.
-func upgradeGenerator(ctx context.Context, conn *pgx.Conn, m *Map, sh ShardInfo, opts GeneratorOptions, waiting func(LockWait), r *GeneratorUpgrade) error {
+func upgradeGenerator(ctx context.Context, conn *pgx.Conn, m *shardmgr.Map, sh shardmgr.ShardInfo, opts GeneratorOptions, waiting func(LockWait), r *GeneratorUpgrade) error {
 	unlock, err := lockShard(ctx, conn, r.Host, sh.ID, waiting)
 	if err != nil {
 		return fmt.Errorf("lock: %w", err)
 	}
 	defer unlock()
 
-	p := Xcatalog_GeneratorParams(m, sh.ID)
+	p := shardmgr.Xcatalog_GeneratorParams(m, sh.ID)
 	want, err := shsql.Marker(p)
 	if err != nil {
 		return err

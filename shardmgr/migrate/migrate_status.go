@@ -1,4 +1,4 @@
-package shardmgr
+package migrate
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/shardid/shardid/shardmgr"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
@@ -102,11 +104,11 @@ func (s MigrationSummary) Versions() []int {
 // from its host, hosts in parallel. A host that cannot be read marks its
 // shards unreadable rather than failing the whole status; the error is
 // for the catalog and the cluster file.
-func ReadMigrationStatus(ctx context.Context, cfg *Config, set *MigrationSet) (*MigrationStatus, error) {
+func ReadMigrationStatus(ctx context.Context, cfg *shardmgr.Config, set *MigrationSet) (*MigrationStatus, error) {
 	if err := cfg.ValidateCluster(); err != nil {
 		return nil, err
 	}
-	m, err := Xcatalog_ReadClusterMap(ctx, cfg)
+	m, err := shardmgr.Xcatalog_ReadClusterMap(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +145,7 @@ func ReadMigrationStatus(ctx context.Context, cfg *Config, set *MigrationSet) (*
 // hostVersions reads the versions of shards on h in a few queries: which
 // schemas and tables exist, all version rows in one UNION, all failure
 // rows in another, and which shards a run holds locked.
-func hostVersions(ctx context.Context, h Host, m *Map, shards []int) ([]ShardVersion, error) {
+func hostVersions(ctx context.Context, h shardmgr.Host, m *shardmgr.Map, shards []int) ([]ShardVersion, error) {
 	conn, err := pg.Connect(ctx, h.DSN)
 	if err != nil {
 		return nil, fmt.Errorf("connect to host %s: %w", h.Name, err)
@@ -267,7 +269,7 @@ func lockedShards(ctx context.Context, conn *pgx.Conn) (map[int]bool, error) {
 // ReadShardVersion reads the version and recorded failure of the shard
 // in schema through q (0 and nil when it was never migrated). Moves use it
 // to build a shard on a new host to the version of its old one.
-func ReadShardVersion(ctx context.Context, q Querier, schema string) (int, *MigrationFailure, error) {
+func ReadShardVersion(ctx context.Context, q shardmgr.Querier, schema string) (int, *MigrationFailure, error) {
 	vt, ft := pgx.Identifier{schema, VersionTable}.Sanitize(), pgx.Identifier{schema, FailureTable}.Sanitize()
 	var hasVT, hasFT bool
 	if err := q.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL, to_regclass($2) IS NOT NULL`, vt, ft).Scan(&hasVT, &hasFT); err != nil {

@@ -1,4 +1,4 @@
-package shardmgr
+package migrate_test
 
 import (
 	"context"
@@ -11,7 +11,11 @@ import (
 	"testing/fstest"
 	"time"
 
-	"github.com/golang-migrate/migrate/v4"
+	"github.com/shardid/shardid/shardmgr/migrate"
+
+	"github.com/shardid/shardid/shardmgr"
+
+	gomigrate "github.com/golang-migrate/migrate/v4"
 	_ "github.com/golang-migrate/migrate/v4/database/pgx/v5"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 	"github.com/jackc/pgx/v5"
@@ -22,19 +26,17 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-const sampleMigrations = "../testdata/migrations"
-
-func sampleSet(t testing.TB) *MigrationSet {
+func sampleSet(t testing.TB) *migrate.MigrationSet {
 	t.Helper()
-	set, err := LoadMigrationDir(sampleMigrations)
+	set, err := migrate.LoadMigrationDir(sampleMigrations)
 	require.NoError(t, err)
 	return set
 }
 
 // setOf loads a migration set from files given as name -> body.
-func setOf(t testing.TB, files map[string]string) *MigrationSet {
+func setOf(t testing.TB, files map[string]string) *migrate.MigrationSet {
 	t.Helper()
-	set, err := LoadMigrationSet(mapFS(files))
+	set, err := migrate.LoadMigrationSet(mapFS(files))
 	require.NoError(t, err)
 	return set
 }
@@ -52,13 +54,13 @@ const createLikes = `CREATE TABLE {{.schema}}.likes (id bigint PRIMARY KEY DEFAU
 DROP TABLE {{.schema}}.likes;`
 
 // shardPool returns a pool on the host that holds shard id.
-func shardPool(t testing.TB, cfg *Config, m *Map, id int) *pgxpool.Pool {
+func shardPool(t testing.TB, cfg *shardmgr.Config, m *shardmgr.Map, id int) *pgxpool.Pool {
 	return hostPool(t, cfg, m.Shards[id].Host)
 }
 
-func clusterMap(t testing.TB, cfg *Config) *Map {
+func clusterMap(t testing.TB, cfg *shardmgr.Config) *shardmgr.Map {
 	t.Helper()
-	m, err := ReadMap(ctx(t), pool(t, cfg.Catalog))
+	m, err := shardmgr.ReadMap(ctx(t), pool(t, cfg.Catalog))
 	require.NoError(t, err)
 	return m
 }
@@ -70,9 +72,9 @@ func tableExists(t testing.TB, p *pgxpool.Pool, name string) bool {
 	return ok
 }
 
-func statusVersions(t testing.TB, cfg *Config, set *MigrationSet) (*MigrationStatus, map[int]int) {
+func statusVersions(t testing.TB, cfg *shardmgr.Config, set *migrate.MigrationSet) (*migrate.MigrationStatus, map[int]int) {
 	t.Helper()
-	st, err := ReadMigrationStatus(ctx(t), cfg, set)
+	st, err := migrate.ReadMigrationStatus(ctx(t), cfg, set)
 	require.NoError(t, err)
 	got := map[int]int{}
 	for _, s := range st.Shards {
@@ -106,26 +108,26 @@ func TestMigrationSetRender(t *testing.T) {
 }
 
 func TestMigrationSetBadInput(t *testing.T) {
-	_, err := LoadMigrationDir(filepath.Join(t.TempDir(), "nope"))
-	require.ErrorIs(t, err, ErrMigrationSet)
+	_, err := migrate.LoadMigrationDir(filepath.Join(t.TempDir(), "nope"))
+	require.ErrorIs(t, err, migrate.ErrMigrationSet)
 	require.ErrorContains(t, err, "directory not found")
 
-	_, err = LoadMigrationSet(mapFS(map[string]string{"README.md": "hi"}))
-	require.ErrorIs(t, err, ErrMigrationSet)
+	_, err = migrate.LoadMigrationSet(mapFS(map[string]string{"README.md": "hi"}))
+	require.ErrorIs(t, err, migrate.ErrMigrationSet)
 	require.ErrorContains(t, err, "no migration files")
 
-	_, err = LoadMigrationSet(mapFS(map[string]string{"001_a.sql": "SELECT 1", "003_c.sql": "SELECT 3"}))
-	require.ErrorIs(t, err, ErrMigrationSet)
+	_, err = migrate.LoadMigrationSet(mapFS(map[string]string{"001_a.sql": "SELECT 1", "003_c.sql": "SELECT 3"}))
+	require.ErrorIs(t, err, migrate.ErrMigrationSet)
 	require.ErrorContains(t, err, "Missing migration 2")
 
-	_, err = LoadMigrationSet(mapFS(map[string]string{"001_a.sql": "SELECT {{ .schema "}))
-	require.ErrorIs(t, err, ErrMigrationSet)
+	_, err = migrate.LoadMigrationSet(mapFS(map[string]string{"001_a.sql": "SELECT {{ .schema "}))
+	require.ErrorIs(t, err, migrate.ErrMigrationSet)
 	require.ErrorContains(t, err, "001_a.sql up")
 
 	// tern alone would render "<no value>"; shardid refuses with the file,
 	// the half and the line.
-	_, err = LoadMigrationSet(mapFS(map[string]string{"001_a.sql": "SELECT 1;\n---- create above / drop below ----\nDROP TABLE {{.nope}};"}))
-	require.ErrorIs(t, err, ErrMigrationSet)
+	_, err = migrate.LoadMigrationSet(mapFS(map[string]string{"001_a.sql": "SELECT 1;\n---- create above / drop below ----\nDROP TABLE {{.nope}};"}))
+	require.ErrorIs(t, err, migrate.ErrMigrationSet)
 	require.ErrorContains(t, err, `001_a.sql down:1`)
 	require.ErrorContains(t, err, `"nope"`)
 
@@ -135,7 +137,7 @@ func TestMigrationSetBadInput(t *testing.T) {
 	_, err = set.Render(2, "shard_0002")
 	require.NoError(t, err)
 	_, err = set.Render(3, "shard_0003")
-	require.ErrorIs(t, err, ErrMigrationSet)
+	require.ErrorIs(t, err, migrate.ErrMigrationSet)
 	require.ErrorContains(t, err, "shard 3")
 }
 
@@ -147,21 +149,21 @@ func TestMigrateUpDownStatus(t *testing.T) {
 
 	var (
 		mu       sync.Mutex
-		progress = map[string]HostProgress{}
+		progress = map[string]migrate.HostProgress{}
 	)
-	res, err := Migrate(ctx(t), cfg, set, MigrateOptions{Progress: func(p HostProgress) {
+	res, err := migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{Progress: func(p migrate.HostProgress) {
 		mu.Lock()
 		defer mu.Unlock()
 		progress[p.Host] = p
 	}})
 	require.NoError(t, err)
-	require.Equal(t, Up, res.Direction)
+	require.Equal(t, migrate.Up, res.Direction)
 	require.Equal(t, 2, res.Target)
 	require.Len(t, res.Shards, 12)
 	for i, s := range res.Shards {
-		require.Equal(t, ShardMigration{ID: i, Host: m.Shards[i].Host, From: 0, To: 2, Applied: 2}, s)
+		require.Equal(t, migrate.ShardMigration{ID: i, Host: m.Shards[i].Host, From: 0, To: 2, Applied: 2}, s)
 	}
-	require.Equal(t, map[string]HostProgress{
+	require.Equal(t, map[string]migrate.HostProgress{
 		"pg1": {Host: "pg1", Done: 4, Total: 4}, "pg2": {Host: "pg2", Done: 4, Total: 4}, "pg3": {Host: "pg3", Done: 4, Total: 4},
 	}, progress)
 
@@ -188,19 +190,19 @@ func TestMigrateUpDownStatus(t *testing.T) {
 	st, versions := statusVersions(t, cfg, set)
 	require.Equal(t, 2, st.Latest)
 	require.Equal(t, map[int]int{2: 12}, versions)
-	require.Equal(t, ShardVersion{ID: 5, Host: m.Shards[5].Host, Version: 2}, st.Shards[5])
+	require.Equal(t, migrate.ShardVersion{ID: 5, Host: m.Shards[5].Host, Version: 2}, st.Shards[5])
 	sum := st.Summary()
 	require.Empty(t, sum.Behind)
 	require.Empty(t, sum.Failed)
 
 	// Again: nothing to do.
-	res, err = Migrate(ctx(t), cfg, set, MigrateOptions{})
+	res, err = migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{})
 	require.NoError(t, err)
 	changed, unchanged, failed, stopped := res.Counts()
 	require.Equal(t, [4]int{0, 12, 0, 0}, [4]int{changed, unchanged, failed, stopped})
 
 	// Down one step on some shards, then all the way on all.
-	res, err = Migrate(ctx(t), cfg, set, MigrateOptions{Direction: Down, To: 1, Shards: []int{3, 4}})
+	res, err = migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{Direction: migrate.Down, To: 1, Shards: []int{3, 4}})
 	require.NoError(t, err)
 	require.Len(t, res.Shards, 2)
 	require.False(t, tableExists(t, shardPool(t, cfg, m, 3), "shard_0003.likes_post_id_idx"))
@@ -210,12 +212,12 @@ func TestMigrateUpDownStatus(t *testing.T) {
 	require.Equal(t, []int{3, 4}, st.Summary().Behind)
 
 	// Up never moves a shard down: --to 1 leaves the shards at 2 alone.
-	res, err = Migrate(ctx(t), cfg, set, MigrateOptions{To: 1})
+	res, err = migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{To: 1})
 	require.NoError(t, err)
 	changed, unchanged, _, _ = res.Counts()
 	require.Equal(t, [2]int{0, 12}, [2]int{changed, unchanged})
 
-	res, err = Migrate(ctx(t), cfg, set, MigrateOptions{Direction: Down, To: 0})
+	res, err = migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{Direction: migrate.Down, To: 0})
 	require.NoError(t, err)
 	changed, _, _, _ = res.Counts()
 	require.Equal(t, 12, changed)
@@ -226,14 +228,14 @@ func TestMigrateUpDownStatus(t *testing.T) {
 	}
 
 	// init --dir: MigrateShards brings shards to the version of the others.
-	_, err = Migrate(ctx(t), cfg, set, MigrateOptions{To: 1, Shards: []int{0, 1, 2}})
+	_, err = migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{To: 1, Shards: []int{0, 1, 2}})
 	require.NoError(t, err)
-	res, err = MigrateShards(ctx(t), cfg, sampleSet(t), []int{9, 10, 11}, MigrateOptions{})
+	res, err = migrate.MigrateShards(ctx(t), cfg, sampleSet(t), []int{9, 10, 11}, migrate.MigrateOptions{})
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Target)
 	_, versions = statusVersions(t, cfg, set)
 	require.Equal(t, map[int]int{1: 6, 0: 6}, versions)
-	res, err = MigrateShards(ctx(t), cfg, sampleSet(t), nil, MigrateOptions{})
+	res, err = migrate.MigrateShards(ctx(t), cfg, sampleSet(t), nil, migrate.MigrateOptions{})
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Target)
 	_, versions = statusVersions(t, cfg, set)
@@ -245,7 +247,7 @@ func defaultShardOf(id int64) int {
 	return int((uint64(id) >> shsql.DefaultSeqBits) & (1<<shsql.DefaultShardBits - 1))
 }
 
-func mustHost(t testing.TB, cfg *Config, name string) Host {
+func mustHost(t testing.TB, cfg *shardmgr.Config, name string) shardmgr.Host {
 	h, ok := cfg.Host(name)
 	require.True(t, ok)
 	return h
@@ -258,7 +260,7 @@ func TestMigrateBadInputChangesNothing(t *testing.T) {
 	noVersionTables := func() {
 		t.Helper()
 		for _, s := range m.Shards {
-			require.False(t, tableExists(t, shardPool(t, cfg, m, s.ID), s.Schema+"."+VersionTable), "shard %d", s.ID)
+			require.False(t, tableExists(t, shardPool(t, cfg, m, s.ID), s.Schema+"."+migrate.VersionTable), "shard %d", s.ID)
 		}
 	}
 
@@ -267,37 +269,37 @@ func TestMigrateBadInputChangesNothing(t *testing.T) {
 		"001_likes.sql": createLikes,
 		"002_bad.sql":   "SELECT 1{{if eq .shard_id 4}}{{.nope}}{{end}};",
 	})
-	_, err := Migrate(ctx(t), cfg, set, MigrateOptions{})
-	require.ErrorIs(t, err, ErrMigrationSet)
+	_, err := migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{})
+	require.ErrorIs(t, err, migrate.ErrMigrationSet)
 	require.ErrorContains(t, err, "shard 4")
 	noVersionTables()
 
-	_, err = Migrate(ctx(t), cfg, sampleSet(t), MigrateOptions{Shards: []int{1, 6}})
-	require.ErrorIs(t, err, ErrUnknownShard)
+	_, err = migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{Shards: []int{1, 6}})
+	require.ErrorIs(t, err, shardmgr.ErrUnknownShard)
 	noVersionTables()
 
-	_, err = Migrate(ctx(t), cfg, sampleSet(t), MigrateOptions{To: 3})
+	_, err = migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{To: 3})
 	require.ErrorContains(t, err, "outside 0..2")
-	_, err = Migrate(ctx(t), cfg, sampleSet(t), MigrateOptions{Direction: "sideways"})
+	_, err = migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{Direction: "sideways"})
 	require.ErrorContains(t, err, "unknown direction")
 	noVersionTables()
 
 	// A shard whose schema is gone fails alone, with a clear error.
 	_, err = shardPool(t, cfg, m, 2).Exec(ctx(t), `DROP SCHEMA shard_0002 CASCADE`)
 	require.NoError(t, err)
-	res, err := Migrate(ctx(t), cfg, sampleSet(t), MigrateOptions{})
-	var perr *PartialError
+	res, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{})
+	var perr *migrate.PartialError
 	require.ErrorAs(t, err, &perr)
 	require.Len(t, perr.Failed, 1)
 	require.Equal(t, 2, perr.Failed[0].Shard)
-	require.ErrorIs(t, perr.Failed[0], ErrShardSchemaMissing)
+	require.ErrorIs(t, perr.Failed[0], migrate.ErrShardSchemaMissing)
 	changed, _, failed, _ := res.Counts()
 	require.Equal(t, [2]int{5, 1}, [2]int{changed, failed})
 }
 
 // failingSet makes migration 002 invalid SQL on shard bad only, after a
 // statement that would leave a trace if the migration did not roll back.
-func failingSet(t testing.TB, bad int) *MigrationSet {
+func failingSet(t testing.TB, bad int) *migrate.MigrationSet {
 	return setOf(t, map[string]string{
 		"001_likes.sql": createLikes,
 		"002_index.sql": fmt.Sprintf(`CREATE TABLE {{.schema}}.trace (x int);
@@ -328,8 +330,8 @@ func TestMigrateFailureOnOneShardThenRerun(t *testing.T) {
 	m := clusterMap(t, cfg)
 	set := failingSet(t, 7)
 
-	res, err := Migrate(ctx(t), cfg, set, MigrateOptions{})
-	var perr *PartialError
+	res, err := migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{})
+	var perr *migrate.PartialError
 	require.ErrorAs(t, err, &perr)
 	require.Len(t, perr.Failed, 1)
 	f := perr.Failed[0]
@@ -337,16 +339,16 @@ func TestMigrateFailureOnOneShardThenRerun(t *testing.T) {
 	require.Equal(t, m.Shards[7].Host, f.Host)
 	require.Equal(t, 1, f.Version)
 	require.Equal(t, "002_index.sql", f.Migration)
-	require.Equal(t, Up, f.Direction)
+	require.Equal(t, migrate.Up, f.Direction)
 	require.Equal(t, "42P01", f.SQLState) // undefined_table
 	require.Contains(t, f.Message, `relation "shard_0007.no_such_table" does not exist`)
 	require.False(t, f.Partial)
 	require.Contains(t, err.Error(), "1 of 12 shards failed; shard 7 on "+m.Shards[7].Host+" stopped at version 1: 002_index.sql (up)")
-	var me *MigrationError
+	var me *migrate.MigrationError
 	require.ErrorAs(t, err, &me)
 
 	// The others carried on to the end; shard 7 rolled 002 back entirely.
-	require.Equal(t, ShardMigration{ID: 7, Host: m.Shards[7].Host, From: 0, To: 1, Applied: 1, Err: f}, res.Shards[7])
+	require.Equal(t, migrate.ShardMigration{ID: 7, Host: m.Shards[7].Host, From: 0, To: 1, Applied: 1, Err: f}, res.Shards[7])
 	for _, s := range res.Shards {
 		if s.ID != 7 {
 			require.Equal(t, 3, s.To, "shard %d", s.ID)
@@ -371,17 +373,17 @@ func TestMigrateFailureOnOneShardThenRerun(t *testing.T) {
 	require.Equal(t, []int{7}, sum.Behind)
 
 	// Running the broken set again fails the same way and changes nothing else.
-	_, err = Migrate(ctx(t), cfg, set, MigrateOptions{})
+	_, err = migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{})
 	require.ErrorAs(t, err, &perr)
 	require.Len(t, perr.Failed, 1)
 
 	// After the fix, up finishes the rest and clears the failure.
 	fixed := setOf(t, fixedSet)
-	res, err = Migrate(ctx(t), cfg, fixed, MigrateOptions{})
+	res, err = migrate.Migrate(ctx(t), cfg, fixed, migrate.MigrateOptions{})
 	require.NoError(t, err)
 	changed, unchanged, _, _ := res.Counts()
 	require.Equal(t, [2]int{1, 11}, [2]int{changed, unchanged})
-	require.Equal(t, ShardMigration{ID: 7, Host: m.Shards[7].Host, From: 1, To: 3, Applied: 2}, res.Shards[7])
+	require.Equal(t, migrate.ShardMigration{ID: 7, Host: m.Shards[7].Host, From: 1, To: 3, Applied: 2}, res.Shards[7])
 	st, versions = statusVersions(t, cfg, fixed)
 	require.Equal(t, map[int]int{3: 12}, versions)
 	require.Nil(t, st.Shards[7].Failure)
@@ -393,8 +395,8 @@ func TestMigrateFailFast(t *testing.T) {
 	m := clusterMap(t, cfg)
 	set := failingSet(t, 0) // pg1 holds 0..3; with one worker 0 runs first there
 
-	res, err := Migrate(ctx(t), cfg, set, MigrateOptions{FailFast: true, Workers: 1})
-	var perr *PartialError
+	res, err := migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{FailFast: true, Workers: 1})
+	var perr *migrate.PartialError
 	require.ErrorAs(t, err, &perr)
 	require.Len(t, perr.Failed, 1)
 	require.Equal(t, 0, perr.Failed[0].Shard)
@@ -412,7 +414,7 @@ func TestMigrateFailFast(t *testing.T) {
 	}
 
 	// Without --fail-fast after the fix, everything gets there.
-	_, err = Migrate(ctx(t), cfg, setOf(t, fixedSet), MigrateOptions{})
+	_, err = migrate.Migrate(ctx(t), cfg, setOf(t, fixedSet), migrate.MigrateOptions{})
 	require.NoError(t, err)
 	_, versions := statusVersions(t, cfg, set)
 	require.Equal(t, map[int]int{3: 12}, versions)
@@ -433,8 +435,8 @@ CREATE TABLE {{.schema}}.trace (x int);
 DROP INDEX CONCURRENTLY {{.schema}}.likes_post_idx;
 DROP TABLE {{.schema}}.trace;`,
 	})
-	res, err := Migrate(ctx(t), cfg, set, MigrateOptions{LockTimeout: 5 * time.Second})
-	var perr *PartialError
+	res, err := migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{LockTimeout: 5 * time.Second})
+	var perr *migrate.PartialError
 	require.ErrorAs(t, err, &perr)
 	require.Len(t, perr.Failed, 1)
 	f := perr.Failed[0]
@@ -449,7 +451,7 @@ DROP TABLE {{.schema}}.trace;`,
 	for _, s := range m.Shards {
 		require.True(t, tableExists(t, shardPool(t, cfg, m, s.ID), s.Schema+".likes_post_idx"))
 	}
-	st, err := ReadMigrationStatus(ctx(t), cfg, set)
+	st, err := migrate.ReadMigrationStatus(ctx(t), cfg, set)
 	require.NoError(t, err)
 	require.Equal(t, 1, st.Shards[3].Version)
 	require.NotNil(t, st.Shards[3].Failure)
@@ -461,14 +463,14 @@ DROP TABLE {{.schema}}.trace;`,
 	_, err = p.Exec(ctx(t), `INSERT INTO shard_0004.schema_version_failure (version, migration, direction, state, partial, sqlstate, message)
 		VALUES (2, '003_x.sql', 'up', 'running', true, '', 'running')`)
 	require.NoError(t, err)
-	st, err = ReadMigrationStatus(ctx(t), cfg, set)
+	st, err = migrate.ReadMigrationStatus(ctx(t), cfg, set)
 	require.NoError(t, err)
 	require.Equal(t, "interrupted", st.Shards[4].Failure.State)
 	_, err = p.Exec(ctx(t), `DELETE FROM shard_0004.schema_version_failure`)
 	require.NoError(t, err)
 
 	// Down runs statement by statement too.
-	_, err = Migrate(ctx(t), cfg, set, MigrateOptions{Direction: Down, To: 1, Shards: []int{0, 1}})
+	_, err = migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{Direction: migrate.Down, To: 1, Shards: []int{0, 1}})
 	require.NoError(t, err)
 	require.False(t, tableExists(t, shardPool(t, cfg, m, 0), "shard_0000.likes_post_idx"))
 }
@@ -487,13 +489,13 @@ func TestMigrateConcurrentRunsDoNotInterleave(t *testing.T) {
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
-		waits []LockWait
-		res   [2]*MigrateResult
+		waits []migrate.LockWait
+		res   [2]*migrate.MigrateResult
 		errs  [2]error
 	)
 	for i := range 2 {
 		wg.Go(func() {
-			res[i], errs[i] = Migrate(ctx(t), cfg, set, MigrateOptions{Workers: 2, Waiting: func(w LockWait) {
+			res[i], errs[i] = migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{Workers: 2, Waiting: func(w migrate.LockWait) {
 				mu.Lock()
 				defer mu.Unlock()
 				waits = append(waits, w)
@@ -523,7 +525,7 @@ func TestRenderFormatsApplyWithTernAndGolangMigrate(t *testing.T) {
 	set := sampleSet(t)
 	migs, err := set.Render(5, "shard_0005")
 	require.NoError(t, err)
-	_, err = WriteRendered(t.TempDir(), "flyway", migs)
+	_, err = migrate.WriteRendered(t.TempDir(), "flyway", migs)
 	require.ErrorContains(t, err, "unknown format")
 
 	// A database with just shard 5's generator, as shardid sql function
@@ -540,7 +542,7 @@ func TestRenderFormatsApplyWithTernAndGolangMigrate(t *testing.T) {
 
 	t.Run("golang-migrate", func(t *testing.T) {
 		out := t.TempDir()
-		paths, err := WriteRendered(out, FormatGolangMigrate, migs)
+		paths, err := migrate.WriteRendered(out, migrate.FormatGolangMigrate, migs)
 		require.NoError(t, err)
 		names := []string{}
 		for _, p := range paths {
@@ -554,7 +556,7 @@ func TestRenderFormatsApplyWithTernAndGolangMigrate(t *testing.T) {
 		// The URL a user passes to the migrate CLI: pgx5:// with the
 		// version table in the shard's schema.
 		url := strings.Replace(dsn, "postgres://", "pgx5://", 1) + `&x-migrations-table="shard_0005"."schema_migrations"&x-migrations-table-quoted=1`
-		gm, err := migrate.NewWithSourceInstance("iofs", src, url)
+		gm, err := gomigrate.NewWithSourceInstance("iofs", src, url)
 		require.NoError(t, err)
 		defer gm.Close()
 		require.NoError(t, gm.Up())
@@ -573,7 +575,7 @@ func TestRenderFormatsApplyWithTernAndGolangMigrate(t *testing.T) {
 
 	t.Run("tern", func(t *testing.T) {
 		out := t.TempDir()
-		paths, err := WriteRendered(out, FormatTern, migs)
+		paths, err := migrate.WriteRendered(out, migrate.FormatTern, migs)
 		require.NoError(t, err)
 		require.Len(t, paths, 2)
 		body, err := os.ReadFile(paths[0])
@@ -591,7 +593,7 @@ func TestRenderFormatsApplyWithTernAndGolangMigrate(t *testing.T) {
 		p := pool(t, dsn)
 		require.True(t, tableExists(t, p, "shard_0005.likes_post_id_idx"))
 		// shardid reads the version tern wrote.
-		v, fail, err := ReadShardVersion(ctx(t), p, "shard_0005")
+		v, fail, err := migrate.ReadShardVersion(ctx(t), p, "shard_0005")
 		require.NoError(t, err)
 		require.Equal(t, 2, v)
 		require.Nil(t, fail)
@@ -609,10 +611,10 @@ func TestMigrateShardOn(t *testing.T) {
 	conn, err := pgx.Connect(ctx(t), dsn)
 	require.NoError(t, err)
 	defer conn.Close(ctx(t))
-	res, err := MigrateShardOn(ctx(t), conn, "new", sampleSet(t), ShardInfo{ID: 9, Schema: "shard_0009"}, MigrateOptions{To: 1})
+	res, err := migrate.MigrateShardOn(ctx(t), conn, "new", sampleSet(t), shardmgr.ShardInfo{ID: 9, Schema: "shard_0009"}, migrate.MigrateOptions{To: 1})
 	require.NoError(t, err)
-	require.Equal(t, ShardMigration{ID: 9, Host: "new", From: 0, To: 1, Applied: 1}, res)
-	v, _, err := ReadShardVersion(ctx(t), conn, "shard_0009")
+	require.Equal(t, migrate.ShardMigration{ID: 9, Host: "new", From: 0, To: 1, Applied: 1}, res)
+	v, _, err := migrate.ReadShardVersion(ctx(t), conn, "shard_0009")
 	require.NoError(t, err)
 	require.Equal(t, 1, v)
 }
@@ -622,23 +624,23 @@ func TestMigrateUnreachableHostAndMovingShard(t *testing.T) {
 	cfg := initCluster(t, 6)
 	m := clusterMap(t, cfg)
 	set := sampleSet(t)
-	_, err := SetShardState(ctx(t), pool(t, cfg.Catalog), 1, StateMoving, 0)
+	_, err := shardmgr.SetShardState(ctx(t), pool(t, cfg.Catalog), 1, shardmgr.StateMoving, 0)
 	require.NoError(t, err)
 
 	// pg3 goes away: its shards fail with the connection error, the other
 	// hosts carry on.
 	down := *cfg
-	down.Hosts = append([]Host(nil), cfg.Hosts...)
+	down.Hosts = append([]shardmgr.Host(nil), cfg.Hosts...)
 	down.Hosts[2].DSN = "postgres://postgres@127.0.0.1:1/nope?sslmode=disable&connect_timeout=2"
-	res, err := Migrate(ctx(t), &down, set, MigrateOptions{})
-	var perr *PartialError
+	res, err := migrate.Migrate(ctx(t), &down, set, migrate.MigrateOptions{})
+	var perr *migrate.PartialError
 	require.ErrorAs(t, err, &perr)
-	failed := map[int]*MigrationError{}
+	failed := map[int]*migrate.MigrationError{}
 	for _, f := range perr.Failed {
 		failed[f.Shard] = f
 	}
 	require.Len(t, failed, 3) // 1 (moving), 4 and 5 (pg3)
-	require.ErrorIs(t, failed[1], ErrShardMoving)
+	require.ErrorIs(t, failed[1], shardmgr.ErrShardMoving)
 	for _, id := range m.ShardsOn("pg3") {
 		require.Equal(t, -1, failed[id].Version)
 		require.Contains(t, failed[id].Message, "connect to host pg3")
@@ -647,16 +649,16 @@ func TestMigrateUnreachableHostAndMovingShard(t *testing.T) {
 		require.Equal(t, 2, res.Shards[id].To)
 	}
 
-	st, err := ReadMigrationStatus(ctx(t), &down, set)
+	st, err := migrate.ReadMigrationStatus(ctx(t), &down, set)
 	require.NoError(t, err)
 	require.Equal(t, []int{4, 5}, st.Summary().Unreadable)
 	require.Equal(t, -1, st.Shards[4].Version)
 	require.Contains(t, st.Shards[4].Error, "connect to host pg3")
 
 	// Back to normal: the move is over and pg3 answers; up finishes.
-	_, err = SetShardState(ctx(t), pool(t, cfg.Catalog), 1, StateActive, 0)
+	_, err = shardmgr.SetShardState(ctx(t), pool(t, cfg.Catalog), 1, shardmgr.StateActive, 0)
 	require.NoError(t, err)
-	_, err = Migrate(ctx(t), cfg, set, MigrateOptions{})
+	_, err = migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{})
 	require.NoError(t, err)
 	_, versions := statusVersions(t, cfg, set)
 	require.Equal(t, map[int]int{2: 6}, versions)
@@ -671,7 +673,7 @@ func TestMigrateInterrupted(t *testing.T) {
 	})
 	c, cancel := context.WithTimeout(ctx(t), 500*time.Millisecond)
 	defer cancel()
-	res, err := Migrate(c, cfg, set, MigrateOptions{Workers: 1})
+	res, err := migrate.Migrate(c, cfg, set, migrate.MigrateOptions{Workers: 1})
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorContains(t, err, "migrate up interrupted after")
 	require.NotNil(t, res)
@@ -679,14 +681,14 @@ func TestMigrateInterrupted(t *testing.T) {
 
 	// Every shard is cleanly before or after each step: the step that was
 	// running rolled back, and nothing is recorded as failed.
-	st, err := ReadMigrationStatus(ctx(t), cfg, set)
+	st, err := migrate.ReadMigrationStatus(ctx(t), cfg, set)
 	require.NoError(t, err)
 	m := clusterMap(t, cfg)
 	for _, s := range st.Shards {
 		require.Nil(t, s.Failure, "shard %d", s.ID)
 		require.Equal(t, s.Version >= 2, tableExists(t, shardPool(t, cfg, m, s.ID), m.Shards[s.ID].Schema+".slow"), "shard %d", s.ID)
 	}
-	_, err = Migrate(ctx(t), cfg, set, MigrateOptions{})
+	_, err = migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{})
 	require.NoError(t, err)
 	_, versions := statusVersions(t, cfg, set)
 	require.Equal(t, map[int]int{2: 12}, versions)
@@ -697,7 +699,7 @@ func TestMigrateLockTimeout(t *testing.T) {
 	cfg := initCluster(t, 6)
 	m := clusterMap(t, cfg)
 	set := setOf(t, fixedSet)
-	_, err := Migrate(ctx(t), cfg, set, MigrateOptions{To: 2})
+	_, err := migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{To: 2})
 	require.NoError(t, err)
 
 	// A long transaction reads shard 2's table: 003's ALTER TABLE would
@@ -706,8 +708,8 @@ func TestMigrateLockTimeout(t *testing.T) {
 	require.NoError(t, err)
 	_, err = tx.Exec(ctx(t), `SELECT count(*) FROM shard_0002.likes`)
 	require.NoError(t, err)
-	res, err := Migrate(ctx(t), cfg, set, MigrateOptions{LockTimeout: 200 * time.Millisecond})
-	var perr *PartialError
+	res, err := migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{LockTimeout: 200 * time.Millisecond})
+	var perr *migrate.PartialError
 	require.ErrorAs(t, err, &perr)
 	require.Len(t, perr.Failed, 1)
 	require.Equal(t, 2, perr.Failed[0].Shard)
@@ -716,7 +718,7 @@ func TestMigrateLockTimeout(t *testing.T) {
 	require.NoError(t, tx.Rollback(ctx(t)))
 
 	// The setting does not leak into the session: later work is unaffected.
-	_, err = Migrate(ctx(t), cfg, set, MigrateOptions{})
+	_, err = migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{})
 	require.NoError(t, err)
 	_, versions := statusVersions(t, cfg, set)
 	require.Equal(t, map[int]int{3: 6}, versions)

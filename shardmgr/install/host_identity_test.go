@@ -1,4 +1,4 @@
-package shardmgr
+package install
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/shardid/shardid/shardmgr"
 
 	"github.com/shardid/shardid/internal/localpg"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
@@ -49,7 +51,7 @@ func TestInitRefusesOneDatabaseUnderTwoNames(t *testing.T) {
 			require.NoError(t, cfg.ValidateCluster(), "the file alone cannot tell")
 
 			_, err := Init(ctx(t), cfg, InitOptions{})
-			require.ErrorIs(t, err, ErrConfig)
+			require.ErrorIs(t, err, shardmgr.ErrConfig)
 			msg := err.Error()
 			require.Contains(t, msg, "hosts pg1 (")
 			require.Contains(t, msg, ") and pg2 (")
@@ -96,7 +98,7 @@ func TestInitChecksHostRecordsFirst(t *testing.T) {
 	cfg := testCluster(t, 6, false)
 	cfg.Hosts[2].DSN = other.Hosts[0].DSN
 	_, err := Init(ctx(t), cfg, InitOptions{})
-	require.ErrorIs(t, err, ErrClusterMismatch)
+	require.ErrorIs(t, err, shardmgr.ErrClusterMismatch)
 	require.ErrorContains(t, err, fmt.Sprintf("host pg3: its database belongs to cluster %q as host \"pg1\"", other.Cluster))
 	require.False(t, tableExists(t, pool(t, cfg.Catalog), "shardid.cluster"))
 }

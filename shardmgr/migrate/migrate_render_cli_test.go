@@ -1,4 +1,4 @@
-package shardmgr
+package migrate_test
 
 import (
 	osexec "os/exec"
@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/shardid/shardid/shardmgr/migrate"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
@@ -93,12 +95,12 @@ DROP TABLE {{.schema}}.grid;
 
 	t.Run("tern", func(t *testing.T) {
 		out := t.TempDir()
-		_, err := WriteRendered(out, FormatTern, migs)
+		_, err := migrate.WriteRendered(out, migrate.FormatTern, migs)
 		require.NoError(t, err)
 		dsn := newShardDB()
 		runCLI(t, tern, "migrate", "--migrations", out, "--conn-string", dsn, "--version-table", "shard_0005.schema_version")
 		check(dsn)
-		v, _, err := ReadShardVersion(ctx(t), pool(t, dsn), "shard_0005")
+		v, _, err := migrate.ReadShardVersion(ctx(t), pool(t, dsn), "shard_0005")
 		require.NoError(t, err)
 		require.Equal(t, 1, v)
 		runCLI(t, tern, "migrate", "--migrations", out, "--conn-string", dsn, "--version-table", "shard_0005.schema_version", "--destination", "0")
@@ -107,7 +109,7 @@ DROP TABLE {{.schema}}.grid;
 
 	t.Run("golang-migrate", func(t *testing.T) {
 		out := t.TempDir()
-		_, err := WriteRendered(out, FormatGolangMigrate, migs)
+		_, err := migrate.WriteRendered(out, migrate.FormatGolangMigrate, migs)
 		require.NoError(t, err)
 		dsn := newShardDB()
 		// The command docs/migrations.md gives, for the usual

@@ -1,4 +1,4 @@
-package shardmgr
+package verify
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/shardid/shardid/shardmgr"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
@@ -30,7 +32,7 @@ const (
 // openVerifyPool opens a pool whose every session runs under lockTimeout
 // (advisory lock waits included) and statementTimeout (zero: none), named
 // "shardid verify" in pg_stat_activity unless the DSN names it. The connect
-// timeout is the DSN's connect_timeout, else defaultConnectTimeout.
+// timeout is the DSN's connect_timeout, else pg.DefaultConnectTimeout.
 func openVerifyPool(ctx context.Context, dsn string, maxConns int, lockTimeout, statementTimeout time.Duration) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
@@ -38,7 +40,7 @@ func openVerifyPool(ctx context.Context, dsn string, maxConns int, lockTimeout, 
 	}
 	cfg.MaxConns = int32(maxConns)
 	if cfg.ConnConfig.ConnectTimeout == 0 {
-		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
+		cfg.ConnConfig.ConnectTimeout = pg.DefaultConnectTimeout
 	}
 	rp := cfg.ConnConfig.RuntimeParams
 	rp["lock_timeout"] = strconv.FormatInt(lockTimeout.Milliseconds(), 10)
@@ -54,7 +56,7 @@ func connectTimeout(dsn string) time.Duration {
 	if cfg, err := pgconn.ParseConfig(dsn); err == nil && cfg.ConnectTimeout > 0 {
 		return cfg.ConnectTimeout
 	}
-	return defaultConnectTimeout
+	return pg.DefaultConnectTimeout
 }
 
 // lockHolder is a session holding a generator's advisory lock on a host.
@@ -96,7 +98,7 @@ func orUnknown(s string) string {
 // means every shard. Advisory locks taken with two int4 keys appear in
 // pg_locks as classid = key1 (sql.LockClass), objid = key2 (the shard),
 // objsubid = 2.
-func readLockHolders(ctx context.Context, q Querier, shard int) ([]lockHolder, error) {
+func readLockHolders(ctx context.Context, q shardmgr.Querier, shard int) ([]lockHolder, error) {
 	rows, err := q.Query(ctx, `SELECT l.objid::bigint, l.mode = 'ExclusiveLock', a.pid, coalesce(a.usename::text, ''),
 		  coalesce(a.application_name, ''), coalesce(a.state, ''), a.state_change, a.backend_start
 		FROM pg_catalog.pg_locks l JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid

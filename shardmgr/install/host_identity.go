@@ -1,4 +1,4 @@
-package shardmgr
+package install
 
 import (
 	"context"
@@ -6,15 +6,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
-	"time"
+
+	"github.com/shardid/shardid/shardmgr"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
 	"golang.org/x/sync/errgroup"
 )
-
-// defaultConnectTimeout bounds a connection attempt whose DSN sets no
-// connect_timeout: an unreachable host is a finding, not a hang.
-const defaultConnectTimeout = 10 * time.Second
 
 // checkHostsDistinct refuses a cluster file whose hosts reach one database
 // under two names (127.0.0.1 and localhost, 127.1, [::ffff:127.0.0.1], a
@@ -29,7 +27,7 @@ const defaultConnectTimeout = 10 * time.Second
 //
 // It returns an error wrapping ErrConfig that names both hosts of every
 // such pair.
-func checkHostsDistinct(ctx context.Context, cfg *Config) error {
+func checkHostsDistinct(ctx context.Context, cfg *shardmgr.Config) error {
 	if len(cfg.Hosts) < 2 {
 		return nil
 	}
@@ -98,21 +96,21 @@ func checkHostsDistinct(ctx context.Context, cfg *Config) error {
 	for i := range cfg.Hosts {
 		for j := i + 1; j < len(cfg.Hosts); j++ {
 			if same[[2]int{i, j}] {
-				ki, _ := databaseKey(cfg.Hosts[i].DSN)
-				kj, _ := databaseKey(cfg.Hosts[j].DSN)
+				ki, _ := pg.DatabaseKey(cfg.Hosts[i].DSN)
+				kj, _ := pg.DatabaseKey(cfg.Hosts[j].DSN)
 				probs = append(probs, fmt.Sprintf("hosts %s (%s) and %s (%s) are one database: the server shows both connections in it",
 					cfg.Hosts[i].Name, ki, cfg.Hosts[j].Name, kj))
 			}
 		}
 	}
-	return fmt.Errorf("%w: %s: %s (give each host a database of its own)", ErrConfig, cfg.Path, strings.Join(probs, "; "))
+	return fmt.Errorf("%w: %s: %s (give each host a database of its own)", shardmgr.ErrConfig, cfg.Path, strings.Join(probs, "; "))
 }
 
 // checkHostRecords reads each host's own record (shardid.host_info),
 // where there is one, and refuses a database that belongs to another
 // cluster or is recorded as another host: Init checks this before it
 // records anything in the catalog.
-func checkHostRecords(ctx context.Context, cfg *Config) error {
+func checkHostRecords(ctx context.Context, cfg *shardmgr.Config) error {
 	var probs []string
 	for _, h := range cfg.Hosts {
 		conn, err := connectHost(ctx, h.DSN)
@@ -132,7 +130,7 @@ func checkHostRecords(ctx context.Context, cfg *Config) error {
 		}
 	}
 	if len(probs) > 0 {
-		return fmt.Errorf("%w: %s", ErrClusterMismatch, strings.Join(probs, "; "))
+		return fmt.Errorf("%w: %s", shardmgr.ErrClusterMismatch, strings.Join(probs, "; "))
 	}
 	return nil
 }
@@ -157,7 +155,7 @@ func connectHost(ctx context.Context, dsn string) (*pgx.Conn, error) {
 		return nil, fmt.Errorf("cannot parse DSN: %w", err)
 	}
 	if cc.ConnectTimeout == 0 {
-		cc.ConnectTimeout = defaultConnectTimeout
+		cc.ConnectTimeout = pg.DefaultConnectTimeout
 	}
 	return pgx.ConnectConfig(ctx, cc)
 }

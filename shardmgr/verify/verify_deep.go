@@ -1,4 +1,4 @@
-package shardmgr
+package verify
 
 import (
 	"context"
@@ -79,7 +79,7 @@ func (v *verifier) checkStored(ctx context.Context) {
 						ids, count = ids[:deepLimit], fmt.Sprintf("more than %d", deepLimit)
 					}
 					v.problem(CheckStoredShard, shard, hs.name, "%s ids in %s do not decode to shard %d, e.g. %d (shard %d)",
-						count, c, shard, ids[0], shardOf(l, ids[0]))
+						count, c, shard, ids[0], shardschema.ShardOf(l, ids[0]))
 					mu.Lock()
 					for _, id := range ids {
 						misplaced[id] = append(misplaced[id], storedAt{hs.name, shard, c})
@@ -98,7 +98,7 @@ func (v *verifier) checkStored(ctx context.Context) {
 		if len(locs) > 1 {
 			v.problem(CheckDuplicateID, locs[0].shard, locs[0].host, "id %d is stored %d times: %s", id, len(locs), joinLocs(locs))
 		}
-		home[shardOf(l, id)] = append(home[shardOf(l, id)], id)
+		home[shardschema.ShardOf(l, id)] = append(home[shardschema.ShardOf(l, id)], id)
 	}
 	for shard, ids := range home {
 		if shard >= len(v.m.Shards) {

@@ -1,8 +1,11 @@
-package shardmgr
+package install
 
 import (
 	"testing"
 
+	"github.com/shardid/shardid/shardmgr"
+
+	"github.com/shardid/shardid/shardmgr/internal/shardschema"
 	"github.com/stretchr/testify/require"
 )
 
@@ -30,12 +33,12 @@ func TestInitAndReinit(t *testing.T) {
 	require.Equal(t, 64, res.Installed)
 	require.EqualValues(t, 1, res.Generation)
 
-	m, err := ReadMap(ctx(t), pool(t, cfg.Catalog))
+	m, err := shardmgr.ReadMap(ctx(t), pool(t, cfg.Catalog))
 	require.NoError(t, err)
 	counts := map[string]int{}
 	for _, s := range m.Shards {
 		counts[s.Host]++
-		require.Equal(t, StateActive, s.State)
+		require.Equal(t, shardmgr.StateActive, s.State)
 	}
 	require.Equal(t, map[string]int{"pg1": 22, "pg2": 21, "pg3": 21}, counts)
 
@@ -43,7 +46,7 @@ func TestInitAndReinit(t *testing.T) {
 	for _, s := range m.Shards[20:24] {
 		var id int64
 		require.NoError(t, hostPool(t, cfg, s.Host).QueryRow(ctx(t), "SELECT "+s.Schema+".next_id()").Scan(&id))
-		require.Equal(t, s.ID, shardOf(m.Layout, id))
+		require.Equal(t, s.ID, shardschema.ShardOf(m.Layout, id))
 	}
 
 	// Again: nothing changes.

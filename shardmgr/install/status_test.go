@@ -1,8 +1,11 @@
-package shardmgr
+package install
 
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/verify"
 
 	"github.com/stretchr/testify/require"
 )
@@ -10,7 +13,7 @@ import (
 func TestStatusJSONShape(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 5)
-	_, err := SetShardState(ctx(t), pool(t, cfg.Catalog), 3, StateReadOnly, 1)
+	_, err := shardmgr.SetShardState(ctx(t), pool(t, cfg.Catalog), 3, shardmgr.StateReadOnly, 1)
 	require.NoError(t, err)
 	st, err := ClusterStatus(ctx(t), cfg)
 	require.NoError(t, err)
@@ -30,25 +33,25 @@ func TestStatusBeforeInit(t *testing.T) {
 	t.Parallel()
 	cfg := testCluster(t, 4, true)
 	_, err := ClusterStatus(ctx(t), cfg)
-	require.ErrorIs(t, err, ErrNotInitialized)
+	require.ErrorIs(t, err, shardmgr.ErrNotInitialized)
 }
 
 func TestInitRefusesAContradictingFile(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 4)
-	for _, change := range []func(c *Config){
-		func(c *Config) { c.Shards = 8 },
-		func(c *Config) { c.EpochMS = 1_400_000_000_000 },
-		func(c *Config) { c.Cluster = "other" },
-		func(c *Config) { c.Hosts = c.Hosts[:2] }, // pg3 holds shards
+	for _, change := range []func(c *shardmgr.Config){
+		func(c *shardmgr.Config) { c.Shards = 8 },
+		func(c *shardmgr.Config) { c.EpochMS = 1_400_000_000_000 },
+		func(c *shardmgr.Config) { c.Cluster = "other" },
+		func(c *shardmgr.Config) { c.Hosts = c.Hosts[:2] }, // pg3 holds shards
 	} {
 		c := *cfg
-		c.Hosts = append([]Host(nil), cfg.Hosts...)
+		c.Hosts = append([]shardmgr.Host(nil), cfg.Hosts...)
 		change(&c)
 		_, err := Init(ctx(t), &c, InitOptions{})
-		require.ErrorIs(t, err, ErrClusterMismatch)
+		require.ErrorIs(t, err, shardmgr.ErrClusterMismatch)
 	}
-	gen, err := CatalogGeneration(ctx(t), pool(t, cfg.Catalog))
+	gen, err := shardmgr.CatalogGeneration(ctx(t), pool(t, cfg.Catalog))
 	require.NoError(t, err)
 	require.EqualValues(t, 1, gen, "nothing changed")
 }
@@ -66,7 +69,7 @@ func TestInitAddsAHost(t *testing.T) {
 	st, err := ClusterStatus(ctx(t), cfg)
 	require.NoError(t, err)
 	require.Equal(t, HostStatus{Name: "pg4", Shards: []int{}}, st.Hosts[3])
-	rep, err := Verify(ctx(t), cfg, VerifyOptions{})
+	rep, err := verify.Verify(ctx(t), cfg, verify.VerifyOptions{})
 	require.NoError(t, err)
 	require.True(t, rep.OK, "%v", rep.Problems)
 }

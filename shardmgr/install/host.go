@@ -1,33 +1,15 @@
-package shardmgr
+package install
 
 import (
 	"context"
-	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/shardid/shardid/internal/pgsession"
-	"github.com/shardid/shardid/migrations"
 )
-
-//go:embed hostschema/*.sql
-var hostSchemaFiles embed.FS
-
-// HostSchema is the migration set of a host database's own record
-// (shardid.host_info, shardid.local_shards).
-var HostSchema = migrations.Set{Name: "host", FS: hostSchemaFS(), Table: "host_migrations"}
-
-func hostSchemaFS() fs.FS {
-	sub, err := fs.Sub(hostSchemaFiles, "hostschema")
-	if err != nil {
-		panic(err)
-	}
-	return sub
-}
 
 // ensureDatabase connects to dsn and, when its database does not exist,
 // creates it from the server's postgres database. It reports whether it

@@ -1,4 +1,4 @@
-package shardmgr
+package migrate
 
 import (
 	"bytes"
@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"text/template"
+
+	"github.com/shardid/shardid/shardmgr"
 
 	"github.com/Masterminds/sprig/v3"
 	"github.com/jackc/tern/v2/migrate"
@@ -306,7 +308,7 @@ func (s *MigrationSet) strictCheck(data map[string]any) error {
 
 // RenderAll renders the migrations of every listed shard, so that a
 // template that fails for one shard only is found before anything runs.
-func (s *MigrationSet) RenderAll(shards []ShardInfo) (map[int][]RenderedMigration, error) {
+func (s *MigrationSet) RenderAll(shards []shardmgr.ShardInfo) (map[int][]RenderedMigration, error) {
 	out := make(map[int][]RenderedMigration, len(shards))
 	for _, sh := range shards {
 		r, err := s.Render(sh.ID, sh.Schema)

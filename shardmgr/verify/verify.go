@@ -1,4 +1,4 @@
-package shardmgr
+package verify
 
 import (
 	"cmp"
@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/shardid/shardid/shardmgr"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -169,7 +171,7 @@ func (r *Report) Failed(check string) []Problem {
 // generators. Problems are returned in the Report; the error is for input
 // that makes verifying impossible (an invalid cluster file, a cancelled
 // context).
-func Verify(ctx context.Context, cfg *Config, opts VerifyOptions) (*Report, error) {
+func Verify(ctx context.Context, cfg *shardmgr.Config, opts VerifyOptions) (*Report, error) {
 	start := time.Now()
 	if err := cfg.ValidateCluster(); err != nil {
 		return nil, err
@@ -223,9 +225,9 @@ var allChecks = []string{CheckCatalog, CheckHost, CheckPlacement, CheckHostRecor
 func checkOrder(c string) int { return slices.Index(allChecks, c) }
 
 type verifier struct {
-	cfg   *Config
+	cfg   *shardmgr.Config
 	opts  VerifyOptions
-	m     *Map
+	m     *shardmgr.Map
 	hosts map[string]*hostScan // by name: the file's hosts
 
 	mu  sync.Mutex
@@ -319,7 +321,7 @@ func (v *verifier) readCatalog(ctx context.Context) bool {
 	pool, err := openVerifyPool(ctx, v.cfg.Catalog, 1, v.opts.LockTimeout, v.opts.StatementTimeout)
 	if err == nil {
 		defer pool.Close()
-		v.m, err = ReadMap(ctx, pool)
+		v.m, err = shardmgr.ReadMap(ctx, pool)
 	}
 	if err != nil {
 		v.problem(CheckCatalog, -1, "", "%v", err)
@@ -352,7 +354,7 @@ func (v *verifier) readCatalog(ctx context.Context) bool {
 	return true
 }
 
-func (v *verifier) scanHost(ctx context.Context, h Host, hs *hostScan) {
+func (v *verifier) scanHost(ctx context.Context, h shardmgr.Host, hs *hostScan) {
 	// The statements run under server-side timeouts; this bound is for a
 	// server that stopped answering altogether.
 	ctx, cancel := context.WithTimeout(ctx, connectTimeout(h.DSN)+4*v.opts.StatementTimeout)
@@ -428,7 +430,7 @@ func (v *verifier) scanHostObjects(ctx context.Context, hs *hostScan) error {
 	for _, n := range names {
 		hs.schemas[n] = true
 	}
-	if hs.generators, err = readMarkers(ctx, q); err != nil {
+	if hs.generators, err = shardschema.ReadMarkers(ctx, q); err != nil {
 		return err
 	}
 	if hs.retired, err = fence.ReadRetired(ctx, q); err != nil {
@@ -642,7 +644,7 @@ func (v *verifier) checkShards(ctx context.Context) {
 		if hs == nil || !hs.ok || !hs.schemas[s.Schema] {
 			continue
 		}
-		t := &shardTask{id: s.ID, schema: s.Schema, host: hs, params: Xcatalog_GeneratorParams(m, s.ID)}
+		t := &shardTask{id: s.ID, schema: s.Schema, host: hs, params: shardmgr.Xcatalog_GeneratorParams(m, s.ID)}
 		v.checkGenerator(t)
 		v.checkSequence(t)
 		byHost[s.Host] = append(byHost[s.Host], t)
@@ -798,9 +800,9 @@ func (v *verifier) checkCounter(ctx context.Context, t *shardTask) {
 	if called {
 		next++
 	}
-	if nextID := Xcatalog_IDOfCounter(v.m.Layout, next, t.id); nextID <= *maxID {
+	if nextID := shardschema.IDOfCounter(v.m.Layout, next, t.id); nextID <= *maxID {
 		force := ""
-		if unixMilli(v.m.Layout, *maxID) > v.opts.Now().UnixMilli()+shsql.AdvanceMarginMS {
+		if shardschema.UnixMilli(v.m.Layout, *maxID) > v.opts.Now().UnixMilli()+shsql.AdvanceMarginMS {
 			force = ", force => true" // the stored id lies beyond the hour next_id_advance allows
 		}
 		v.problem(CheckCounter, t.id, t.host.name, "counter is behind stored ids: the next id would be %d but %s already holds %d (rewound or restored sequence, or a table-only restore; repair: SELECT %s(%d%s))",
@@ -824,11 +826,11 @@ func (v *verifier) checkOutput(ctx context.Context, t *shardTask) {
 		return
 	}
 	l := v.m.Layout
-	if got := shardOf(l, id); got != t.id {
+	if got := shardschema.ShardOf(l, id); got != t.id {
 		v.problem(CheckGeneratorID, t.id, t.host.name, "next_id() returned %d, which carries shard %d", id, got)
 	}
 	tol := max(v.opts.MaxClockSkew, 2*time.Second)
-	diff := time.Duration(unixMilli(l, id)-hostMS) * time.Millisecond
+	diff := time.Duration(shardschema.UnixMilli(l, id)-hostMS) * time.Millisecond
 	if id >= 0 && diff.Abs() <= tol {
 		return
 	}
@@ -864,7 +866,7 @@ func (v *verifier) waitsForClock(ctx context.Context, t *shardTask, id, hostMS i
 		return false
 	}
 	l := v.m.Layout
-	moved, elapsed := unixMilli(l, id2)-unixMilli(l, id), hostMS2-hostMS
+	moved, elapsed := shardschema.UnixMilli(l, id2)-shardschema.UnixMilli(l, id), hostMS2-hostMS
 	return id2 > id && elapsed > 0 && moved*4 < elapsed
 }
 
