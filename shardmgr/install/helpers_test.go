@@ -20,7 +20,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 var dbCounter = &clustertest.DBCounter
 
-func ctx(t testing.TB) context.Context                      { return clustertest.Ctx(t) }
+func ctx(t testing.TB) context.Context                     { return clustertest.Ctx(t) }
 func pool(t testing.TB, dsn string) *pgxpool.Pool          { return clustertest.Pool(t, dsn) }
 func dropLater(t testing.TB, s *localpg.Server, db string) { clustertest.DropLater(t, s, db) }
 func hostPool(t testing.TB, cfg *shardmgr.Config, name string) *pgxpool.Pool {
