@@ -7,10 +7,8 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/shardid/shardid/idgen"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
-	shsql "github.com/shardid/shardid/sql"
 )
 
 // State is a logical shard's state in the catalog.
@@ -140,68 +138,8 @@ func ReadMap(ctx context.Context, q Querier) (*Map, error) {
 	return m, nil
 }
 
-// Xcatalog_LockClass is the first key of the transaction-scoped advisory
-// lock that serialises catalog changes: 'shca'.
-const Xcatalog_LockClass = 0x73686361
-
-// Xcatalog_Change runs fn in one catalog transaction that holds the catalog
-// lock and the cluster row, checks that the generation is still want (0:
-// any), and bumps the generation with a record of what changed. It returns
-// the new generation.
-func Xcatalog_Change(ctx context.Context, pool *pgxpool.Pool, want int64, what string, fn func(tx pgx.Tx, gen int64) error) (int64, error) {
-	var next int64
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, 0)`, Xcatalog_LockClass); err != nil {
-			return err
-		}
-		var gen int64
-		if err := tx.QueryRow(ctx, `SELECT generation FROM shardid.cluster FOR UPDATE`).Scan(&gen); err != nil {
-			if errors.Is(err, pgx.ErrNoRows) || pg.IsUndefinedTable(err) {
-				return ErrNotInitialized
-			}
-			return err
-		}
-		if want != 0 && gen != want {
-			return &GenerationError{Want: want, Got: gen}
-		}
-		next = gen + 1
-		if err := fn(tx, next); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `UPDATE shardid.cluster SET generation = $1, updated_at = now()`, next); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, `INSERT INTO shardid.changes (generation, what) VALUES ($1, $2)`, next, what)
-		return err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("catalog change (%s): %w", what, err)
-	}
-	return next, nil
-}
-
-// SetShardState changes a shard's state in the catalog, guarded by the
-// generation the caller last read (want; 0 skips the guard). It returns
-// the new generation. Of two managers changing the catalog from the same
-// generation, exactly one wins; the other gets a *GenerationError.
-func SetShardState(ctx context.Context, catalog *pgxpool.Pool, shard int, state State, want int64) (int64, error) {
-	if !state.Valid() {
-		return 0, fmt.Errorf("shard %d: invalid state %q (active, read-only, moving)", shard, state)
-	}
-	return Xcatalog_Change(ctx, catalog, want, fmt.Sprintf("shard %d -> %s", shard, state), func(tx pgx.Tx, gen int64) error {
-		tag, err := tx.Exec(ctx, `UPDATE shardid.shards SET state = $2, changed_generation = $3 WHERE id = $1`, shard, string(state), gen)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return &ShardError{Shard: shard, Err: ErrUnknownShard}
-		}
-		return nil
-	})
-}
-
-// CatalogGeneration reads the catalog's current generation.
-func CatalogGeneration(ctx context.Context, q Querier) (int64, error) {
+// catalogGeneration reads the catalog's current generation.
+func catalogGeneration(ctx context.Context, q Querier) (int64, error) {
 	var gen int64
 	if err := q.QueryRow(ctx, `SELECT generation FROM shardid.cluster`).Scan(&gen); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) || pg.IsUndefinedTable(err) {
@@ -210,29 +148,4 @@ func CatalogGeneration(ctx context.Context, q Querier) (int64, error) {
 		return 0, fmt.Errorf("read catalog generation: %w", err)
 	}
 	return gen, nil
-}
-
-// Xcatalog_ReadClusterMap reads the map from the catalog named in cfg.
-func Xcatalog_ReadClusterMap(ctx context.Context, cfg *Config) (*Map, error) {
-	pool, err := pg.OpenPool(ctx, cfg.Catalog, 1)
-	if err != nil {
-		return nil, fmt.Errorf("catalog: %w", err)
-	}
-	defer pool.Close()
-	m, err := ReadMap(ctx, pool)
-	if err != nil {
-		if errors.Is(err, ErrNotInitialized) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("catalog: %w", err)
-	}
-	return m, nil
-}
-
-// Xcatalog_GeneratorParams is what the catalog expects shard id's generator to be.
-func Xcatalog_GeneratorParams(m *Map, id int) shsql.Params {
-	return shsql.Params{
-		Shard: id, Schema: m.Shards[id].Schema, Variant: m.Variant, Epoch: m.Layout.Epoch,
-		TimeBits: m.Layout.TimeBits, ShardBits: m.Layout.ShardBits, SeqBits: m.Layout.SeqBits,
-	}
 }

@@ -171,7 +171,7 @@ func (r *Router) Reload(ctx context.Context) (bool, error) {
 }
 
 func (r *Router) reload(ctx context.Context) (bool, error) {
-	gen, err := CatalogGeneration(ctx, r.catalog)
+	gen, err := catalogGeneration(ctx, r.catalog)
 	if err != nil {
 		return false, err
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardid/shardid/shardmgr/internal/catalog"
+
 	"github.com/shardid/shardid/shardmgr/migrate"
 
 	"github.com/shardid/shardid/shardmgr/install"
@@ -255,7 +257,7 @@ func TestRouterServesThroughCatalogOutage(t *testing.T) {
 	require.Contains(t, logs.String(), "catalog reachable again")
 
 	// A change made after the outage reaches both routers.
-	gen, err := shardmgr.SetShardState(ctx(t), pool(t, cfg.Catalog), 0, shardmgr.StateReadOnly, 0)
+	gen, err := catalog.SetShardState(ctx(t), pool(t, cfg.Catalog), 0, shardmgr.StateReadOnly, 0)
 	require.NoError(t, err)
 	for _, r := range []*shardmgr.Router{patient, strict} {
 		require.ErrorIs(t, r.Tx(ctx(t), 0, insert), shardmgr.ErrShardReadOnly)

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	shcatalog "github.com/shardid/shardid/shardmgr/internal/catalog"
+
 	"github.com/shardid/shardid/shardmgr/install"
 
 	"github.com/shardid/shardid/shardmgr"
@@ -72,10 +74,10 @@ func TestRouterRefusesReadOnlyAndMovingShards(t *testing.T) {
 	catalog := pool(t, cfg.Catalog)
 	nop := func(context.Context, pgx.Tx, shardmgr.Shard) error { return nil }
 
-	gen, err := shardmgr.SetShardState(ctx(t), catalog, 1, shardmgr.StateReadOnly, r.Generation())
+	gen, err := shcatalog.SetShardState(ctx(t), catalog, 1, shardmgr.StateReadOnly, r.Generation())
 	require.NoError(t, err)
 	require.EqualValues(t, 2, gen)
-	_, err = shardmgr.SetShardState(ctx(t), catalog, 2, shardmgr.StateMoving, gen)
+	_, err = shcatalog.SetShardState(ctx(t), catalog, 2, shardmgr.StateMoving, gen)
 	require.NoError(t, err)
 
 	err = r.Tx(ctx(t), 1, nop)
@@ -96,13 +98,13 @@ func TestRouterRefusesReadOnlyAndMovingShards(t *testing.T) {
 		return err
 	}), "a read transaction refuses writes")
 
-	_, err = shardmgr.SetShardState(ctx(t), catalog, 1, shardmgr.StateActive, 0)
+	_, err = shcatalog.SetShardState(ctx(t), catalog, 1, shardmgr.StateActive, 0)
 	require.NoError(t, err)
 	require.NoError(t, r.Tx(ctx(t), 1, nop))
 
-	_, err = shardmgr.SetShardState(ctx(t), catalog, 9, shardmgr.StateActive, 0)
+	_, err = shcatalog.SetShardState(ctx(t), catalog, 9, shardmgr.StateActive, 0)
 	require.ErrorIs(t, err, shardmgr.ErrUnknownShard)
-	_, err = shardmgr.SetShardState(ctx(t), catalog, 0, shardmgr.State("frozen"), 0)
+	_, err = shcatalog.SetShardState(ctx(t), catalog, 0, shardmgr.State("frozen"), 0)
 	require.Error(t, err)
 }
 
@@ -113,7 +115,7 @@ func TestRouterWithoutRefreshWaitsForReload(t *testing.T) {
 	require.NoError(t, err)
 	defer r.Close()
 	nop := func(context.Context, pgx.Tx, shardmgr.Shard) error { return nil }
-	_, err = shardmgr.SetShardState(ctx(t), pool(t, cfg.Catalog), 0, shardmgr.StateReadOnly, 0)
+	_, err = shcatalog.SetShardState(ctx(t), pool(t, cfg.Catalog), 0, shardmgr.StateReadOnly, 0)
 	require.NoError(t, err)
 	require.NoError(t, r.Tx(ctx(t), 0, nop), "stale map until Reload")
 	changed, err := r.Reload(ctx(t))
@@ -147,7 +149,7 @@ func TestTwoManagersCannotBothWin(t *testing.T) {
 			if i%2 == 0 {
 				state = shardmgr.StateMoving
 			}
-			_, errs[i] = shardmgr.SetShardState(context.Background(), catalog, i%4, state, 1)
+			_, errs[i] = shcatalog.SetShardState(context.Background(), catalog, i%4, state, 1)
 		})
 	}
 	wg.Wait()
@@ -163,7 +165,7 @@ func TestTwoManagersCannotBothWin(t *testing.T) {
 		require.EqualValues(t, 2, ge.Got)
 	}
 	require.Equal(t, 1, won)
-	gen, err := shardmgr.CatalogGeneration(ctx(t), catalog)
+	gen, err := shcatalog.Generation(ctx(t), catalog)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, gen)
 }
@@ -225,7 +227,7 @@ func TestRouterConcurrentUseWhileTheMapChanges(t *testing.T) {
 		if i%2 == 1 {
 			state = shardmgr.StateActive
 		}
-		_, err := shardmgr.SetShardState(ctx(t), catalog, i%6, state, 0)
+		_, err := shcatalog.SetShardState(ctx(t), catalog, i%6, state, 0)
 		require.NoError(t, err)
 	}
 	close(stop)

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shardid/shardid/shardmgr/internal/catalog"
+
 	"github.com/shardid/shardid/shardmgr/migrate"
 
 	"github.com/shardid/shardid/shardmgr"
@@ -130,7 +132,7 @@ func Init(ctx context.Context, cfg *shardmgr.Config, opts InitOptions) (*InitRes
 		return nil, fmt.Errorf("catalog: %w", err)
 	}
 	defer lock.Close(context.WithoutCancel(ctx))
-	if _, err := lock.Exec(ctx, `SELECT pg_advisory_lock($1, 1)`, shardmgr.Xcatalog_LockClass); err != nil {
+	if _, err := lock.Exec(ctx, `SELECT pg_advisory_lock($1, 1)`, catalog.LockClass); err != nil {
 		return nil, fmt.Errorf("catalog: wait for another init: %w", err)
 	}
 	if err := migrations.Up(ctx, cfg.Catalog, migrations.Catalog); err != nil {
@@ -206,7 +208,7 @@ func Init(ctx context.Context, cfg *shardmgr.Config, opts InitOptions) (*InitRes
 // and adds what cfg adds (hosts), in one transaction under the catalog lock.
 func planCatalog(ctx context.Context, pool *pgxpool.Pool, cfg *shardmgr.Config) (m *shardmgr.Map, created bool, changes []string, err error) {
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, 0)`, shardmgr.Xcatalog_LockClass); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, 0)`, catalog.LockClass); err != nil {
 			return err
 		}
 		cur, err := shardmgr.ReadMap(ctx, tx)
@@ -306,7 +308,7 @@ func reconcileCatalog(ctx context.Context, tx pgx.Tx, cfg *shardmgr.Config, cur 
 		}
 		var open int
 		if err := tx.QueryRow(ctx, `SELECT count(*) FROM shardid.moves
-			WHERE $1 IN (from_host, to_host) AND (phase NOT IN ('cleaned', 'aborted')
+			WHERE $1 IN (from_host, to_host) AND (`+catalog.OpenMoves+`
 			   OR (from_host = $1 AND retired_schema IS NOT NULL AND retired_dropped_at IS NULL))`, ch.Name).Scan(&open); err != nil {
 			return nil, err
 		}
@@ -428,7 +430,7 @@ func installHost(ctx context.Context, cfg *shardmgr.Config, m *shardmgr.Map, h s
 // installShard installs shard id's generator and host record unless both
 // are already right. A generator with a different marker is left alone.
 func installShard(ctx context.Context, pool *pgxpool.Pool, m *shardmgr.Map, id int, present bool, marker string, recorded bool) (bool, error) {
-	p := shardmgr.Xcatalog_GeneratorParams(m, id)
+	p := catalog.GeneratorParams(m, id)
 	want, err := shsql.Marker(p)
 	if err != nil {
 		return false, err

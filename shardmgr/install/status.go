@@ -3,6 +3,8 @@ package install
 import (
 	"context"
 
+	"github.com/shardid/shardid/shardmgr/internal/catalog"
+
 	"github.com/shardid/shardid/shardmgr"
 )
 
@@ -47,7 +49,7 @@ func ClusterStatus(ctx context.Context, cfg *shardmgr.Config) (*Status, error) {
 	if err := cfg.ValidateCluster(); err != nil {
 		return nil, err
 	}
-	m, err := shardmgr.Xcatalog_ReadClusterMap(ctx, cfg)
+	m, err := catalog.ReadClusterMap(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/shardid/shardid/shardmgr/internal/catalog"
+
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/verify"
 
@@ -13,7 +15,7 @@ import (
 func TestStatusJSONShape(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 5)
-	_, err := shardmgr.SetShardState(ctx(t), pool(t, cfg.Catalog), 3, shardmgr.StateReadOnly, 1)
+	_, err := catalog.SetShardState(ctx(t), pool(t, cfg.Catalog), 3, shardmgr.StateReadOnly, 1)
 	require.NoError(t, err)
 	st, err := ClusterStatus(ctx(t), cfg)
 	require.NoError(t, err)
@@ -51,7 +53,7 @@ func TestInitRefusesAContradictingFile(t *testing.T) {
 		_, err := Init(ctx(t), &c, InitOptions{})
 		require.ErrorIs(t, err, shardmgr.ErrClusterMismatch)
 	}
-	gen, err := shardmgr.CatalogGeneration(ctx(t), pool(t, cfg.Catalog))
+	gen, err := catalog.Generation(ctx(t), pool(t, cfg.Catalog))
 	require.NoError(t, err)
 	require.EqualValues(t, 1, gen, "nothing changed")
 }

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shardid/shardid/shardmgr/internal/catalog"
+
 	"github.com/shardid/shardid/shardmgr"
 
 	"github.com/jackc/pgerrcode"
@@ -269,7 +271,7 @@ func Migrate(ctx context.Context, cfg *shardmgr.Config, set *MigrationSet, opts 
 	if err != nil {
 		return nil, err
 	}
-	m, err := shardmgr.Xcatalog_ReadClusterMap(ctx, cfg)
+	m, err := catalog.ReadClusterMap(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shardid/shardid/shardmgr/internal/catalog"
+
 	"github.com/shardid/shardid/shardmgr"
 
 	"github.com/jackc/pgx/v5"
@@ -133,7 +135,7 @@ func UpgradeGenerators(ctx context.Context, cfg *shardmgr.Config, opts Generator
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m, err := shardmgr.Xcatalog_ReadClusterMap(ctx, cfg)
+	m, err := catalog.ReadClusterMap(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +212,7 @@ func upgradeGenerator(ctx context.Context, conn *pgx.Conn, m *shardmgr.Map, sh s
 	}
 	defer unlock()
 
-	p := shardmgr.Xcatalog_GeneratorParams(m, sh.ID)
+	p := catalog.GeneratorParams(m, sh.ID)
 	want, err := shsql.Marker(p)
 	if err != nil {
 		return err

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardid/shardid/shardmgr/internal/catalog"
+
 	"github.com/shardid/shardid/shardmgr/install"
 	"github.com/shardid/shardid/shardmgr/migrate"
-
-	"github.com/shardid/shardid/shardmgr"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
@@ -57,7 +57,7 @@ func TestUpgradeGenerators(t *testing.T) {
 	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{})
 	require.NoError(t, err)
 	want := func(id int) string {
-		s, err := shsql.Marker(shardmgr.Xcatalog_GeneratorParams(m, id))
+		s, err := shsql.Marker(catalog.GeneratorParams(m, id))
 		require.NoError(t, err)
 		return s
 	}
@@ -72,7 +72,7 @@ func TestUpgradeGenerators(t *testing.T) {
 	// would), shard 2 an older release's marker; both hold ids ahead of
 	// the clock.
 	p1, p2 := shardPool(t, cfg, m, 1), shardPool(t, cfg, m, 2)
-	insta := shardmgr.Xcatalog_GeneratorParams(m, 1)
+	insta := catalog.GeneratorParams(m, 1)
 	insta.Variant = shsql.Instagram
 	ddl, err := shsql.Render(insta)
 	require.NoError(t, err)
@@ -138,7 +138,7 @@ func TestUpgradeGenerators(t *testing.T) {
 	require.NoError(t, err)
 
 	// A generator for another epoch is not the same generator: refused.
-	foreign := shardmgr.Xcatalog_GeneratorParams(m, 3)
+	foreign := catalog.GeneratorParams(m, 3)
 	foreign.Epoch = 1
 	fm, err := shsql.Marker(foreign)
 	require.NoError(t, err)

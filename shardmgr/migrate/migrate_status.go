@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shardid/shardid/shardmgr/internal/catalog"
+
 	"github.com/shardid/shardid/shardmgr"
 
 	"github.com/jackc/pgx/v5"
@@ -108,7 +110,7 @@ func ReadMigrationStatus(ctx context.Context, cfg *shardmgr.Config, set *Migrati
 	if err := cfg.ValidateCluster(); err != nil {
 		return nil, err
 	}
-	m, err := shardmgr.Xcatalog_ReadClusterMap(ctx, cfg)
+	m, err := catalog.ReadClusterMap(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,8 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/shardid/shardid/shardmgr/internal/catalog"
+
 	"github.com/shardid/shardid/shardmgr/migrate"
 
 	"github.com/shardid/shardid/shardmgr"
@@ -624,7 +626,7 @@ func TestMigrateUnreachableHostAndMovingShard(t *testing.T) {
 	cfg := initCluster(t, 6)
 	m := clusterMap(t, cfg)
 	set := sampleSet(t)
-	_, err := shardmgr.SetShardState(ctx(t), pool(t, cfg.Catalog), 1, shardmgr.StateMoving, 0)
+	_, err := catalog.SetShardState(ctx(t), pool(t, cfg.Catalog), 1, shardmgr.StateMoving, 0)
 	require.NoError(t, err)
 
 	// pg3 goes away: its shards fail with the connection error, the other
@@ -656,7 +658,7 @@ func TestMigrateUnreachableHostAndMovingShard(t *testing.T) {
 	require.Contains(t, st.Shards[4].Error, "connect to host pg3")
 
 	// Back to normal: the move is over and pg3 answers; up finishes.
-	_, err = shardmgr.SetShardState(ctx(t), pool(t, cfg.Catalog), 1, shardmgr.StateActive, 0)
+	_, err = catalog.SetShardState(ctx(t), pool(t, cfg.Catalog), 1, shardmgr.StateActive, 0)
 	require.NoError(t, err)
 	_, err = migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{})
 	require.NoError(t, err)

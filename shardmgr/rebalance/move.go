@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shardid/shardid/shardmgr/internal/catalog"
+
 	"github.com/shardid/shardid/shardmgr/migrate"
 
 	"github.com/shardid/shardid/shardmgr/install"
@@ -257,7 +259,7 @@ func MoveShard(ctx context.Context, cfg *shardmgr.Config, shard int, to string, 
 		return nil, err
 	}
 	defer mo.close()
-	open, err := readMoves(ctx, mo.catalog, `shard = $1 AND phase NOT IN ('cleaned', 'aborted')`, shard)
+	open, err := readMoves(ctx, mo.catalog, `shard = $1 AND `+catalog.OpenMoves, shard)
 	if err != nil {
 		return nil, err
 	}
@@ -286,7 +288,7 @@ func MoveShard(ctx context.Context, cfg *shardmgr.Config, shard int, to string, 
 // and prepares the new hosts' records. Otherwise it only checks that the
 // catalog holds the cluster.
 func registerHosts(ctx context.Context, cfg *shardmgr.Config) error {
-	m, err := shardmgr.Xcatalog_ReadClusterMap(ctx, cfg)
+	m, err := catalog.ReadClusterMap(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -557,7 +559,7 @@ func (mo *mover) buildTarget(ctx context.Context, rec *MoveRecord) error {
 	if comment != nil && *comment != incomingComment(rec) {
 		return fmt.Errorf("target %s already holds a schema %s that this move did not make (a stray copy? see shardid verify); drop it or move the shard elsewhere", rec.To, schema)
 	}
-	ddl, err := shsql.Render(shardmgr.Xcatalog_GeneratorParams(mo.m, rec.Shard))
+	ddl, err := shsql.Render(catalog.GeneratorParams(mo.m, rec.Shard))
 	if err != nil {
 		return err
 	}
@@ -1018,7 +1020,7 @@ func (mo *mover) fence(ctx context.Context, rec *MoveRecord) error {
 			return err
 		}
 	}
-	_, err = shardmgr.Xcatalog_Change(ctx, mo.catalog, 0, fmt.Sprintf("move %d: shard %d moving %s -> %s", rec.ID, rec.Shard, rec.From, rec.To), func(tx pgx.Tx, gen int64) error {
+	_, err = catalog.Change(ctx, mo.catalog, 0, fmt.Sprintf("move %d: shard %d moving %s -> %s", rec.ID, rec.Shard, rec.From, rec.To), func(tx pgx.Tx, gen int64) error {
 		tag, err := tx.Exec(ctx, `UPDATE shardid.shards SET state = 'moving', changed_generation = $3
 			WHERE id = $1 AND host = $2 AND state IN ('active', 'moving')`, rec.Shard, rec.From, gen)
 		if err != nil {
@@ -1068,7 +1070,7 @@ func (mo *mover) unfenceSource(ctx context.Context, rec *MoveRecord) error {
 	if rec.Mode == MoveOffline {
 		back = PhaseSchema
 	}
-	_, err = shardmgr.Xcatalog_Change(ctx, mo.catalog, 0, fmt.Sprintf("move %d: shard %d back to active on %s", rec.ID, rec.Shard, rec.From), func(tx pgx.Tx, gen int64) error {
+	_, err = catalog.Change(ctx, mo.catalog, 0, fmt.Sprintf("move %d: shard %d back to active on %s", rec.ID, rec.Shard, rec.From), func(tx pgx.Tx, gen int64) error {
 		if _, err := tx.Exec(ctx, `UPDATE shardid.shards SET state = 'active', changed_generation = $3
 			WHERE id = $1 AND host = $2 AND state = 'moving'`, rec.Shard, rec.From, gen); err != nil {
 			return err
@@ -1442,7 +1444,7 @@ func (mo *mover) flip(ctx context.Context, rec *MoveRecord) error {
 	}
 	rec.targetOpened = true
 	var refused int64
-	gen, err := shardmgr.Xcatalog_Change(ctx, mo.catalog, 0, fmt.Sprintf("move %d: shard %d %s -> %s", rec.ID, rec.Shard, rec.From, rec.To), func(tx pgx.Tx, gen int64) error {
+	gen, err := catalog.Change(ctx, mo.catalog, 0, fmt.Sprintf("move %d: shard %d %s -> %s", rec.ID, rec.Shard, rec.From, rec.To), func(tx pgx.Tx, gen int64) error {
 		if mo.opts.flipCatalog != nil {
 			if err := mo.opts.flipCatalog(); err != nil {
 				return err

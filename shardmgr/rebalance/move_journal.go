@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
 
@@ -138,7 +139,7 @@ func Moves(ctx context.Context, cfg *shardmgr.Config, all bool) ([]*MoveRecord, 
 	if all {
 		return readMoves(ctx, pool, `true`)
 	}
-	return readMoves(ctx, pool, `phase NOT IN ('cleaned', 'aborted')`)
+	return readMoves(ctx, pool, catalog.OpenMoves)
 }
 
 // journalMove records a new move of shard in phase planned. It fails with

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shardid/shardid/shardmgr/internal/catalog"
+
 	"github.com/shardid/shardid/shardmgr"
 
 	"github.com/jackc/pgx/v5"
@@ -131,7 +133,7 @@ func Apply(ctx context.Context, cfg *shardmgr.Config, opts ApplyOptions) (*Apply
 		failed = append(failed, errs...)
 	}
 
-	open, err := readMoves(ctx, mo.catalog, `phase NOT IN ('cleaned', 'aborted')`)
+	open, err := readMoves(ctx, mo.catalog, catalog.OpenMoves)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +154,7 @@ func Apply(ctx context.Context, cfg *shardmgr.Config, opts ApplyOptions) (*Apply
 		}
 	}
 	res.ElapsedMS = time.Since(start).Milliseconds()
-	if gen, err := shardmgr.CatalogGeneration(ctx, mo.catalog); err == nil {
+	if gen, err := catalog.Generation(ctx, mo.catalog); err == nil {
 		res.Generation = gen
 	}
 	if len(failed) > 0 {
@@ -313,7 +315,7 @@ func AbortMove(ctx context.Context, cfg *shardmgr.Config, shards []int) ([]Abort
 		return nil, err
 	}
 	defer mo.close()
-	open, err := readMoves(ctx, mo.catalog, `phase NOT IN ('cleaned', 'aborted')`)
+	open, err := readMoves(ctx, mo.catalog, catalog.OpenMoves)
 	if err != nil {
 		return nil, err
 	}
@@ -398,7 +400,7 @@ func (mo *mover) abort(ctx context.Context, rec *MoveRecord) error {
 	if err := mo.unfenceSourceHost(ctx, src, rec); err != nil {
 		return fmt.Errorf("source %s: lift the fence: %w", rec.From, err)
 	}
-	_, err = shardmgr.Xcatalog_Change(ctx, mo.catalog, 0, fmt.Sprintf("abort move %d: shard %d stays on %s", rec.ID, rec.Shard, rec.From), func(tx pgx.Tx, gen int64) error {
+	_, err = catalog.Change(ctx, mo.catalog, 0, fmt.Sprintf("abort move %d: shard %d stays on %s", rec.ID, rec.Shard, rec.From), func(tx pgx.Tx, gen int64) error {
 		if _, err := tx.Exec(ctx, `UPDATE shardid.shards SET state = 'active', changed_generation = $3
 			WHERE id = $1 AND host = $2 AND state = 'moving'`, rec.Shard, rec.From, gen); err != nil {
 			return err

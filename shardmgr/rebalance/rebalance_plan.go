@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/shardid/shardid/shardmgr/internal/catalog"
+
 	"github.com/shardid/shardid/shardmgr"
 
 	"github.com/jackc/pgx/v5"
@@ -87,7 +89,7 @@ func PlanRebalance(ctx context.Context, cfg *shardmgr.Config, opts PlanOptions) 
 	if opts.By != ByCount && opts.By != BySize {
 		return nil, fmt.Errorf("plan by %q: want count or size", opts.By)
 	}
-	m, err := shardmgr.Xcatalog_ReadClusterMap(ctx, cfg)
+	m, err := catalog.ReadClusterMap(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shardid/shardid/shardmgr/internal/catalog"
+
 	"github.com/shardid/shardid/shardmgr"
 
 	"github.com/jackc/pgx/v5"
@@ -644,7 +646,7 @@ func (v *verifier) checkShards(ctx context.Context) {
 		if hs == nil || !hs.ok || !hs.schemas[s.Schema] {
 			continue
 		}
-		t := &shardTask{id: s.ID, schema: s.Schema, host: hs, params: shardmgr.Xcatalog_GeneratorParams(m, s.ID)}
+		t := &shardTask{id: s.ID, schema: s.Schema, host: hs, params: catalog.GeneratorParams(m, s.ID)}
 		v.checkGenerator(t)
 		v.checkSequence(t)
 		byHost[s.Host] = append(byHost[s.Host], t)
