@@ -1,0 +1,284 @@
+package rebalance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	shsql "github.com/shardid/shardid/sql"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/internal/catalog"
+	"github.com/shardid/shardid/shardmgr/internal/fence"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/migrate"
+	"golang.org/x/sync/errgroup"
+)
+
+// incomingComment marks a target schema as this move's, so that a resumed
+// or aborted move only ever touches its own copy.
+func incomingComment(rec *MoveRecord) string {
+	return fmt.Sprintf("shardid: incoming copy of shard %d, move %d from %s", rec.Shard, rec.ID, rec.From)
+}
+
+// dataTables are the shard's tables that hold application rows: all but
+// the migration bookkeeping.
+func dataTables(ctx context.Context, q shardmgr.Querier, schema string) ([]string, error) {
+	all, err := fence.ShardTables(ctx, q, schema)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(all, func(t string) bool { return t == migrate.VersionTable || t == migrate.FailureTable }), nil
+}
+
+// buildTarget creates the shard's schema on the target: generator,
+// migrations up to the source's version, the same tables, empty and
+// fenced. The copy is fenced from its first moment: the transaction that
+// creates the schema installs the raising fence function and stops the
+// generator's counter (as the fence does on a source), and each migration
+// step fences the tables it made before it commits; so no write to the
+// copy is acknowledged before the flip but the mover's own and the
+// replication's. It is idempotent for this move's own copy.
+func (mo *mover) buildTarget(ctx context.Context, rec *MoveRecord) error {
+	src, dst, err := mo.ends(ctx, rec)
+	if err != nil {
+		return err
+	}
+	schema := rec.Schema
+	if mo.m.Variant != shsql.Safe {
+		return fmt.Errorf("moves carry the safe generator's counter; the cluster uses %q (run shardid migrate generator)", mo.m.Variant)
+	}
+	var srcHas bool
+	if err := src.QueryRow(ctx, `SELECT to_regnamespace($1) IS NOT NULL`, pgx.Identifier{schema}.Sanitize()).Scan(&srcHas); err != nil {
+		return fmt.Errorf("source %s: %w", rec.From, err)
+	}
+	if !srcHas {
+		return fmt.Errorf("source %s: %w: no schema %s", rec.From, migrate.ErrShardSchemaMissing, schema)
+	}
+	version, failure, err := migrate.ReadShardVersion(ctx, src, schema)
+	if err != nil {
+		return fmt.Errorf("source %s: read migration version: %w", rec.From, err)
+	}
+	if failure != nil {
+		return fmt.Errorf("source %s: a failed migration is recorded at version %d (%s): fix it first (shardid migrate status)", rec.From, failure.Version, failure.Message)
+	}
+	if version > 0 && mo.opts.Migrations == nil {
+		return fmt.Errorf("%w (the shard is at version %d)", ErrMigrationsNeeded, version)
+	}
+	seq := pgx.Identifier{schema, shsql.CounterName}.Sanitize()
+	var counterMax int64
+	if err := src.QueryRow(ctx, `SELECT seqmax FROM pg_catalog.pg_sequence WHERE seqrelid = to_regclass($1)`, seq).Scan(&counterMax); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("source %s: %s is missing (the safe generator's counter)", rec.From, seq)
+		}
+		return fmt.Errorf("source %s: %w", rec.From, err)
+	}
+	if rec.counterMax != nil {
+		counterMax = *rec.counterMax
+	}
+
+	// The target: nothing there, or this move's own copy.
+	var comment *string
+	err = dst.QueryRow(ctx, `SELECT coalesce(obj_description(oid, 'pg_namespace'), '') FROM pg_catalog.pg_namespace WHERE nspname = $1`, schema).Scan(&comment)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("target %s: %w", rec.To, err)
+	}
+	if comment != nil && *comment != incomingComment(rec) {
+		return fmt.Errorf("target %s already holds a schema %s that this move did not make (a stray copy? see shardid verify); drop it or move the shard elsewhere", rec.To, schema)
+	}
+	ddl, err := shsql.Render(catalog.GeneratorParams(mo.m, rec.Shard))
+	if err != nil {
+		return err
+	}
+	err = pgx.BeginFunc(ctx, dst, func(tx pgx.Tx) error {
+		q := pgx.Identifier{schema}.Sanitize()
+		if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+q); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, fmt.Sprintf(`COMMENT ON SCHEMA %s IS %s`, q, pg.QuoteLiteral(incomingComment(rec)))); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, ddl, pgx.QueryExecModeSimpleProtocol); err != nil {
+			return err
+		}
+		if _, err := fence.ClampCounter(ctx, tx, schema, rec.Shard); err != nil {
+			return err
+		}
+		if err := fence.Func(ctx, tx, schema, true); err != nil {
+			return err
+		}
+		if err := fence.NewTables(ctx, tx, schema); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO shardid.local_shards (shard, schema_name, state, generation) VALUES ($1, $2, 'fenced', $3)
+			ON CONFLICT (shard) DO UPDATE SET schema_name = EXCLUDED.schema_name, state = 'fenced', generation = EXCLUDED.generation`,
+			rec.Shard, schema, mo.m.Generation)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("target %s: install the generator: %w", rec.To, err)
+	}
+	if version > 0 {
+		conn, err := dst.Acquire(ctx)
+		if err != nil {
+			return fmt.Errorf("target %s: %w", rec.To, err)
+		}
+		_, err = migrate.MigrateShardOn(ctx, conn.Conn(), rec.To, mo.opts.Migrations,
+			shardmgr.ShardInfo{ID: rec.Shard, Schema: schema, Host: rec.To, State: shardmgr.StateMoving}, migrate.MigrateOptions{To: version, Incoming: true})
+		conn.Release()
+		if err != nil {
+			return fmt.Errorf("target %s: build the schema at version %d: %w", rec.To, version, err)
+		}
+	}
+	got, _, err := migrate.ReadShardVersion(ctx, dst, schema)
+	if err != nil {
+		return fmt.Errorf("target %s: %w", rec.To, err)
+	}
+	if got != version {
+		return fmt.Errorf("%w: the target is at migration version %d, the source at %d", ErrMoveCheck, got, version)
+	}
+	srcTables, err := dataTables(ctx, src, schema)
+	if err != nil {
+		return fmt.Errorf("source %s: %w", rec.From, err)
+	}
+	dstTables, err := dataTables(ctx, dst, schema)
+	if err != nil {
+		return fmt.Errorf("target %s: %w", rec.To, err)
+	}
+	if !slices.Equal(srcTables, dstTables) {
+		return fmt.Errorf("%w: the source has tables %v, the migrations made %v on the target (tables made outside the migrations cannot be moved)",
+			ErrMoveCheck, srcTables, dstTables)
+	}
+	if rec.Mode == MoveOnline {
+		rows, err := src.Query(ctx, `SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+			WHERE n.nspname = $1 AND c.relname = ANY($2) AND NOT (c.relreplident = 'f'
+			   OR (c.relreplident = 'd' AND EXISTS (SELECT FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid AND i.indisprimary))
+			   OR (c.relreplident = 'i' AND EXISTS (SELECT FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid AND i.indisreplident)))
+			ORDER BY 1`, schema, srcTables)
+		if err != nil {
+			return fmt.Errorf("source %s: %w", rec.From, err)
+		}
+		noKey, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("source %s: %w", rec.From, err)
+		}
+		if len(noKey) > 0 {
+			return fmt.Errorf("tables without a primary key or replica identity cannot follow changes online: %s (use --mode offline)", strings.Join(noKey, ", "))
+		}
+	}
+	// A migration may have seeded rows (past the fence, which kept every
+	// other writer out): the copy brings the source's.
+	err = pgx.BeginFunc(ctx, dst, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_catalog.set_config($1, 'on', true)`, fence.Bypass); err != nil {
+			return err
+		}
+		if len(dstTables) > 0 {
+			names := make([]string, len(dstTables))
+			for i, t := range dstTables {
+				names[i] = pgx.Identifier{schema, t}.Sanitize()
+			}
+			if _, err := tx.Exec(ctx, `TRUNCATE `+strings.Join(names, ", ")); err != nil {
+				return err
+			}
+		}
+		return fence.Install(ctx, tx, schema, true)
+	})
+	if err != nil {
+		return fmt.Errorf("target %s: %w", rec.To, err)
+	}
+	sizes, err := shardSize(ctx, src, schema)
+	if err != nil {
+		return fmt.Errorf("source %s: %w", rec.From, err)
+	}
+	rec.Bytes, rec.Version, rec.counterMax = sizes, version, &counterMax
+	return setPhase(ctx, mo.catalog, rec, PhaseSchema, "version = $3, counter_max = coalesce(counter_max, $4), bytes = $5", version, counterMax, sizes)
+}
+
+// shardSize is the total relation size of schema.
+func shardSize(ctx context.Context, q shardmgr.Querier, schema string) (int64, error) {
+	var n int64
+	err := q.QueryRow(ctx, `SELECT coalesce(sum(pg_catalog.pg_total_relation_size(c.oid)), 0)::bigint FROM pg_catalog.pg_class c
+		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind IN ('r', 'm', 'S')`, schema).Scan(&n)
+	return n, err
+}
+
+// copyOffline copies every table from the fenced source with COPY, in one
+// transaction on the target.
+func (mo *mover) copyOffline(ctx context.Context, rec *MoveRecord) error {
+	src, dst, err := mo.ends(ctx, rec)
+	if err != nil {
+		return err
+	}
+	tables, err := dataTables(ctx, src, rec.Schema)
+	if err != nil {
+		return fmt.Errorf("source %s: %w", rec.From, err)
+	}
+	var rows int64
+	err = pgx.BeginFunc(ctx, dst, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_catalog.set_config($1, 'on', true)`, fence.Bypass); err != nil {
+			return err
+		}
+		for _, t := range tables {
+			qt := pgx.Identifier{rec.Schema, t}.Sanitize()
+			if _, err := tx.Exec(ctx, `TRUNCATE `+qt); err != nil {
+				return err
+			}
+			n, err := copyTable(ctx, src, tx.Conn().PgConn(), rec.Schema, t)
+			if err != nil {
+				return fmt.Errorf("copy %s: %w", qt, err)
+			}
+			rows += n
+			mo.progress(rec, MoveProgress{Phase: PhaseCopy, Tables: len(tables), Rows: rows, Lag: -1})
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("target %s: %w", rec.To, err)
+	}
+	rec.Rows = rows
+	return setPhase(ctx, mo.catalog, rec, PhaseCopy, "rows_copied = $3", rows)
+}
+
+// copyTable streams one table from the source into the target with COPY
+// in binary format, column by name.
+func copyTable(ctx context.Context, src *pgxpool.Pool, dst *pgconn.PgConn, schema, table string) (int64, error) {
+	rows, err := src.Query(ctx, `SELECT pg_catalog.quote_ident(a.attname) FROM pg_catalog.pg_attribute a
+		WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '' ORDER BY a.attnum`,
+		pgx.Identifier{schema, table}.Sanitize())
+	if err != nil {
+		return 0, err
+	}
+	cols, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, err
+	}
+	list := strings.Join(cols, ", ")
+	qt := pgx.Identifier{schema, table}.Sanitize()
+	conn, err := src.Acquire(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Release()
+	pr, pw := io.Pipe()
+	var g errgroup.Group
+	g.Go(func() error {
+		_, err := conn.Conn().PgConn().CopyTo(ctx, pw, fmt.Sprintf(`COPY (SELECT %s FROM ONLY %s) TO STDOUT (FORMAT binary)`, list, qt))
+		pw.CloseWithError(err)
+		return err
+	})
+	tag, err := dst.CopyFrom(ctx, pr, fmt.Sprintf(`COPY %s (%s) FROM STDIN (FORMAT binary)`, qt, list))
+	pr.CloseWithError(err)
+	if gerr := g.Wait(); gerr != nil && err == nil {
+		err = gerr
+	}
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
+}
