@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"regexp"
 	"strconv"
@@ -78,9 +79,6 @@ func (h Host) RawDSN() string {
 	return h.rawDSN
 }
 
-// ErrConfig is wrapped by every error about the cluster file.
-var ErrConfig = errors.New("invalid cluster file")
-
 // MaxConfigSize is the largest cluster file LoadConfig reads: 1 MiB. A
 // real one is a few kilobytes; anything larger (or a device such as
 // /dev/zero) is refused before it is read into memory.
@@ -94,7 +92,7 @@ func LoadConfig(path string) (*Config, error) {
 	data, err := limits.ReadLimited(path, MaxConfigSize)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("%w: %s not found (use --config or SHARDID_CONFIG)", ErrConfig, path)
+			return nil, fmt.Errorf("%w: %s: %w", ErrConfig, path, fs.ErrNotExist)
 		}
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}

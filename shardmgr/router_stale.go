@@ -17,11 +17,6 @@ import (
 // answered for a copy of a shard that has moved on (it says ErrShardMoving
 // and reloads the map so the caller's retry goes to the new host).
 
-// ErrMapStale: the router could not confirm its map with the catalog for
-// longer than WithMaxStaleness allows, so it refuses writes; reads go on.
-// It is declared here, beside the only code that returns it.
-var ErrMapStale = errors.New("shard map is stale: the catalog has been unreachable too long")
-
 const (
 	// DefaultMaxStaleness is how long a router keeps taking writes on a
 	// map it cannot confirm with the catalog (see WithMaxStaleness).

@@ -280,7 +280,7 @@ func printMigrationStatus(w io.Writer, set *migrate.MigrationSet, st *migrate.Mi
 	if len(sum.Unreadable) > 0 {
 		fmt.Fprintf(w, "unreadable (%d):\n", len(sum.Unreadable))
 		for _, id := range sum.Unreadable {
-			fmt.Fprintf(w, "  shard %d on %s: %s\n", id, st.Shards[id].Host, st.Shards[id].Error)
+			fmt.Fprintf(w, "  shard %d on %s: %s\n", id, st.Shards[id].Host, errorWithHint(st.Shards[id].Err))
 		}
 	}
 	if len(sum.Behind)+len(sum.Failed)+len(sum.Ahead)+len(sum.Unreadable) > 0 {
@@ -464,8 +464,8 @@ layout is refused. Shards already current are left alone.`,
 		fmt.Fprintf(w, "generator: %s %d shards, %d already current, %d failed (%.2fs)\n", verb, up, unchanged, failed, res.Elapsed.Seconds())
 		for _, s := range res.Shards {
 			switch {
-			case s.Error != "":
-				fmt.Fprintf(w, "  shard %d on %s: failed: %s\n", s.ID, s.Host, s.Error)
+			case s.Err != nil:
+				fmt.Fprintf(w, "  shard %d on %s: failed: %s\n", s.ID, s.Host, s.Err)
 			case s.Upgraded:
 				fmt.Fprintf(w, "  shard %d on %s: %q -> %q", s.ID, s.Host, s.From, s.To)
 				if s.MaxID > 0 {

@@ -184,15 +184,7 @@ func Init(ctx context.Context, cfg *shardmgr.Config, opts InitOptions) (*InitRes
 	}
 	if len(failures) > 0 {
 		sort.Slice(failures, func(i, j int) bool { return failures[i].Error() < failures[j].Error() })
-		msgs := make([]string, 0, 5)
-		for i, f := range failures {
-			if i == 5 {
-				msgs = append(msgs, fmt.Sprintf("and %d more", len(failures)-5))
-				break
-			}
-			msgs = append(msgs, f.Error())
-		}
-		return res, fmt.Errorf("init: %d of %d shards not installed: %s", len(failures), len(m.Shards), strings.Join(msgs, "; "))
+		return res, &shardmgr.ShardErrors{Op: "init", Total: len(m.Shards), Errs: failures}
 	}
 	if opts.Migrations != nil {
 		if opts.Migrate.Workers == 0 {
@@ -298,12 +290,14 @@ func reconcileCatalog(ctx context.Context, tx pgx.Tx, cfg *shardmgr.Config, cur 
 	// no shard (drain it first) and no unfinished move, whose retired copy
 	// would otherwise be left where no command looks (rebalance cleanup).
 	var removed []string
+	inUse := false
 	for _, ch := range cur.Hosts {
 		if _, ok := cfg.Host(ch.Name); ok {
 			continue
 		}
 		if n := len(cur.ShardsOn(ch.Name)); n > 0 {
-			bad = append(bad, fmt.Sprintf("host %s holds %d shards in the catalog but is not in the file (drain it first: drain: true, then shardid rebalance apply)", ch.Name, n))
+			bad = append(bad, fmt.Sprintf("host %s holds %d shards in the catalog but is not in the file", ch.Name, n))
+			inUse = true
 			continue
 		}
 		var open int
@@ -313,12 +307,16 @@ func reconcileCatalog(ctx context.Context, tx pgx.Tx, cfg *shardmgr.Config, cur 
 			return nil, err
 		}
 		if open > 0 {
-			bad = append(bad, fmt.Sprintf("host %s is not in the file but %d moves involving it are unfinished or keep a retired copy there (shardid rebalance cleanup --all, or abort)", ch.Name, open))
+			bad = append(bad, fmt.Sprintf("host %s is not in the file but %d moves involving it are unfinished or keep a retired copy there", ch.Name, open))
+			inUse = true
 			continue
 		}
 		removed = append(removed, ch.Name)
 	}
 	if len(bad) > 0 {
+		if inUse {
+			return nil, fmt.Errorf("%w: %w: %s", shardmgr.ErrClusterMismatch, ErrHostInUse, strings.Join(bad, "; "))
+		}
 		return nil, fmt.Errorf("%w: %s", shardmgr.ErrClusterMismatch, strings.Join(bad, "; "))
 	}
 	var changes []string
@@ -436,7 +434,7 @@ func installShard(ctx context.Context, pool *pgxpool.Pool, m *shardmgr.Map, id i
 		return false, err
 	}
 	if present && marker != want {
-		return false, fmt.Errorf("a different generator is already installed (marker %q, want %q); init does not replace it (run shardid verify)", marker, want)
+		return false, fmt.Errorf("%w: a different generator is already installed (marker %q, want %q); init does not replace it", migrate.ErrForeignGenerator, marker, want)
 	}
 	if present && recorded {
 		return false, nil

@@ -9,6 +9,7 @@ import (
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/install"
 	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+	"github.com/shardid/shardid/shardmgr/migrate"
 	"github.com/stretchr/testify/require"
 )
 
@@ -31,4 +32,15 @@ func initCluster(t testing.TB, shards int) *shardmgr.Config {
 	_, err := install.Init(ctx(t), cfg, install.InitOptions{})
 	require.NoError(t, err)
 	return cfg
+}
+
+// migrationErrors are the *migrate.MigrationError failures of a run's
+// *shardmgr.ShardErrors, in order.
+func migrationErrors(t testing.TB, serr *shardmgr.ShardErrors) []*migrate.MigrationError {
+	t.Helper()
+	out := make([]*migrate.MigrationError, len(serr.Errs))
+	for i, err := range serr.Errs {
+		require.ErrorAs(t, err, &out[i])
+	}
+	return out
 }

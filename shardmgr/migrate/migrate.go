@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 	"github.com/shardid/shardid/shardmgr"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/shardid/shardid/shardmgr/internal/pg"
 	"github.com/shardid/shardid/shardmgr/internal/shardschema"
 )
 
@@ -51,13 +49,6 @@ const migrateLockClass int32 = 0x73686d67
 // DefaultMigrateWorkers is the number of connections per host that
 // migrate shards in parallel when MigrateOptions.Workers is zero.
 const DefaultMigrateWorkers = 4
-
-// ErrShardSchemaMissing: the shard's schema is not on its host (run
-// shardid init).
-var ErrShardSchemaMissing = errors.New("shard schema missing on its host (run shardid init)")
-
-// ErrIrreversible: a migration to undo has no down SQL.
-var ErrIrreversible = errors.New("migration has no down SQL (irreversible)")
 
 // MigrateOptions adjust Migrate. The zero value migrates every shard up
 // to the latest version with DefaultMigrateWorkers connections per host.
@@ -205,41 +196,6 @@ func (e *MigrationError) Error() string {
 }
 
 func (e *MigrationError) Unwrap() error { return e.Err }
-
-// PartialError is returned with the result when some shards failed: the
-// others were migrated (or, with FailFast, stopped).
-type PartialError struct {
-	Direction Direction
-	Total     int
-	Failed    []*MigrationError // ascending by shard
-	Stopped   int               // shards that FailFast stopped
-}
-
-func (e *PartialError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "migrate %s: %d of %d shards failed", e.Direction, len(e.Failed), e.Total)
-	if e.Stopped > 0 {
-		fmt.Fprintf(&b, ", %d stopped by --fail-fast", e.Stopped)
-	}
-	for i, f := range e.Failed {
-		if i == 3 {
-			fmt.Fprintf(&b, "; and %d more", len(e.Failed)-3)
-			break
-		}
-		b.WriteString("; ")
-		b.WriteString(f.Error())
-	}
-	return b.String()
-}
-
-// Unwrap returns the shards' errors, so errors.As finds a *MigrationError.
-func (e *PartialError) Unwrap() []error {
-	out := make([]error, len(e.Failed))
-	for i, f := range e.Failed {
-		out[i] = f
-	}
-	return out
-}
 
 // Migrate runs set on the logical shards of the cluster (opts.Shards, or
 // all) on their hosts as the catalog places them: hosts in parallel,
@@ -421,139 +377,40 @@ func runMigrations(ctx context.Context, cfg *shardmgr.Config, shards []shardmgr.
 	if err != nil {
 		return nil, err
 	}
-	var (
-		mu       sync.Mutex
-		results  = make([]ShardMigration, 0, len(shards))
-		progress = hostProgress(shards)
-		stop     atomic.Bool
-	)
-	report := func(r ShardMigration) {
-		mu.Lock()
-		defer mu.Unlock()
-		results = append(results, r)
-		p := progress[r.Host]
-		p.Done++
-		if r.Err != nil {
-			p.Failed++
-			log.Warn("shard failed", "shard", r.ID, "host", r.Host, "err", r.Err)
-			if opts.FailFast {
-				stop.Store(true)
+	f := fanOut[ShardMigration]{
+		op: "migrate " + string(opts.Direction), workers: opts.Workers, failFast: opts.FailFast, progress: opts.Progress,
+		waiting: func(w LockWait) {
+			log.Info("waiting for lock", "shard", w.Shard, "host", w.Host, "holder_pid", w.HolderPID)
+			if opts.Waiting != nil {
+				opts.Waiting(w)
 			}
-		} else if r.Applied > 0 {
-			log.Info("shard migrated", "shard", r.ID, "host", r.Host, "from", r.From, "to", r.To)
-		}
-		if opts.Progress != nil {
-			opts.Progress(*p)
-		}
+		},
+		outcome: func(r ShardMigration) (int, string, error, bool) {
+			if r.Err != nil {
+				return r.ID, r.Host, r.Err, r.Stopped
+			}
+			return r.ID, r.Host, nil, r.Stopped
+		},
+		done: func(r ShardMigration) {
+			if r.Err != nil {
+				log.Warn("shard failed", "shard", r.ID, "host", r.Host, "err", r.Err)
+			} else if r.Applied > 0 {
+				log.Info("shard migrated", "shard", r.ID, "host", r.Host, "from", r.From, "to", r.To)
+			}
+		},
 	}
-	waiting := func(w LockWait) {
-		log.Info("waiting for lock", "shard", w.Shard, "host", w.Host, "holder_pid", w.HolderPID)
-		if opts.Waiting != nil {
-			mu.Lock()
-			defer mu.Unlock()
-			opts.Waiting(w)
-		}
-	}
-
-	eachShard(ctx, hosts, shards, opts.Workers, func(host string, sh shardmgr.ShardInfo, conn func() (*pgx.Conn, error)) {
+	results, err := f.run(ctx, hosts, shards, func(host string, sh shardmgr.ShardInfo, conn func() (*pgx.Conn, error), waiting func(LockWait), stop *atomic.Bool) ShardMigration {
 		if stop.Load() {
-			report(ShardMigration{ID: sh.ID, Host: host, From: -1, To: -1, Stopped: true})
-			return
+			return ShardMigration{ID: sh.ID, Host: host, From: -1, To: -1, Stopped: true}
 		}
 		if sh.State == shardmgr.StateMoving {
-			report(failedShard(sh, host, -1, nil, "", fmt.Errorf("%w: migrate it after the move", shardmgr.ErrShardMoving)))
-			return
+			return failedShard(sh, host, -1, nil, "", fmt.Errorf("%w: migrate it after the move", shardmgr.ErrShardMoving))
 		}
 		c, err := conn()
 		if err != nil {
-			report(failedShard(sh, host, -1, nil, "", err))
-			return
+			return failedShard(sh, host, -1, nil, "", err)
 		}
-		report(migrateShard(ctx, c, host, sh, rendered[sh.ID], target, opts.Direction, opts.LockTimeout, waiting, &stop, false))
+		return migrateShard(ctx, c, host, sh, rendered[sh.ID], target, opts.Direction, opts.LockTimeout, waiting, stop, false)
 	})
-	slices.SortFunc(results, func(a, b ShardMigration) int { return a.ID - b.ID })
-	res := &MigrateResult{Direction: opts.Direction, Target: target, Shards: results}
-	if err := ctx.Err(); err != nil {
-		// Interrupted: the shards finished so far are in the result; a
-		// shard in the middle of a step rolled it back.
-		return res, fmt.Errorf("migrate %s interrupted after %d of %d shards: %w", opts.Direction, len(results), len(shards), err)
-	}
-	perr := &PartialError{Direction: opts.Direction, Total: len(results)}
-	for _, r := range results {
-		if r.Err != nil {
-			perr.Failed = append(perr.Failed, r.Err)
-		}
-		if r.Stopped {
-			perr.Stopped++
-		}
-	}
-	if len(perr.Failed) > 0 || perr.Stopped > 0 {
-		return res, perr
-	}
-	return res, nil
-}
-
-// eachShard calls fn for every shard: hosts in parallel, and on each host
-// up to workers shards at a time, each worker with a connection of its own
-// that fn gets from conn (opened on first use; once opening fails, conn
-// returns that error for the worker's later shards too).
-func eachShard(ctx context.Context, hosts map[string]shardmgr.Host, shards []shardmgr.ShardInfo, workers int, fn func(host string, sh shardmgr.ShardInfo, conn func() (*pgx.Conn, error))) {
-	byHost := map[string][]shardmgr.ShardInfo{}
-	for _, s := range shards {
-		byHost[s.Host] = append(byHost[s.Host], s)
-	}
-	var hostsWG sync.WaitGroup
-	for name, list := range byHost {
-		h := hosts[name]
-		hostsWG.Go(func() {
-			work := make(chan shardmgr.ShardInfo)
-			var wg sync.WaitGroup
-			for range min(workers, len(list)) {
-				wg.Go(func() {
-					var (
-						c       *pgx.Conn
-						connErr error
-					)
-					defer func() {
-						if c != nil {
-							c.Close(context.WithoutCancel(ctx))
-						}
-					}()
-					conn := func() (*pgx.Conn, error) {
-						if (c == nil || c.IsClosed()) && connErr == nil {
-							c, connErr = pg.Connect(ctx, h.DSN)
-							if connErr != nil {
-								c, connErr = nil, fmt.Errorf("connect to host %s: %w", h.Name, connErr)
-							}
-						}
-						return c, connErr
-					}
-					for sh := range work {
-						fn(h.Name, sh, conn)
-					}
-				})
-			}
-			for _, sh := range list {
-				select {
-				case work <- sh:
-				case <-ctx.Done():
-				}
-			}
-			close(work)
-			wg.Wait()
-		})
-	}
-	hostsWG.Wait()
-}
-
-// hostProgress starts the counts of every host the shards are on.
-func hostProgress(shards []shardmgr.ShardInfo) map[string]*HostProgress {
-	out := map[string]*HostProgress{}
-	for _, s := range shards {
-		if out[s.Host] == nil {
-			out[s.Host] = &HostProgress{Host: s.Host}
-		}
-		out[s.Host].Total++
-	}
-	return out
+	return &MigrateResult{Direction: opts.Direction, Target: target, Shards: results}, err
 }

@@ -24,10 +24,14 @@ func ExampleMigrate() {
 		log.Fatal(err) // nothing ran: the files do not render
 	}
 	res, err := migrate.Migrate(ctx, cfg, set, migrate.MigrateOptions{Workers: 4})
-	var perr *migrate.PartialError
+	var perr *shardmgr.ShardErrors
 	switch {
 	case errors.As(err, &perr):
-		for _, f := range perr.Failed {
+		for _, err := range perr.Errs {
+			var f *migrate.MigrationError
+			if !errors.As(err, &f) {
+				continue
+			}
 			fmt.Printf("shard %d on %s stays at version %d: %s: %s (SQLSTATE %s)\n",
 				f.Shard, f.Host, f.Version, f.Migration, f.Message, f.SQLState)
 		}

@@ -2,12 +2,12 @@ package migrate
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
@@ -18,14 +18,6 @@ import (
 	"github.com/shardid/shardid/shardmgr/internal/shardschema"
 	shsql "github.com/shardid/shardid/sql"
 )
-
-// ErrNoGenerator: a shard has no next_id() to upgrade (run shardid init).
-var ErrNoGenerator = errors.New("no generator installed (run shardid init)")
-
-// ErrForeignGenerator: a shard's next_id() is not one shardid can upgrade:
-// no shardid marker, or one for another shard, epoch or layout, which an
-// upgrade must not change (run shardid verify).
-var ErrForeignGenerator = errors.New("generator cannot be upgraded")
 
 // GeneratorOptions adjust UpgradeGenerators. The zero value upgrades every
 // shard with DefaultMigrateWorkers connections per host.
@@ -68,14 +60,24 @@ type GeneratorUpgrade struct {
 	// shard's next_id(); the counter was carried past it. Zero when none.
 	MaxID   int64    `json:"max_id,omitempty"`
 	Columns []string `json:"columns,omitempty"` // table.column
-	Error   string   `json:"error,omitempty"`
+	// Err is why the shard was not upgraded (JSON: its message, "error").
+	Err error `json:"-"`
+}
+
+// MarshalJSON writes Err as its message under "error".
+func (u GeneratorUpgrade) MarshalJSON() ([]byte, error) {
+	type plain GeneratorUpgrade
+	return json.Marshal(struct {
+		plain
+		Error string `json:"error,omitempty"`
+	}{plain(u), shardmgr.ErrorText(u.Err)})
 }
 
 // Counts sums a result up: upgraded, unchanged, failed.
 func (r *GeneratorResult) Counts() (upgraded, unchanged, failed int) {
 	for _, s := range r.Shards {
 		switch {
-		case s.Error != "":
+		case s.Err != nil:
 			failed++
 		case s.Upgraded:
 			upgraded++
@@ -84,24 +86,6 @@ func (r *GeneratorResult) Counts() (upgraded, unchanged, failed int) {
 		}
 	}
 	return
-}
-
-// GeneratorError lists the shards whose generator could not be upgraded;
-// the others were.
-type GeneratorError struct {
-	Total  int
-	Failed []GeneratorUpgrade
-}
-
-func (e *GeneratorError) Error() string {
-	msg := fmt.Sprintf("generator upgrade: %d of %d shards failed", len(e.Failed), e.Total)
-	for i, f := range e.Failed {
-		if i == 3 {
-			return msg + fmt.Sprintf("; and %d more", len(e.Failed)-3)
-		}
-		msg += fmt.Sprintf("; shard %d on %s: %s", f.ID, f.Host, f.Error)
-	}
-	return msg
 }
 
 // UpgradeGenerators re-installs this release's generator (sql.Render with
@@ -119,7 +103,8 @@ func (e *GeneratorError) Error() string {
 // counter: the install SQL is run on them again, which changes nothing but
 // what an older install SQL of the same version left behind (privileges:
 // next_id_advance is the owner's only, docs/uniqueness.md#privileges).
-// Failed shards are listed in a *GeneratorError returned with the result.
+// Failed shards are listed in a *shardmgr.ShardErrors returned with the
+// result.
 func UpgradeGenerators(ctx context.Context, cfg *shardmgr.Config, opts GeneratorOptions) (*GeneratorResult, error) {
 	start := time.Now()
 	if err := cfg.ValidateCluster(); err != nil {
@@ -147,60 +132,32 @@ func UpgradeGenerators(ctx context.Context, cfg *shardmgr.Config, opts Generator
 	if err != nil {
 		return nil, err
 	}
-	var (
-		mu       sync.Mutex
-		results  []GeneratorUpgrade
-		progress = hostProgress(shards)
-	)
-	report := func(r GeneratorUpgrade) {
-		mu.Lock()
-		defer mu.Unlock()
-		results = append(results, r)
-		p := progress[r.Host]
-		p.Done++
-		if r.Error != "" {
-			p.Failed++
-			log.Warn("generator upgrade failed", "shard", r.ID, "host", r.Host, "err", r.Error)
-		} else if r.Upgraded {
-			log.Info("generator upgraded", "shard", r.ID, "host", r.Host, "from", r.From, "to", r.To, "max_id", r.MaxID)
-		}
-		if opts.Progress != nil {
-			opts.Progress(*p)
-		}
+	f := fanOut[GeneratorUpgrade]{
+		op: "generator upgrade", workers: opts.Workers, progress: opts.Progress, waiting: opts.Waiting,
+		outcome: func(r GeneratorUpgrade) (int, string, error, bool) {
+			if r.Err != nil {
+				return r.ID, r.Host, &shardmgr.ShardError{Shard: r.ID, Host: r.Host, Err: r.Err}, false
+			}
+			return r.ID, r.Host, nil, false
+		},
+		done: func(r GeneratorUpgrade) {
+			if r.Err != nil {
+				log.Warn("generator upgrade failed", "shard", r.ID, "host", r.Host, "err", r.Err)
+			} else if r.Upgraded {
+				log.Info("generator upgraded", "shard", r.ID, "host", r.Host, "from", r.From, "to", r.To, "max_id", r.MaxID)
+			}
+		},
 	}
-	waiting := func(w LockWait) {
-		if opts.Waiting != nil {
-			mu.Lock()
-			defer mu.Unlock()
-			opts.Waiting(w)
-		}
-	}
-	eachShard(ctx, hosts, shards, opts.Workers, func(host string, sh shardmgr.ShardInfo, conn func() (*pgx.Conn, error)) {
+	results, err := f.run(ctx, hosts, shards, func(host string, sh shardmgr.ShardInfo, conn func() (*pgx.Conn, error), waiting func(LockWait), _ *atomic.Bool) GeneratorUpgrade {
 		r := GeneratorUpgrade{ID: sh.ID, Host: host}
 		c, err := conn()
 		if err == nil {
 			err = upgradeGenerator(ctx, c, m, sh, opts, waiting, &r)
 		}
-		if err != nil {
-			r.Error = err.Error()
-		}
-		report(r)
+		r.Err = err
+		return r
 	})
-	slices.SortFunc(results, func(a, b GeneratorUpgrade) int { return a.ID - b.ID })
-	res := &GeneratorResult{Shards: results, Elapsed: time.Since(start)}
-	if err := ctx.Err(); err != nil {
-		return res, fmt.Errorf("generator upgrade interrupted after %d of %d shards: %w", len(results), len(shards), err)
-	}
-	gerr := &GeneratorError{Total: len(results)}
-	for _, r := range results {
-		if r.Error != "" {
-			gerr.Failed = append(gerr.Failed, r)
-		}
-	}
-	if len(gerr.Failed) > 0 {
-		return res, gerr
-	}
-	return res, nil
+	return &GeneratorResult{Shards: results, Elapsed: time.Since(start)}, err
 }
 
 // upgradeGenerator upgrades one shard's generator under the shard's
@@ -239,7 +196,7 @@ func upgradeGenerator(ctx context.Context, conn *pgx.Conn, m *shardmgr.Map, sh s
 	}
 	wantP, _, _ := shsql.ParseMarker(want)
 	if have.Shard != wantP.Shard || have.Epoch != wantP.Epoch || have.TimeBits != wantP.TimeBits || have.ShardBits != wantP.ShardBits || have.SeqBits != wantP.SeqBits {
-		return fmt.Errorf("%w: installed %q, the catalog expects %q: shard, epoch and layout must not change (run shardid verify)", ErrForeignGenerator, r.From, want)
+		return fmt.Errorf("%w: installed %q, the catalog expects %q: shard, epoch and layout must not change", ErrForeignGenerator, r.From, want)
 	}
 	ddl, err := shsql.Render(p)
 	if err != nil {

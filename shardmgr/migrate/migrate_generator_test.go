@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
 
 	"github.com/shardid/shardid/shardmgr/install"
@@ -146,11 +147,13 @@ func TestUpgradeGenerators(t *testing.T) {
 	_, err = p3.Exec(ctx(t), fmt.Sprintf(`COMMENT ON FUNCTION shard_0003.next_id() IS '%s'`, fm))
 	require.NoError(t, err)
 	res, err = migrate.UpgradeGenerators(ctx(t), cfg, migrate.GeneratorOptions{})
-	var gerr *migrate.GeneratorError
+	var gerr *shardmgr.ShardErrors
 	require.ErrorAs(t, err, &gerr)
-	require.Len(t, gerr.Failed, 1)
-	require.Equal(t, 3, gerr.Failed[0].ID)
-	require.Contains(t, gerr.Failed[0].Error, "shard, epoch and layout must not change")
+	require.Len(t, gerr.Errs, 1)
+	var failed0 *shardmgr.ShardError
+	require.ErrorAs(t, gerr.Errs[0], &failed0)
+	require.Equal(t, 3, failed0.Shard)
+	require.Contains(t, failed0.Error(), "shard, epoch and layout must not change")
 	require.Equal(t, fm, marker(t, p3, "shard_0003"))
 	_, _, failed = res.Counts()
 	require.Equal(t, 1, failed)

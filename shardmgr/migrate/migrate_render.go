@@ -22,10 +22,6 @@ import (
 	shsql "github.com/shardid/shardid/sql"
 )
 
-// ErrMigrationSet is wrapped by every error about a migrations directory:
-// missing, empty, badly numbered, or a template that does not render.
-var ErrMigrationSet = errors.New("invalid migrations")
-
 // Formats that RenderedMigrations.Write can write.
 const (
 	// FormatTern writes NNN_name.sql files: up SQL, the tern separator,

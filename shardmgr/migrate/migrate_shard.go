@@ -73,7 +73,7 @@ func migrateShard(ctx context.Context, conn *pgx.Conn, host string, sh shardmgr.
 	}
 	res := ShardMigration{ID: sh.ID, Host: host, From: cur, To: cur}
 	if cur > len(migs) {
-		return failedShard(sh, host, cur, nil, "", fmt.Errorf("the shard is at version %d but the directory has %d migrations (wrong --dir?)", cur, len(migs)))
+		return failedShard(sh, host, cur, nil, "", fmt.Errorf("%w: the shard is at version %d but the set has %d migrations", ErrUnknownVersion, cur, len(migs)))
 	}
 	for (dir == Up && cur < target) || (dir == Down && cur > target) {
 		if stop.Load() {

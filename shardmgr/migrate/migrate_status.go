@@ -2,6 +2,7 @@ package migrate
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -37,7 +38,18 @@ type ShardVersion struct {
 	Host    string            `json:"host"`
 	Version int               `json:"version"` // -1: could not be read
 	Failure *MigrationFailure `json:"failure,omitempty"`
-	Error   string            `json:"error,omitempty"`
+	// Err is why the version could not be read (JSON: its message,
+	// "error").
+	Err error `json:"-"`
+}
+
+// MarshalJSON writes Err as its message under "error".
+func (v ShardVersion) MarshalJSON() ([]byte, error) {
+	type plain ShardVersion
+	return json.Marshal(struct {
+		plain
+		Error string `json:"error,omitempty"`
+	}{plain(v), shardmgr.ErrorText(v.Err)})
 }
 
 // MigrationFailure is the row of a shard's FailureTable: the last
@@ -129,7 +141,7 @@ func ReadMigrationStatus(ctx context.Context, cfg *shardmgr.Config, set *Migrati
 			defer mu.Unlock()
 			for i, id := range shards {
 				if err != nil {
-					st.Shards[id] = ShardVersion{ID: id, Host: name, Version: -1, Error: err.Error()}
+					st.Shards[id] = ShardVersion{ID: id, Host: name, Version: -1, Err: err}
 				} else {
 					st.Shards[id] = vs[i]
 				}
@@ -185,7 +197,7 @@ func hostVersions(ctx context.Context, h shardmgr.Host, m *shardmgr.Map, shards 
 		out[i] = ShardVersion{ID: id, Host: h.Name}
 		t := have[schemas[i]]
 		if !t.schema {
-			out[i].Version, out[i].Error = -1, fmt.Sprintf("no schema %s on %s (run shardid init)", schemas[i], h.Name)
+			out[i].Version, out[i].Err = -1, fmt.Errorf("%w: no schema %s on %s", ErrShardSchemaMissing, schemas[i], h.Name)
 		}
 		if t.vt {
 			vq = append(vq, fmt.Sprintf("SELECT %d, version FROM %s", id, pgx.Identifier{schemas[i], VersionTable}.Sanitize()))
@@ -216,7 +228,7 @@ func hostVersions(ctx context.Context, h shardmgr.Host, m *shardmgr.Map, shards 
 	}
 	for id, n := range seen {
 		if n != 1 {
-			out[index[id]].Version, out[index[id]].Error = -1, fmt.Sprintf("%s.%s has %d rows, want one", m.Shards[id].Schema, VersionTable, n)
+			out[index[id]].Version, out[index[id]].Err = -1, fmt.Errorf("%s.%s has %d rows, want one", m.Shards[id].Schema, VersionTable, n)
 		}
 	}
 	locked, err := lockedShards(ctx, conn)

@@ -80,7 +80,7 @@ func statusVersions(t testing.TB, cfg *shardmgr.Config, set *migrate.MigrationSe
 	require.NoError(t, err)
 	got := map[int]int{}
 	for _, s := range st.Shards {
-		require.Empty(t, s.Error, "shard %d", s.ID)
+		require.NoError(t, s.Err, "shard %d", s.ID)
 		got[s.Version]++
 	}
 	return st, got
@@ -290,11 +290,11 @@ func TestMigrateBadInputChangesNothing(t *testing.T) {
 	_, err = shardPool(t, cfg, m, 2).Exec(ctx(t), `DROP SCHEMA shard_0002 CASCADE`)
 	require.NoError(t, err)
 	res, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{})
-	var perr *migrate.PartialError
+	var perr *shardmgr.ShardErrors
 	require.ErrorAs(t, err, &perr)
-	require.Len(t, perr.Failed, 1)
-	require.Equal(t, 2, perr.Failed[0].Shard)
-	require.ErrorIs(t, perr.Failed[0], migrate.ErrShardSchemaMissing)
+	require.Len(t, migrationErrors(t, perr), 1)
+	require.Equal(t, 2, migrationErrors(t, perr)[0].Shard)
+	require.ErrorIs(t, migrationErrors(t, perr)[0], migrate.ErrShardSchemaMissing)
 	changed, _, failed, _ := res.Counts()
 	require.Equal(t, [2]int{5, 1}, [2]int{changed, failed})
 }
@@ -333,10 +333,10 @@ func TestMigrateFailureOnOneShardThenRerun(t *testing.T) {
 	set := failingSet(t, 7)
 
 	res, err := migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{})
-	var perr *migrate.PartialError
+	var perr *shardmgr.ShardErrors
 	require.ErrorAs(t, err, &perr)
-	require.Len(t, perr.Failed, 1)
-	f := perr.Failed[0]
+	require.Len(t, migrationErrors(t, perr), 1)
+	f := migrationErrors(t, perr)[0]
 	require.Equal(t, 7, f.Shard)
 	require.Equal(t, m.Shards[7].Host, f.Host)
 	require.Equal(t, 1, f.Version)
@@ -377,7 +377,7 @@ func TestMigrateFailureOnOneShardThenRerun(t *testing.T) {
 	// Running the broken set again fails the same way and changes nothing else.
 	_, err = migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{})
 	require.ErrorAs(t, err, &perr)
-	require.Len(t, perr.Failed, 1)
+	require.Len(t, migrationErrors(t, perr), 1)
 
 	// After the fix, up finishes the rest and clears the failure.
 	fixed := setOf(t, fixedSet)
@@ -398,10 +398,10 @@ func TestMigrateFailFast(t *testing.T) {
 	set := failingSet(t, 0) // pg1 holds 0..3; with one worker 0 runs first there
 
 	res, err := migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{FailFast: true, Workers: 1})
-	var perr *migrate.PartialError
+	var perr *shardmgr.ShardErrors
 	require.ErrorAs(t, err, &perr)
-	require.Len(t, perr.Failed, 1)
-	require.Equal(t, 0, perr.Failed[0].Shard)
+	require.Len(t, migrationErrors(t, perr), 1)
+	require.Equal(t, 0, migrationErrors(t, perr)[0].Shard)
 	require.GreaterOrEqual(t, perr.Stopped, 3)
 	require.Contains(t, err.Error(), "stopped by --fail-fast")
 	for _, id := range []int{1, 2, 3} {
@@ -438,10 +438,10 @@ DROP INDEX CONCURRENTLY {{.schema}}.likes_post_idx;
 DROP TABLE {{.schema}}.trace;`,
 	})
 	res, err := migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{LockTimeout: 5 * time.Second})
-	var perr *migrate.PartialError
+	var perr *shardmgr.ShardErrors
 	require.ErrorAs(t, err, &perr)
-	require.Len(t, perr.Failed, 1)
-	f := perr.Failed[0]
+	require.Len(t, migrationErrors(t, perr), 1)
+	f := migrationErrors(t, perr)[0]
 	require.Equal(t, 3, f.Shard)
 	require.True(t, f.Partial)
 	require.Equal(t, "42883", f.SQLState) // undefined_function
@@ -635,10 +635,10 @@ func TestMigrateUnreachableHostAndMovingShard(t *testing.T) {
 	down.Hosts = append([]shardmgr.Host(nil), cfg.Hosts...)
 	down.Hosts[2].DSN = "postgres://postgres@127.0.0.1:1/nope?sslmode=disable&connect_timeout=2"
 	res, err := migrate.Migrate(ctx(t), &down, set, migrate.MigrateOptions{})
-	var perr *migrate.PartialError
+	var perr *shardmgr.ShardErrors
 	require.ErrorAs(t, err, &perr)
 	failed := map[int]*migrate.MigrationError{}
-	for _, f := range perr.Failed {
+	for _, f := range migrationErrors(t, perr) {
 		failed[f.Shard] = f
 	}
 	require.Len(t, failed, 3) // 1 (moving), 4 and 5 (pg3)
@@ -655,7 +655,7 @@ func TestMigrateUnreachableHostAndMovingShard(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []int{4, 5}, st.Summary().Unreadable)
 	require.Equal(t, -1, st.Shards[4].Version)
-	require.Contains(t, st.Shards[4].Error, "connect to host pg3")
+	require.ErrorContains(t, st.Shards[4].Err, "connect to host pg3")
 
 	// Back to normal: the move is over and pg3 answers; up finishes.
 	_, err = catalog.SetShardState(ctx(t), pool(t, cfg.Catalog), 1, shardmgr.StateActive, 0)
@@ -711,11 +711,11 @@ func TestMigrateLockTimeout(t *testing.T) {
 	_, err = tx.Exec(ctx(t), `SELECT count(*) FROM shard_0002.likes`)
 	require.NoError(t, err)
 	res, err := migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{LockTimeout: 200 * time.Millisecond})
-	var perr *migrate.PartialError
+	var perr *shardmgr.ShardErrors
 	require.ErrorAs(t, err, &perr)
-	require.Len(t, perr.Failed, 1)
-	require.Equal(t, 2, perr.Failed[0].Shard)
-	require.Equal(t, "55P03", perr.Failed[0].SQLState) // lock_not_available
+	require.Len(t, migrationErrors(t, perr), 1)
+	require.Equal(t, 2, migrationErrors(t, perr)[0].Shard)
+	require.Equal(t, "55P03", migrationErrors(t, perr)[0].SQLState) // lock_not_available
 	require.Equal(t, 2, res.Shards[2].To)
 	require.NoError(t, tx.Rollback(ctx(t)))
 

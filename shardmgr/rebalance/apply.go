@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -38,10 +37,6 @@ const DefaultApplyWait = time.Hour
 // second Apply waits for the first, then finds what is left to do.
 const applyLockClass int32 = 0x73687261
 
-// ErrApplyBusy: another manager kept working for longer than
-// ApplyOptions.Wait.
-var ErrApplyBusy = errors.New("another manager is still working")
-
 // ApplyResult is what Apply did. JSON: {"resumed":N,"moves":[...],"elapsed_ms":N}.
 type ApplyResult struct {
 	// Resumed counts the unfinished moves of an earlier run that this
@@ -60,33 +55,13 @@ type ApplyResult struct {
 	FinishedByOthers []int64 `json:"finished_by_others,omitempty"`
 }
 
-// MovesError lists the moves that failed in a run; the others finished.
-// Unwrap returns their errors.
-type MovesError struct {
-	Failed []error
-}
-
-func (e *MovesError) Error() string {
-	msgs := make([]string, 0, 3)
-	for i, err := range e.Failed {
-		if i == 3 {
-			msgs = append(msgs, fmt.Sprintf("and %d more", len(e.Failed)-3))
-			break
-		}
-		msgs = append(msgs, err.Error())
-	}
-	return fmt.Sprintf("%d moves failed: %s", len(e.Failed), strings.Join(msgs, "; "))
-}
-
-func (e *MovesError) Unwrap() []error { return e.Failed }
-
 // Apply rebalances the cluster of cfg: it registers hosts new in the
 // cluster file (as shardid init does), finishes the moves an interrupted
 // run left in the journal, then plans (PlanRebalance) and runs the plan's
 // moves, opts.Parallel at a time. Each move is journaled before it starts,
 // so running Apply again after an interruption at any phase resumes it.
 // Moves that fail leave their source serving; the others carry on, and
-// Apply returns the result with a *MovesError.
+// Apply returns the result with a *shardmgr.ShardErrors.
 func Apply(ctx context.Context, cfg *shardmgr.Config, opts ApplyOptions) (*ApplyResult, error) {
 	start := time.Now()
 	if err := cfg.ValidateCluster(); err != nil {
@@ -155,7 +130,7 @@ func Apply(ctx context.Context, cfg *shardmgr.Config, opts ApplyOptions) (*Apply
 		res.Generation = gen
 	}
 	if len(failed) > 0 {
-		return res, &MovesError{Failed: failed}
+		return res, &shardmgr.ShardErrors{Op: "apply", Total: len(res.Moves), Unit: "moves", Errs: failed}
 	}
 	return res, nil
 }

@@ -42,9 +42,9 @@ func ExampleApply() {
 			},
 		},
 	})
-	var failed *rebalance.MovesError
+	var failed *shardmgr.ShardErrors
 	if errors.As(err, &failed) {
-		log.Printf("%d moves failed; their shards still serve from their old hosts", len(failed.Failed))
+		log.Printf("%d moves failed; their shards still serve from their old hosts", len(failed.Errs))
 	} else if err != nil {
 		log.Fatal(err)
 	}

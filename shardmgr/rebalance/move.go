@@ -27,14 +27,6 @@ import (
 // fenced, before shardid rebalance cleanup drops it.
 const DefaultKeep = 24 * time.Hour
 
-// ErrMigrationsNeeded: the shard was migrated, so building it on the
-// target needs the migrations directory it was migrated with.
-var ErrMigrationsNeeded = errors.New("the shard is at a migration version above 0: pass the migrations directory (--dir)")
-
-// ErrMoveCheck: the target's copy does not match the source's (row counts,
-// checksums, tables or migration version); nothing was flipped.
-var ErrMoveCheck = errors.New("the copy does not match the source")
-
 // MoveOptions adjust a move. The zero value moves online, keeps the old
 // copy for DefaultKeep, and needs no migrations directory for shards that
 // were never migrated.
@@ -317,7 +309,7 @@ func (mo *mover) journal(ctx context.Context, moves []PlannedMove) ([]*MoveRecor
 				return &shardmgr.ShardError{Shard: pm.Shard, Host: s.Host, Err: fmt.Errorf("shard is %s, not active", s.State)}
 			}
 			if _, ok := m.Host(pm.To); !ok {
-				return fmt.Errorf("host %s: %w (run shardid init)", pm.To, shardmgr.ErrUnknownHost)
+				return fmt.Errorf("host %s: %w", pm.To, shardmgr.ErrUnknownHost)
 			}
 			rec, err := journalMove(ctx, tx, pm.Shard, pm.From, pm.To, mo.opts.Mode, s.Schema, pm.Bytes, mo.opts.Keep)
 			if err != nil {
@@ -354,9 +346,6 @@ func sourceFenced(mode MoveMode, p Phase) bool {
 // catalog, that a manager holds while it runs or aborts a move (the second
 // key is the move's id): 'shmv'.
 const moveLockClass int32 = 0x73686d76
-
-// ErrMoveBusy: another manager is running or aborting the move.
-var ErrMoveBusy = errors.New("another manager is working on this move")
 
 // lockMove takes the move's lock on a connection of its own, so that two
 // managers never work on one move at once; the returned function releases
@@ -438,7 +427,7 @@ func (mo *mover) run(ctx context.Context, rec *MoveRecord) (*MoveResult, error) 
 				// the source: fence the target again before the source is
 				// given back, or both copies would take writes.
 				if ferr := mo.refenceTarget(ctx, rec); ferr != nil {
-					err = fmt.Errorf("%w; the target's copy was opened and fencing it again failed, so the source stays fenced (run shardid rebalance abort): %w", err, ferr)
+					err = errors.Join(err, fmt.Errorf("%w: the target's copy was opened and fencing it again failed: %w", ErrSourceFenced, ferr))
 					recordError(ctx, mo.catalog, rec, err)
 					return res(), err
 				}
@@ -447,7 +436,7 @@ func (mo *mover) run(ctx context.Context, rec *MoveRecord) (*MoveResult, error) 
 				// Writes are refused: give the source back rather than
 				// leave the shard unwritable until someone notices.
 				if uerr := mo.unfenceSource(ctx, rec); uerr != nil {
-					err = fmt.Errorf("%w; lifting the fence failed too (run shardid rebalance abort): %v", err, uerr)
+					err = errors.Join(err, fmt.Errorf("%w: lifting the fence failed too: %w", ErrSourceFenced, uerr))
 				}
 			}
 			recordError(ctx, mo.catalog, rec, err)

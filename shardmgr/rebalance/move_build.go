@@ -52,7 +52,7 @@ func (mo *mover) buildTarget(ctx context.Context, rec *MoveRecord) error {
 	}
 	schema := rec.Schema
 	if mo.m.Variant != shsql.Safe {
-		return fmt.Errorf("moves carry the safe generator's counter; the cluster uses %q (run shardid migrate generator)", mo.m.Variant)
+		return fmt.Errorf("%w: moves carry the safe generator's counter; the cluster uses %q", ErrGeneratorVariant, mo.m.Variant)
 	}
 	var srcHas bool
 	if err := src.QueryRow(ctx, `SELECT to_regnamespace($1) IS NOT NULL`, pgx.Identifier{schema}.Sanitize()).Scan(&srcHas); err != nil {
@@ -66,7 +66,7 @@ func (mo *mover) buildTarget(ctx context.Context, rec *MoveRecord) error {
 		return fmt.Errorf("source %s: read migration version: %w", rec.From, err)
 	}
 	if failure != nil {
-		return fmt.Errorf("source %s: a failed migration is recorded at version %d (%s): fix it first (shardid migrate status)", rec.From, failure.Version, failure.Message)
+		return fmt.Errorf("source %s: %w at version %d (%s): fix it first", rec.From, ErrMigrationFailed, failure.Version, failure.Message)
 	}
 	if version > 0 && mo.opts.Migrations == nil {
 		return fmt.Errorf("%w (the shard is at version %d)", ErrMigrationsNeeded, version)
@@ -90,7 +90,7 @@ func (mo *mover) buildTarget(ctx context.Context, rec *MoveRecord) error {
 		return fmt.Errorf("target %s: %w", rec.To, err)
 	}
 	if comment != nil && *comment != incomingComment(rec) {
-		return fmt.Errorf("target %s already holds a schema %s that this move did not make (a stray copy? see shardid verify); drop it or move the shard elsewhere", rec.To, schema)
+		return fmt.Errorf("target %s: %w: a schema %s that this move did not make (a stray copy?); drop it or move the shard elsewhere", rec.To, ErrTargetOccupied, schema)
 	}
 	ddl, err := shsql.Render(catalog.GeneratorParams(mo.m, rec.Shard))
 	if err != nil {
@@ -169,7 +169,7 @@ func (mo *mover) buildTarget(ctx context.Context, rec *MoveRecord) error {
 			return fmt.Errorf("source %s: %w", rec.From, err)
 		}
 		if len(noKey) > 0 {
-			return fmt.Errorf("tables without a primary key or replica identity cannot follow changes online: %s (use --mode offline)", strings.Join(noKey, ", "))
+			return fmt.Errorf("%w: %s", ErrNoReplicaIdentity, strings.Join(noKey, ", "))
 		}
 	}
 	// A migration may have seeded rows (past the fence, which kept every

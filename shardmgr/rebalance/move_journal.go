@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"time"
 
@@ -62,16 +61,6 @@ func (p Phase) Open() bool { return p != PhaseCleaned && p != PhaseAborted }
 
 // flipped reports whether the map already points at the target.
 func (p Phase) flipped() bool { return p == PhaseFlipped || p == PhaseCleaned }
-
-// ErrMoveOpen: the shard already has a move that has not finished.
-var ErrMoveOpen = errors.New("the shard has an unfinished move (resume it with shardid rebalance apply, or shardid rebalance abort)")
-
-// ErrMoveFlipped: the move already flipped the map, so it cannot be
-// aborted; move the shard back like any other move.
-var ErrMoveFlipped = errors.New("the move already flipped the map (move the shard back with shardid shard move)")
-
-// ErrNoMove: there is no unfinished move to act on.
-var ErrNoMove = errors.New("no unfinished move")
 
 // MoveRecord is one row of the move journal.
 type MoveRecord struct {

@@ -3,7 +3,6 @@ package rebalance
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -28,10 +27,6 @@ const (
 	// hosts.
 	BySize PlanBy = "size"
 )
-
-// ErrNoTargetHost: every host of the cluster file is draining, so there
-// is nowhere to move shards to.
-var ErrNoTargetHost = errors.New("no host to move shards to (every host is draining)")
 
 // PlanOptions adjust PlanRebalance. The zero value balances counts.
 type PlanOptions struct {

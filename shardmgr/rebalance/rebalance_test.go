@@ -58,9 +58,9 @@ func TestRebalanceAddHostThenDrain(t *testing.T) {
 	opts := ApplyOptions{Parallel: 2, Move: MoveOptions{Migrations: sampleSet(t)}}
 	opts.Move.stopAfter = PhaseFenced
 	res, err := Apply(ctx(t), cfg, opts)
-	var me *MovesError
+	var me *shardmgr.ShardErrors
 	require.ErrorAs(t, err, &me)
-	require.Len(t, me.Failed, 3)
+	require.Len(t, me.Errs, 3)
 	require.Len(t, res.Moves, 3)
 	for _, mv := range res.Moves {
 		require.Equal(t, PhaseFenced, mv.Phase)
