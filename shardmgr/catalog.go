@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 
+	shsql "github.com/shardid/shardid/sql"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/shardid/shardid/idgen"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
@@ -37,27 +39,38 @@ type CatalogHost struct {
 	Drain bool
 }
 
-// ShardInfo is one logical shard's place in the map.
-type ShardInfo struct {
-	ID     int
-	Schema string
-	Host   string
-	State  State
+// Shard is one logical shard's place in the map at one generation: the
+// same value in a ShardMap and from the Router.
+type Shard struct {
+	ID         int
+	Schema     string
+	Host       string
+	State      State
+	Generation int64 // catalog generation of the map it comes from
 }
 
-// Map is the catalog at one generation: the cluster, its hosts and where
+// Table returns the schema-qualified, quoted name of table name in the
+// shard: `"shard_0005"."likes"`. Use it for every table name built at run
+// time.
+func (s Shard) Table(name string) string { return pgx.Identifier{s.Schema, name}.Sanitize() }
+
+// NextID returns the SQL call of the shard's generator, `"shard_0005"."next_id"()`,
+// for a column DEFAULT or an INSERT.
+func (s Shard) NextID() string { return pgx.Identifier{s.Schema, shsql.FunctionName}.Sanitize() + "()" }
+
+// ShardMap is the catalog at one generation: the cluster, its hosts and where
 // each logical shard lives.
-type Map struct {
+type ShardMap struct {
 	Cluster    string
 	Generation int64
 	Layout     idgen.Layout
 	Variant    string
 	Hosts      []CatalogHost // sorted by name
-	Shards     []ShardInfo   // index = shard id
+	Shards     []Shard       // index = shard id
 }
 
 // Host returns the catalog's entry for host name.
-func (m *Map) Host(name string) (CatalogHost, bool) {
+func (m *ShardMap) Host(name string) (CatalogHost, bool) {
 	i, ok := slices.BinarySearchFunc(m.Hosts, name, func(h CatalogHost, n string) int {
 		switch {
 		case h.Name < n:
@@ -74,7 +87,7 @@ func (m *Map) Host(name string) (CatalogHost, bool) {
 }
 
 // ShardsOn returns the ids of the shards the map places on host, ascending.
-func (m *Map) ShardsOn(host string) []int {
+func (m *ShardMap) ShardsOn(host string) []int {
 	ids := []int{}
 	for _, s := range m.Shards {
 		if s.Host == host {
@@ -92,8 +105,8 @@ type Querier interface {
 
 // ReadMap reads the whole map from the catalog database. It returns an
 // error wrapping ErrNotInitialized when the catalog holds no cluster.
-func ReadMap(ctx context.Context, q Querier) (*Map, error) {
-	m := &Map{}
+func ReadMap(ctx context.Context, q Querier) (*ShardMap, error) {
+	m := &ShardMap{}
 	var n int
 	err := q.QueryRow(ctx, `SELECT name, generation, epoch_ms, time_bits, shard_bits, seq_bits, variant, shards
 		FROM shardid.cluster`).Scan(&m.Cluster, &m.Generation, &m.Layout.Epoch, &m.Layout.TimeBits,
@@ -119,8 +132,8 @@ func ReadMap(ctx context.Context, q Querier) (*Map, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read catalog shards: %w", err)
 	}
-	shards, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ShardInfo, error) {
-		var s ShardInfo
+	shards, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Shard, error) {
+		s := Shard{Generation: m.Generation}
 		return s, r.Scan(&s.ID, &s.Schema, &s.Host, &s.State)
 	})
 	if err != nil {

@@ -23,7 +23,7 @@ func pool(t testing.TB, dsn string) *pgxpool.Pool { return clustertest.Pool(t, d
 func hostPool(t testing.TB, cfg *shardmgr.Config, name string) *pgxpool.Pool {
 	return clustertest.HostPool(t, cfg, name)
 }
-func clusterMap(t testing.TB, cfg *shardmgr.Config) *shardmgr.Map {
+func clusterMap(t testing.TB, cfg *shardmgr.Config) *shardmgr.ShardMap {
 	return clustertest.ClusterMap(t, cfg)
 }
 func testCluster(t testing.TB, shards int, create bool) *shardmgr.Config {

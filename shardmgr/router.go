@@ -15,26 +15,7 @@ import (
 	"github.com/shardid/shardid/idgen"
 	"github.com/shardid/shardid/internal/pgsession"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
-	shsql "github.com/shardid/shardid/sql"
 )
-
-// Shard is a logical shard as the router sees it at one generation.
-type Shard struct {
-	ID         int
-	Schema     string
-	Host       string
-	State      State
-	Generation int64 // catalog generation of this view
-}
-
-// Table returns the schema-qualified, quoted name of table name in the
-// shard: `"shard_0005"."likes"`. Use it for every table name built at run
-// time.
-func (s Shard) Table(name string) string { return pgx.Identifier{s.Schema, name}.Sanitize() }
-
-// NextID returns the SQL call of the shard's generator, `"shard_0005"."next_id"()`,
-// for a column DEFAULT or an INSERT.
-func (s Shard) NextID() string { return pgx.Identifier{s.Schema, shsql.FunctionName}.Sanitize() + "()" }
 
 // RouterOption adjusts a Router.
 type RouterOption func(*routerOptions)
@@ -91,7 +72,7 @@ type Router struct {
 	reloadMu sync.Mutex // one reload at a time
 
 	mu      sync.RWMutex
-	m       *Map
+	m       *ShardMap
 	pools   map[string]*pgxpool.Pool
 	checked time.Time // last time the catalog confirmed m
 	// checkStart is when the check that last confirmed m began: a map
@@ -264,7 +245,7 @@ func (r *Router) newPool(ctx context.Context, h CatalogHost) (*pgxpool.Pool, err
 }
 
 // Map returns the router's current map. Callers must not modify it.
-func (r *Router) Map() *Map {
+func (r *Router) Map() *ShardMap {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.m
@@ -309,7 +290,7 @@ func (r *Router) Shard(id int) (Shard, error) {
 		return Shard{}, &ShardError{Shard: id, Err: ErrUnknownShard}
 	}
 	s := m.Shards[id]
-	return Shard{ID: s.ID, Schema: s.Schema, Host: s.Host, State: s.State, Generation: m.Generation}, nil
+	return s, nil
 }
 
 // route refreshes the map when due and returns the shard and its host's

@@ -9,6 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	shsql "github.com/shardid/shardid/sql"
+
 	"github.com/shardid/shardid/shardmgr/migrate"
 
 	"github.com/spf13/cobra"
@@ -375,7 +377,7 @@ Nothing connects to a database: the cluster file gives the number of shards.`,
 		if shard < 0 || shard >= cfg.Shards {
 			return fmt.Errorf("%w: %d (the cluster has shards 0..%d)", shardmgr.ErrUnknownShard, shard, cfg.Shards-1)
 		}
-		migs, err := set.Render(shard, migrate.ShardSchema(shard))
+		migs, err := set.Render(shard, shsql.DefaultSchema(shard))
 		if err != nil {
 			return err
 		}

@@ -198,7 +198,7 @@ func Init(ctx context.Context, cfg *shardmgr.Config, opts InitOptions) (*InitRes
 
 // planCatalog creates the cluster in the catalog, or checks it against cfg
 // and adds what cfg adds (hosts), in one transaction under the catalog lock.
-func planCatalog(ctx context.Context, pool *pgxpool.Pool, cfg *shardmgr.Config) (m *shardmgr.Map, created bool, changes []string, err error) {
+func planCatalog(ctx context.Context, pool *pgxpool.Pool, cfg *shardmgr.Config) (m *shardmgr.ShardMap, created bool, changes []string, err error) {
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, 0)`, catalog.LockClass); err != nil {
 			return err
@@ -275,7 +275,7 @@ func balancedRanges(n, h int) [][2]int {
 // reconcileCatalog checks cfg against an initialised catalog and records
 // what cfg adds: new hosts, changed DSNs or drain flags. What is fixed once
 // initialised must match.
-func reconcileCatalog(ctx context.Context, tx pgx.Tx, cfg *shardmgr.Config, cur *shardmgr.Map) ([]string, error) {
+func reconcileCatalog(ctx context.Context, tx pgx.Tx, cfg *shardmgr.Config, cur *shardmgr.ShardMap) ([]string, error) {
 	var bad []string
 	if cur.Cluster != cfg.Cluster {
 		bad = append(bad, fmt.Sprintf("the catalog holds cluster %q, the file names %q", cur.Cluster, cfg.Cluster))
@@ -361,7 +361,7 @@ func reconcileCatalog(ctx context.Context, tx pgx.Tx, cfg *shardmgr.Config, cur 
 // installHost writes host h's record and installs the generators of the
 // shards the map places on it, with workers connections. Per-shard
 // failures go to progress; host-wide ones are returned.
-func installHost(ctx context.Context, cfg *shardmgr.Config, m *shardmgr.Map, h shardmgr.Host, workers int, progress func(installed bool, err error)) error {
+func installHost(ctx context.Context, cfg *shardmgr.Config, m *shardmgr.ShardMap, h shardmgr.Host, workers int, progress func(installed bool, err error)) error {
 	mine := m.ShardsOn(h.Name)
 	if err := migrations.Up(ctx, h.DSN, migrations.Host); err != nil {
 		return fmt.Errorf("host %s: %w", h.Name, err)
@@ -427,7 +427,7 @@ func installHost(ctx context.Context, cfg *shardmgr.Config, m *shardmgr.Map, h s
 
 // installShard installs shard id's generator and host record unless both
 // are already right. A generator with a different marker is left alone.
-func installShard(ctx context.Context, pool *pgxpool.Pool, m *shardmgr.Map, id int, present bool, marker string, recorded bool) (bool, error) {
+func installShard(ctx context.Context, pool *pgxpool.Pool, m *shardmgr.ShardMap, id int, present bool, marker string, recorded bool) (bool, error) {
 	p := catalog.GeneratorParams(m, id)
 	want, err := shsql.Marker(p)
 	if err != nil {

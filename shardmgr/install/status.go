@@ -32,8 +32,8 @@ type ShardStatus struct {
 	State  shardmgr.State `json:"state"`
 }
 
-// StatusOf renders a map as a Status.
-func StatusOf(m *shardmgr.Map) *Status {
+// statusOf renders a map as a Status.
+func statusOf(m *shardmgr.ShardMap) *Status {
 	st := &Status{Generation: m.Generation, Hosts: []HostStatus{}, Shards: make([]ShardStatus, len(m.Shards))}
 	for _, h := range m.Hosts {
 		st.Hosts = append(st.Hosts, HostStatus{Name: h.Name, Shards: m.ShardsOn(h.Name)})
@@ -53,5 +53,5 @@ func ClusterStatus(ctx context.Context, cfg *shardmgr.Config) (*Status, error) {
 	if err != nil {
 		return nil, err
 	}
-	return StatusOf(m), nil
+	return statusOf(m), nil
 }

@@ -32,12 +32,12 @@ type fanOut[R any] struct {
 // shardWork does one shard: conn opens (once per worker) a connection to
 // the shard's host, waiting reports a lock wait, stop is set once a
 // fail-fast run should start no more shards.
-type shardWork[R any] func(host string, sh shardmgr.ShardInfo, conn func() (*pgx.Conn, error), waiting func(LockWait), stop *atomic.Bool) R
+type shardWork[R any] func(host string, sh shardmgr.Shard, conn func() (*pgx.Conn, error), waiting func(LockWait), stop *atomic.Bool) R
 
 // run does work on every shard and returns the results ascending by shard
 // with a *shardmgr.ShardErrors when some failed (or were stopped), or the
 // context's error when the run was interrupted.
-func (f fanOut[R]) run(ctx context.Context, hosts map[string]shardmgr.Host, shards []shardmgr.ShardInfo, work shardWork[R]) ([]R, error) {
+func (f fanOut[R]) run(ctx context.Context, hosts map[string]shardmgr.Host, shards []shardmgr.Shard, work shardWork[R]) ([]R, error) {
 	var (
 		mu       sync.Mutex
 		results  = make([]R, 0, len(shards))
@@ -71,7 +71,7 @@ func (f fanOut[R]) run(ctx context.Context, hosts map[string]shardmgr.Host, shar
 			f.waiting(w)
 		}
 	}
-	eachShard(ctx, hosts, shards, f.workers, func(host string, sh shardmgr.ShardInfo, conn func() (*pgx.Conn, error)) {
+	eachShard(ctx, hosts, shards, f.workers, func(host string, sh shardmgr.Shard, conn func() (*pgx.Conn, error)) {
 		report(work(host, sh, conn, waiting, &stop))
 	})
 	slices.SortFunc(results, func(a, b R) int {
@@ -104,8 +104,8 @@ func (f fanOut[R]) run(ctx context.Context, hosts map[string]shardmgr.Host, shar
 // up to workers shards at a time, each worker with a connection of its own
 // that fn gets from conn (opened on first use; once opening fails, conn
 // returns that error for the worker's later shards too).
-func eachShard(ctx context.Context, hosts map[string]shardmgr.Host, shards []shardmgr.ShardInfo, workers int, fn func(host string, sh shardmgr.ShardInfo, conn func() (*pgx.Conn, error))) {
-	byHost := map[string][]shardmgr.ShardInfo{}
+func eachShard(ctx context.Context, hosts map[string]shardmgr.Host, shards []shardmgr.Shard, workers int, fn func(host string, sh shardmgr.Shard, conn func() (*pgx.Conn, error))) {
+	byHost := map[string][]shardmgr.Shard{}
 	for _, s := range shards {
 		byHost[s.Host] = append(byHost[s.Host], s)
 	}
@@ -113,7 +113,7 @@ func eachShard(ctx context.Context, hosts map[string]shardmgr.Host, shards []sha
 	for name, list := range byHost {
 		h := hosts[name]
 		hostsWG.Go(func() {
-			work := make(chan shardmgr.ShardInfo)
+			work := make(chan shardmgr.Shard)
 			var wg sync.WaitGroup
 			for range min(workers, len(list)) {
 				wg.Go(func() {
@@ -154,7 +154,7 @@ func eachShard(ctx context.Context, hosts map[string]shardmgr.Host, shards []sha
 }
 
 // hostProgress starts the counts of every host the shards are on.
-func hostProgress(shards []shardmgr.ShardInfo) map[string]*HostProgress {
+func hostProgress(shards []shardmgr.Shard) map[string]*HostProgress {
 	out := map[string]*HostProgress{}
 	for _, s := range shards {
 		if out[s.Host] == nil {

@@ -234,7 +234,7 @@ func Migrate(ctx context.Context, cfg *shardmgr.Config, set *MigrationSet, opts 
 	if _, err := hostsOf(cfg, shards); err != nil {
 		return nil, err
 	}
-	rendered, err := set.RenderAll(shards)
+	rendered, err := set.renderAll(shards)
 	if err != nil {
 		return nil, err
 	}
@@ -284,7 +284,7 @@ func MigrateShards(ctx context.Context, cfg *shardmgr.Config, set *MigrationSet,
 // shard's migration lock on that database and moves the shard to version
 // to (up or down as opts.Direction says; To zero with Up means latest).
 // The error is a *MigrationError.
-func MigrateShardOn(ctx context.Context, conn *pgx.Conn, host string, set *MigrationSet, shard shardmgr.ShardInfo, opts MigrateOptions) (ShardMigration, error) {
+func MigrateShardOn(ctx context.Context, conn *pgx.Conn, host string, set *MigrationSet, shard shardmgr.Shard, opts MigrateOptions) (ShardMigration, error) {
 	if opts.Direction == "" {
 		opts.Direction = Up
 	}
@@ -330,14 +330,14 @@ func migrateTarget(set *MigrationSet, opts MigrateOptions) (int, error) {
 
 // selectShards returns the shards ids names (nil: all), ascending, or an
 // error wrapping ErrUnknownShard.
-func selectShards(m *shardmgr.Map, ids []int) ([]shardmgr.ShardInfo, error) {
+func selectShards(m *shardmgr.ShardMap, ids []int) ([]shardmgr.Shard, error) {
 	if ids == nil {
 		return m.Shards, nil
 	}
 	ids = slices.Clone(ids)
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
-	out := make([]shardmgr.ShardInfo, 0, len(ids))
+	out := make([]shardmgr.Shard, 0, len(ids))
 	for _, id := range ids {
 		if id < 0 || id >= len(m.Shards) {
 			return nil, fmt.Errorf("%w: %d (the cluster has shards 0..%d)", shardmgr.ErrUnknownShard, id, len(m.Shards)-1)
@@ -349,7 +349,7 @@ func selectShards(m *shardmgr.Map, ids []int) ([]shardmgr.ShardInfo, error) {
 
 // hostsOf returns the cluster file's entry of every host the shards are
 // on; a host the catalog names but the file does not is an error.
-func hostsOf(cfg *shardmgr.Config, shards []shardmgr.ShardInfo) (map[string]shardmgr.Host, error) {
+func hostsOf(cfg *shardmgr.Config, shards []shardmgr.Shard) (map[string]shardmgr.Host, error) {
 	out := map[string]shardmgr.Host{}
 	for _, s := range shards {
 		if _, ok := out[s.Host]; ok {
@@ -365,7 +365,7 @@ func hostsOf(cfg *shardmgr.Config, shards []shardmgr.ShardInfo) (map[string]shar
 }
 
 // runMigrations migrates shards, hosts in parallel, and collects results.
-func runMigrations(ctx context.Context, cfg *shardmgr.Config, shards []shardmgr.ShardInfo, rendered map[int][]RenderedMigration, target int, opts MigrateOptions) (*MigrateResult, error) {
+func runMigrations(ctx context.Context, cfg *shardmgr.Config, shards []shardmgr.Shard, rendered map[int][]RenderedMigration, target int, opts MigrateOptions) (*MigrateResult, error) {
 	if opts.Workers <= 0 {
 		opts.Workers = DefaultMigrateWorkers
 	}
@@ -399,7 +399,7 @@ func runMigrations(ctx context.Context, cfg *shardmgr.Config, shards []shardmgr.
 			}
 		},
 	}
-	results, err := f.run(ctx, hosts, shards, func(host string, sh shardmgr.ShardInfo, conn func() (*pgx.Conn, error), waiting func(LockWait), stop *atomic.Bool) ShardMigration {
+	results, err := f.run(ctx, hosts, shards, func(host string, sh shardmgr.Shard, conn func() (*pgx.Conn, error), waiting func(LockWait), stop *atomic.Bool) ShardMigration {
 		if stop.Load() {
 			return ShardMigration{ID: sh.ID, Host: host, From: -1, To: -1, Stopped: true}
 		}

@@ -148,7 +148,7 @@ func UpgradeGenerators(ctx context.Context, cfg *shardmgr.Config, opts Generator
 			}
 		},
 	}
-	results, err := f.run(ctx, hosts, shards, func(host string, sh shardmgr.ShardInfo, conn func() (*pgx.Conn, error), waiting func(LockWait), _ *atomic.Bool) GeneratorUpgrade {
+	results, err := f.run(ctx, hosts, shards, func(host string, sh shardmgr.Shard, conn func() (*pgx.Conn, error), waiting func(LockWait), _ *atomic.Bool) GeneratorUpgrade {
 		r := GeneratorUpgrade{ID: sh.ID, Host: host}
 		c, err := conn()
 		if err == nil {
@@ -162,7 +162,7 @@ func UpgradeGenerators(ctx context.Context, cfg *shardmgr.Config, opts Generator
 
 // upgradeGenerator upgrades one shard's generator under the shard's
 // migration lock, filling r.
-func upgradeGenerator(ctx context.Context, conn *pgx.Conn, m *shardmgr.Map, sh shardmgr.ShardInfo, opts GeneratorOptions, waiting func(LockWait), r *GeneratorUpgrade) error {
+func upgradeGenerator(ctx context.Context, conn *pgx.Conn, m *shardmgr.ShardMap, sh shardmgr.Shard, opts GeneratorOptions, waiting func(LockWait), r *GeneratorUpgrade) error {
 	unlock, err := lockShard(ctx, conn, r.Host, sh.ID, waiting)
 	if err != nil {
 		return fmt.Errorf("lock: %w", err)

@@ -82,7 +82,7 @@ func LoadMigrationSet(fsys fs.FS) (*MigrationSet, error) {
 	}
 	// Most template errors do not depend on the shard: find them here,
 	// for shard 0. Render checks each shard again.
-	if err := s.strictCheck(TemplateData(0, shsql.DefaultSchema(0))); err != nil {
+	if err := s.strictCheck(templateData(0, shsql.DefaultSchema(0))); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMigrationSet, err)
 	}
 	return s, nil
@@ -184,12 +184,8 @@ type RenderedMigration struct {
 	UpNoTx, DownNoTx bool
 }
 
-// ShardSchema is the schema shardid init gives logical shard id
-// (shard_0005 for 5); the catalog records it per shard.
-func ShardSchema(id int) string { return shsql.DefaultSchema(id) }
-
-// TemplateData is what a shard's migrations see as template values.
-func TemplateData(shard int, schema string) map[string]any {
+// templateData is what a shard's migrations see as template values.
+func templateData(shard int, schema string) map[string]any {
 	return map[string]any{
 		"schema":   schema,
 		"shard_id": shard,
@@ -202,7 +198,7 @@ func TemplateData(shard int, schema string) map[string]any {
 // including a template value that does not exist ({{.nope}}), which tern
 // alone would render as "<no value>".
 func (s *MigrationSet) Render(shard int, schema string) ([]RenderedMigration, error) {
-	data := TemplateData(shard, schema)
+	data := templateData(shard, schema)
 	if err := s.strictCheck(data); err != nil {
 		return nil, fmt.Errorf("%w: shard %d: %v", ErrMigrationSet, shard, err)
 	}
@@ -302,9 +298,9 @@ func (s *MigrationSet) strictCheck(data map[string]any) error {
 	return nil
 }
 
-// RenderAll renders the migrations of every listed shard, so that a
+// renderAll renders the migrations of every listed shard, so that a
 // template that fails for one shard only is found before anything runs.
-func (s *MigrationSet) RenderAll(shards []shardmgr.ShardInfo) (map[int][]RenderedMigration, error) {
+func (s *MigrationSet) renderAll(shards []shardmgr.Shard) (map[int][]RenderedMigration, error) {
 	out := make(map[int][]RenderedMigration, len(shards))
 	for _, sh := range shards {
 		r, err := s.Render(sh.ID, sh.Schema)

@@ -17,7 +17,7 @@ import (
 )
 
 // failedShard is the result of a shard that stopped at version with err.
-func failedShard(sh shardmgr.ShardInfo, host string, version int, mig *RenderedMigration, dir Direction, err error) ShardMigration {
+func failedShard(sh shardmgr.Shard, host string, version int, mig *RenderedMigration, dir Direction, err error) ShardMigration {
 	me := &MigrationError{Shard: sh.ID, Host: host, Version: version, Err: err, Message: err.Error()}
 	if mig != nil {
 		me.Migration, me.Direction = mig.Name, dir
@@ -61,7 +61,7 @@ func (e *noTxStepError) Unwrap() error { return e.err }
 
 // migrateShard moves one shard to target under its lock. A failure is in
 // the result's Err, and recorded in the shard's FailureTable.
-func migrateShard(ctx context.Context, conn *pgx.Conn, host string, sh shardmgr.ShardInfo, migs []RenderedMigration, target int, dir Direction, lockTimeout time.Duration, waiting func(LockWait), stop *atomic.Bool, incoming bool) ShardMigration {
+func migrateShard(ctx context.Context, conn *pgx.Conn, host string, sh shardmgr.Shard, migs []RenderedMigration, target int, dir Direction, lockTimeout time.Duration, waiting func(LockWait), stop *atomic.Bool, incoming bool) ShardMigration {
 	unlock, err := lockShard(ctx, conn, host, sh.ID, waiting)
 	if err != nil {
 		return failedShard(sh, host, -1, nil, "", fmt.Errorf("lock: %w", err))

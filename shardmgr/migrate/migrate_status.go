@@ -159,7 +159,7 @@ func ReadMigrationStatus(ctx context.Context, cfg *shardmgr.Config, set *Migrati
 // hostVersions reads the versions of shards on h in a few queries: which
 // schemas and tables exist, all version rows in one UNION, all failure
 // rows in another, and which shards a run holds locked.
-func hostVersions(ctx context.Context, h shardmgr.Host, m *shardmgr.Map, shards []int) ([]ShardVersion, error) {
+func hostVersions(ctx context.Context, h shardmgr.Host, m *shardmgr.ShardMap, shards []int) ([]ShardVersion, error) {
 	conn, err := pg.Connect(ctx, h.DSN)
 	if err != nil {
 		return nil, fmt.Errorf("connect to host %s: %w", h.Name, err)

@@ -56,11 +56,11 @@ const createLikes = `CREATE TABLE {{.schema}}.likes (id bigint PRIMARY KEY DEFAU
 DROP TABLE {{.schema}}.likes;`
 
 // shardPool returns a pool on the host that holds shard id.
-func shardPool(t testing.TB, cfg *shardmgr.Config, m *shardmgr.Map, id int) *pgxpool.Pool {
+func shardPool(t testing.TB, cfg *shardmgr.Config, m *shardmgr.ShardMap, id int) *pgxpool.Pool {
 	return hostPool(t, cfg, m.Shards[id].Host)
 }
 
-func clusterMap(t testing.TB, cfg *shardmgr.Config) *shardmgr.Map {
+func clusterMap(t testing.TB, cfg *shardmgr.Config) *shardmgr.ShardMap {
 	t.Helper()
 	m, err := shardmgr.ReadMap(ctx(t), pool(t, cfg.Catalog))
 	require.NoError(t, err)
@@ -613,7 +613,7 @@ func TestMigrateShardOn(t *testing.T) {
 	conn, err := pgx.Connect(ctx(t), dsn)
 	require.NoError(t, err)
 	defer conn.Close(ctx(t))
-	res, err := migrate.MigrateShardOn(ctx(t), conn, "new", sampleSet(t), shardmgr.ShardInfo{ID: 9, Schema: "shard_0009"}, migrate.MigrateOptions{To: 1})
+	res, err := migrate.MigrateShardOn(ctx(t), conn, "new", sampleSet(t), shardmgr.Shard{ID: 9, Schema: "shard_0009"}, migrate.MigrateOptions{To: 1})
 	require.NoError(t, err)
 	require.Equal(t, migrate.ShardMigration{ID: 9, Host: "new", From: 0, To: 1, Applied: 1}, res)
 	v, _, err := migrate.ReadShardVersion(ctx(t), conn, "shard_0009")

@@ -32,7 +32,7 @@ func dropLater(t testing.TB, s *localpg.Server, db string) { clustertest.DropLat
 func hostPool(t testing.TB, cfg *shardmgr.Config, name string) *pgxpool.Pool {
 	return clustertest.HostPool(t, cfg, name)
 }
-func clusterMap(t testing.TB, cfg *shardmgr.Config) *shardmgr.Map {
+func clusterMap(t testing.TB, cfg *shardmgr.Config) *shardmgr.ShardMap {
 	return clustertest.ClusterMap(t, cfg)
 }
 

@@ -118,7 +118,7 @@ var errStopped = errors.New("stopped after phase (test)")
 type mover struct {
 	cfg     *shardmgr.Config
 	catalog *pgxpool.Pool
-	m       *shardmgr.Map
+	m       *shardmgr.ShardMap
 	opts    MoveOptions
 	log     *slog.Logger
 

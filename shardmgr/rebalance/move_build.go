@@ -130,7 +130,7 @@ func (mo *mover) buildTarget(ctx context.Context, rec *MoveRecord) error {
 			return fmt.Errorf("target %s: %w", rec.To, err)
 		}
 		_, err = migrate.MigrateShardOn(ctx, conn.Conn(), rec.To, mo.opts.Migrations,
-			shardmgr.ShardInfo{ID: rec.Shard, Schema: schema, Host: rec.To, State: shardmgr.StateMoving}, migrate.MigrateOptions{To: version, Incoming: true})
+			shardmgr.Shard{ID: rec.Shard, Schema: schema, Host: rec.To, State: shardmgr.StateMoving}, migrate.MigrateOptions{To: version, Incoming: true})
 		conn.Release()
 		if err != nil {
 			return fmt.Errorf("target %s: build the schema at version %d: %w", rec.To, version, err)

@@ -101,7 +101,7 @@ func PlanRebalance(ctx context.Context, cfg *shardmgr.Config, opts PlanOptions) 
 }
 
 // measureShards reads every shard's total relation size on its host.
-func measureShards(ctx context.Context, cfg *shardmgr.Config, m *shardmgr.Map) ([]int64, error) {
+func measureShards(ctx context.Context, cfg *shardmgr.Config, m *shardmgr.ShardMap) ([]int64, error) {
 	sizes := make([]int64, len(m.Shards))
 	g, gctx := errgroup.WithContext(ctx)
 	for _, h := range cfg.Hosts {
@@ -146,7 +146,7 @@ func measureShards(ctx context.Context, cfg *shardmgr.Config, m *shardmgr.Map) (
 
 // planMoves is the planner proper: m places the shards, hosts (the cluster
 // file's) say which hosts exist and drain, sizes are the shards' bytes.
-func planMoves(m *shardmgr.Map, hosts []shardmgr.Host, sizes []int64, by PlanBy) (*Plan, error) {
+func planMoves(m *shardmgr.ShardMap, hosts []shardmgr.Host, sizes []int64, by PlanBy) (*Plan, error) {
 	type hostState struct {
 		name   string
 		drain  bool

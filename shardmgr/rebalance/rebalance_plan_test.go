@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/shardid/shardid/shardmgr/migrate"
+	shsql "github.com/shardid/shardid/sql"
 
 	"github.com/shardid/shardid/shardmgr"
 
@@ -13,13 +13,13 @@ import (
 
 // planMap places shards on hosts: counts[i] shards on hosts[i], in
 // contiguous ranges as init does.
-func planMap(hosts []string, counts []int) *shardmgr.Map {
-	m := &shardmgr.Map{Generation: 7}
+func planMap(hosts []string, counts []int) *shardmgr.ShardMap {
+	m := &shardmgr.ShardMap{Generation: 7}
 	id := 0
 	for i, h := range hosts {
 		m.Hosts = append(m.Hosts, shardmgr.CatalogHost{Name: h})
 		for range counts[i] {
-			m.Shards = append(m.Shards, shardmgr.ShardInfo{ID: id, Schema: migrate.ShardSchema(id), Host: h, State: shardmgr.StateActive})
+			m.Shards = append(m.Shards, shardmgr.Shard{ID: id, Schema: shsql.DefaultSchema(id), Host: h, State: shardmgr.StateActive})
 			id++
 		}
 	}

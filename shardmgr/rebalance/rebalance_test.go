@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func hostCounts(m *shardmgr.Map) map[string]int {
+func hostCounts(m *shardmgr.ShardMap) map[string]int {
 	out := map[string]int{}
 	for _, s := range m.Shards {
 		out[s.Host]++

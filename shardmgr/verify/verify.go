@@ -220,7 +220,7 @@ func checkOrder(c string) int { return slices.Index(allChecks, c) }
 type verifier struct {
 	cfg   *shardmgr.Config
 	opts  VerifyOptions
-	m     *shardmgr.Map
+	m     *shardmgr.ShardMap
 	hosts map[string]*hostScan // by name: the file's hosts
 
 	mu  sync.Mutex

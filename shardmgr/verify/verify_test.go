@@ -22,7 +22,7 @@ import (
 // sixShards is a small cluster: pg1 holds shards 0-1, pg2 2-3, pg3 4-5,
 // each with a table items whose ids come from the shard's generator and
 // five rows in it.
-func sixShards(t *testing.T) (*shardmgr.Config, *shardmgr.Map) {
+func sixShards(t *testing.T) (*shardmgr.Config, *shardmgr.ShardMap) {
 	t.Helper()
 	cfg := initCluster(t, 6)
 	m, err := shardmgr.ReadMap(ctx(t), pool(t, cfg.Catalog))
@@ -72,88 +72,88 @@ func TestVerifyFindsEveryProblem(t *testing.T) {
 	}
 	cases := []struct {
 		name   string
-		break_ func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.Map) VerifyOptions
+		break_ func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions
 		want   want
 	}{
-		{"stray copy on a second host", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.Map) VerifyOptions {
+		{"stray copy on a second host", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
 			exec(t, cfg, "pg2", render(t, shsql.Params{Shard: 1}))
 			return VerifyOptions{}
 		}, want{CheckPlacement, 1, "pg2"}},
-		{"generator in another schema on a second host", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.Map) VerifyOptions {
+		{"generator in another schema on a second host", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
 			exec(t, cfg, "pg3", render(t, shsql.Params{Shard: 0, Schema: "app_ids"}))
 			return VerifyOptions{}
 		}, want{CheckPlacement, 0, "pg3"}},
-		{"shard schema missing from its host", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.Map) VerifyOptions {
+		{"shard schema missing from its host", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
 			exec(t, cfg, "pg3", "DROP SCHEMA shard_0005 CASCADE")
 			return VerifyOptions{}
 		}, want{CheckPlacement, 5, "pg3"}},
-		{"shard beyond the shard count", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.Map) VerifyOptions {
+		{"shard beyond the shard count", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
 			exec(t, cfg, "pg1", "CREATE SCHEMA shard_0070")
 			return VerifyOptions{}
 		}, want{CheckPlacement, 70, "pg1"}},
-		{"host does not record its shard", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.Map) VerifyOptions {
+		{"host does not record its shard", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
 			exec(t, cfg, "pg2", "DELETE FROM shardid.local_shards WHERE shard = 3")
 			return VerifyOptions{}
 		}, want{CheckHostRecord, 3, "pg2"}},
-		{"host records a shard of another host", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.Map) VerifyOptions {
+		{"host records a shard of another host", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
 			exec(t, cfg, "pg2", "INSERT INTO shardid.local_shards VALUES (4, 'shard_0004', 'active', 1)")
 			return VerifyOptions{}
 		}, want{CheckHostRecord, 4, "pg2"}},
-		{"host belongs to another cluster", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.Map) VerifyOptions {
+		{"host belongs to another cluster", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
 			exec(t, cfg, "pg3", "UPDATE shardid.host_info SET cluster = 'other'")
 			return VerifyOptions{}
 		}, want{CheckHost, -1, "pg3"}},
-		{"generator with the wrong shard id", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.Map) VerifyOptions {
+		{"generator with the wrong shard id", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
 			exec(t, cfg, "pg2", render(t, shsql.Params{Shard: 3, Schema: "shard_0002"}))
 			return VerifyOptions{}
 		}, want{CheckGenerator, 2, "pg2"}},
-		{"generator returning another shard id (marker intact)", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.Map) VerifyOptions {
+		{"generator returning another shard id (marker intact)", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
 			exec(t, cfg, "pg2", render(t, shsql.Params{Shard: 3, Schema: "shard_0002"}))
 			marker, err := shsql.Marker(shsql.Params{Shard: 2})
 			require.NoError(t, err)
 			exec(t, cfg, "pg2", fmt.Sprintf("COMMENT ON FUNCTION shard_0002.next_id() IS '%s'", marker))
 			return VerifyOptions{}
 		}, want{CheckGeneratorID, 2, "pg2"}},
-		{"generator with another epoch (marker intact)", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.Map) VerifyOptions {
+		{"generator with another epoch (marker intact)", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
 			exec(t, cfg, "pg3", render(t, shsql.Params{Shard: 4, Epoch: shsql.DefaultEpoch - 3_600_000}))
 			marker, err := shsql.Marker(shsql.Params{Shard: 4})
 			require.NoError(t, err)
 			exec(t, cfg, "pg3", fmt.Sprintf("COMMENT ON FUNCTION shard_0004.next_id() IS '%s'", marker))
 			return VerifyOptions{}
 		}, want{CheckGeneratorID, 4, "pg3"}},
-		{"generator of the wrong variant", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.Map) VerifyOptions {
+		{"generator of the wrong variant", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
 			exec(t, cfg, "pg3", render(t, shsql.Params{Shard: 5, Variant: shsql.Instagram}))
 			return VerifyOptions{}
 		}, want{CheckGenerator, 5, "pg3"}},
-		{"generator missing", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.Map) VerifyOptions {
+		{"generator missing", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
 			exec(t, cfg, "pg1", "DROP FUNCTION shard_0001.next_id() CASCADE")
 			return VerifyOptions{}
 		}, want{CheckGenerator, 1, "pg1"}},
-		{"next_id_advance executable by PUBLIC", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.Map) VerifyOptions {
+		{"next_id_advance executable by PUBLIC", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
 			exec(t, cfg, "pg2", "GRANT EXECUTE ON FUNCTION shard_0003.next_id_advance(bigint, boolean) TO PUBLIC")
 			return VerifyOptions{}
 		}, want{CheckGenerator, 3, "pg2"}},
-		{"generator without a marker", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.Map) VerifyOptions {
+		{"generator without a marker", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
 			exec(t, cfg, "pg1", "COMMENT ON FUNCTION shard_0000.next_id() IS NULL")
 			return VerifyOptions{}
 		}, want{CheckGenerator, 0, "pg1"}},
-		{"rewound sequence", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.Map) VerifyOptions {
+		{"rewound sequence", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
 			exec(t, cfg, "pg1", "SELECT setval('shard_0000.next_id_counter', 1)")
 			return VerifyOptions{}
 		}, want{CheckCounter, 0, "pg1"}},
-		{"sequence with CACHE 20", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.Map) VerifyOptions {
+		{"sequence with CACHE 20", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
 			exec(t, cfg, "pg2", "ALTER SEQUENCE shard_0003.next_id_counter CACHE 20")
 			return VerifyOptions{}
 		}, want{CheckSequence, 3, "pg2"}},
-		{"sequence with CYCLE", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.Map) VerifyOptions {
+		{"sequence with CYCLE", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
 			exec(t, cfg, "pg2", "ALTER SEQUENCE shard_0002.next_id_counter CYCLE")
 			return VerifyOptions{}
 		}, want{CheckSequence, 2, "pg2"}},
-		{"sequence missing", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.Map) VerifyOptions {
+		{"sequence missing", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
 			exec(t, cfg, "pg2", "DROP SEQUENCE shard_0002.next_id_counter CASCADE")
 			return VerifyOptions{}
 		}, want{CheckSequence, 2, "pg2"}},
-		{"leaked advisory lock", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.Map) VerifyOptions {
+		{"leaked advisory lock", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
 			conn, err := pgx.Connect(ctx(t), hostDSN(cfg, "pg3"))
 			require.NoError(t, err)
 			t.Cleanup(func() { conn.Close(context.Background()) })
@@ -161,10 +161,10 @@ func TestVerifyFindsEveryProblem(t *testing.T) {
 			require.NoError(t, err)
 			return VerifyOptions{}
 		}, want{CheckLock, 4, "pg3"}},
-		{"manager clock off", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.Map) VerifyOptions {
+		{"manager clock off", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
 			return VerifyOptions{Now: func() time.Time { return time.Now().Add(-5 * time.Second) }}
 		}, want{CheckClock, -1, "pg1"}},
-		{"host clocks disagree", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.Map) VerifyOptions {
+		{"host clocks disagree", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
 			return VerifyOptions{MaxClockSkew: 2 * time.Second, hostClock: func(host string, now time.Time) time.Time {
 				switch host {
 				case "pg2":
@@ -175,7 +175,7 @@ func TestVerifyFindsEveryProblem(t *testing.T) {
 				return now
 			}}
 		}, want{CheckClock, -1, "pg2"}},
-		{"probe finds duplicate ids across shards", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.Map) VerifyOptions {
+		{"probe finds duplicate ids across shards", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
 			// Two generators stamping shard 5 with a frozen clock: both
 			// return the same ids in the same order.
 			frozen := "1400000000000::bigint"
@@ -183,28 +183,28 @@ func TestVerifyFindsEveryProblem(t *testing.T) {
 			exec(t, cfg, "pg3", render(t, shsql.Params{Shard: 5, Variant: shsql.Instagram, Clock: frozen}))
 			return VerifyOptions{}
 		}, want{CheckProbe, 1, "pg1"}},
-		{"id copied into the wrong shard", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.Map) VerifyOptions {
+		{"id copied into the wrong shard", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
 			var id int64
 			require.NoError(t, hostPool(t, cfg, "pg1").QueryRow(ctx(t), "SELECT max(id) FROM shard_0000.items").Scan(&id))
 			exec(t, cfg, "pg2", "INSERT INTO shard_0003.items (id, v) VALUES ($1, 'copied')", id)
 			return VerifyOptions{Deep: true}
 		}, want{CheckStoredShard, 3, "pg2"}},
-		{"id copied into the wrong shard is a duplicate", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.Map) VerifyOptions {
+		{"id copied into the wrong shard is a duplicate", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
 			var id int64
 			require.NoError(t, hostPool(t, cfg, "pg1").QueryRow(ctx(t), "SELECT max(id) FROM shard_0000.items").Scan(&id))
 			exec(t, cfg, "pg2", "INSERT INTO shard_0003.items (id, v) VALUES ($1, 'copied')", id)
 			return VerifyOptions{Deep: true}
 		}, want{CheckDuplicateID, 0, "pg1"}},
-		{"id stored twice within one shard", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.Map) VerifyOptions {
+		{"id stored twice within one shard", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
 			exec(t, cfg, "pg2", `CREATE TABLE shard_0002.archive (id bigint DEFAULT shard_0002.next_id());
 				INSERT INTO shard_0002.archive SELECT id FROM shard_0002.items LIMIT 1`)
 			return VerifyOptions{Deep: true}
 		}, want{CheckDuplicateID, 2, "pg2"}},
-		{"catalog disagrees with the cluster file", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.Map) VerifyOptions {
+		{"catalog disagrees with the cluster file", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
 			cfg.Cluster = "renamed"
 			return VerifyOptions{}
 		}, want{CheckCatalog, -1, ""}},
-		{"host unreachable", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.Map) VerifyOptions {
+		{"host unreachable", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
 			cfg.Hosts[1].DSN = "postgres://postgres@127.0.0.1:1/nothing?connect_timeout=2"
 			return VerifyOptions{}
 		}, want{CheckHost, -1, "pg2"}},

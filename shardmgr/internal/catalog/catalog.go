@@ -75,7 +75,7 @@ func SetShardState(ctx context.Context, catalog *pgxpool.Pool, shard int, state 
 }
 
 // ReadClusterMap reads the map from the catalog named in cfg.
-func ReadClusterMap(ctx context.Context, cfg *shardmgr.Config) (*shardmgr.Map, error) {
+func ReadClusterMap(ctx context.Context, cfg *shardmgr.Config) (*shardmgr.ShardMap, error) {
 	pool, err := pg.OpenPool(ctx, cfg.Catalog, 1)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: %w", err)
@@ -92,7 +92,7 @@ func ReadClusterMap(ctx context.Context, cfg *shardmgr.Config) (*shardmgr.Map, e
 }
 
 // GeneratorParams is what the catalog expects shard id's generator to be.
-func GeneratorParams(m *shardmgr.Map, id int) shsql.Params {
+func GeneratorParams(m *shardmgr.ShardMap, id int) shsql.Params {
 	return shsql.Params{
 		Shard: id, Schema: m.Shards[id].Schema, Variant: m.Variant, Epoch: m.Layout.Epoch,
 		TimeBits: m.Layout.TimeBits, ShardBits: m.Layout.ShardBits, SeqBits: m.Layout.SeqBits,

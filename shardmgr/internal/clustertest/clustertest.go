@@ -100,7 +100,7 @@ func HostPool(t testing.TB, cfg *shardmgr.Config, name string) *pgxpool.Pool {
 }
 
 // ClusterMap reads the map from cfg's catalog.
-func ClusterMap(t testing.TB, cfg *shardmgr.Config) *shardmgr.Map {
+func ClusterMap(t testing.TB, cfg *shardmgr.Config) *shardmgr.ShardMap {
 	t.Helper()
 	m, err := shardmgr.ReadMap(Ctx(t), Pool(t, cfg.Catalog))
 	require.NoError(t, err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -44,15 +43,9 @@ const (
 	Bypass = "shardid.fence_bypass"
 )
 
-// retiredSchemaRE matches the name a moved shard's old copy is kept under.
-var retiredSchemaRE = regexp.MustCompile(`^shard_[0-9]{4}_moved_g[0-9]+$`)
-
 // RetiredSchema is the name the old copy of a shard is kept under after a
 // move flipped the map at generation gen: shard_0005_moved_g12.
 func RetiredSchema(schema string, gen int64) string { return fmt.Sprintf("%s_moved_g%d", schema, gen) }
-
-// IsRetiredSchema reports whether schema is a moved shard's retired copy.
-func IsRetiredSchema(schema string) bool { return retiredSchemaRE.MatchString(schema) }
 
 // IsFenceError reports whether err is a fenced shard refusing a write.
 func IsFenceError(err error) bool {
