@@ -79,6 +79,13 @@ func (h Host) RawDSN() string {
 	return h.rawDSN
 }
 
+// notFound is the error for a cluster file that does not exist: "PATH not
+// found", wrapping fs.ErrNotExist.
+type notFound string
+
+func (p notFound) Error() string { return string(p) + " not found" }
+func (p notFound) Unwrap() error { return fs.ErrNotExist }
+
 // MaxConfigSize is the largest cluster file LoadConfig reads: 1 MiB. A
 // real one is a few kilobytes; anything larger (or a device such as
 // /dev/zero) is refused before it is read into memory.
@@ -92,7 +99,7 @@ func LoadConfig(path string) (*Config, error) {
 	data, err := limits.ReadLimited(path, MaxConfigSize)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("%w: %s: %w", ErrConfig, path, fs.ErrNotExist)
+			return nil, fmt.Errorf("%w: %w", ErrConfig, notFound(path))
 		}
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}

@@ -81,15 +81,7 @@ had to create again gets the same tables as the rest. See docs/migrations.md.`,
 		migrated, migrateErr := res.Migrated, err
 		out := cmd.OutOrStdout()
 		if asJSON {
-			doc := map[string]any{
-				"cluster": res.Cluster, "generation": res.Generation, "created_databases": nonNil(res.CreatedDatabases),
-				"catalog_created": res.CatalogCreated, "catalog_changes": nonNil(res.CatalogChanges),
-				"installed": res.Installed, "unchanged": res.Unchanged, "seconds": res.Elapsed.Seconds(),
-			}
-			if migrated != nil {
-				doc["migrations"] = migrated
-			}
-			if err := writeJSON(out, doc); err != nil {
+			if err := writeJSON(out, res); err != nil {
 				return err
 			}
 			return migrateErr
@@ -121,9 +113,3 @@ func printInitResult(out io.Writer, cfg *shardmgr.Config, res *install.InitResul
 		res.Installed, res.Unchanged, res.Generation, res.Elapsed.Seconds())
 }
 
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
-}

@@ -152,10 +152,7 @@ func (f *moveFlags) options(cmd *cobra.Command) (rebalance.MoveOptions, error) {
 	if f.keep < 0 {
 		return o, usagef("--keep must not be negative")
 	}
-	o.Keep = f.keep
-	if f.keep == 0 {
-		o.Keep = -1
-	}
+	o.Keep = &f.keep
 	if cmd.Flags().Changed("dir") {
 		set, err := migrate.LoadMigrationDir(f.dir)
 		if err != nil {
@@ -287,15 +284,15 @@ func printMoves(w io.Writer, moves []*rebalance.MoveResult) {
 			continue
 		}
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", m.ID, m.Shard, m.From, m.To, m.Mode, m.Phase, m.Rows, byteSize(m.Bytes),
-			time.Duration(m.RefusedMS)*time.Millisecond, (time.Duration(m.ElapsedMS) * time.Millisecond).Round(time.Millisecond), m.Error)
+			m.Refused.Round(time.Millisecond), m.Elapsed.Round(time.Millisecond), oneLine(errorWithHint(m.Err)))
 	}
 	tw.Flush()
 }
 
 func printApply(w io.Writer, res *rebalance.ApplyResult) {
-	waited := (time.Duration(res.WaitedMS) * time.Millisecond).Round(time.Millisecond)
+	waited := res.Waited.Round(time.Millisecond)
 	if len(res.Moves) == 0 {
-		if res.WaitedMS > 0 {
+		if res.Waited > 0 {
 			fmt.Fprintf(w, "waited %s for another rebalance apply; it left nothing to do: balanced, nothing to move\n", waited)
 			return
 		}
@@ -306,15 +303,15 @@ func printApply(w io.Writer, res *rebalance.ApplyResult) {
 	if len(res.FinishedByOthers) > 0 {
 		fmt.Fprintf(w, "\nmoves %v were finished by another manager while this run waited (%s): nothing left to do for them\n", res.FinishedByOthers, waited)
 	}
-	var worst int64
+	var worst time.Duration
 	for _, m := range res.Moves {
 		if m != nil {
-			worst = max(worst, m.RefusedMS)
+			worst = max(worst, m.Refused)
 		}
 	}
 	fmt.Fprintf(w, "\n%d moves (%d resumed) in %s, writes refused at most %s per shard; catalog generation %d\n",
-		len(res.Moves), res.Resumed, (time.Duration(res.ElapsedMS) * time.Millisecond).Round(time.Millisecond),
-		time.Duration(worst)*time.Millisecond, res.Generation)
+		len(res.Moves), res.Resumed, res.Elapsed.Round(time.Millisecond),
+		worst.Round(time.Millisecond), res.Generation)
 }
 
 func newRebalanceStatusCmd() *cobra.Command {

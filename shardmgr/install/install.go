@@ -2,6 +2,7 @@ package install
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -47,20 +48,38 @@ type InitOptions struct {
 
 // InitResult is what Init did.
 type InitResult struct {
-	Cluster    string
-	Generation int64
+	Cluster    string `json:"cluster"`
+	Generation int64  `json:"generation"`
 	// CreatedDatabases lists the databases Init created, as host:port/name.
-	CreatedDatabases []string
+	CreatedDatabases []string `json:"created_databases"`
 	// CatalogCreated is true when this run created the cluster record.
-	CatalogCreated bool
+	CatalogCreated bool `json:"catalog_created"`
 	// CatalogChanges describes the catalog changes this run made.
-	CatalogChanges []string
+	CatalogChanges []string `json:"catalog_changes"`
 	// Installed counts the shards whose generator or host record this run
 	// installed; Unchanged those that were already right.
-	Installed, Unchanged int
-	Elapsed              time.Duration
+	Installed int `json:"installed"`
+	Unchanged int `json:"unchanged"`
+	// Elapsed is the run's wall time (JSON: seconds).
+	Elapsed time.Duration `json:"-"`
 	// Migrated is the migration run, when InitOptions.Migrations was set.
-	Migrated *migrate.MigrateResult
+	Migrated *migrate.MigrateResult `json:"migrations,omitempty"`
+}
+
+// MarshalJSON writes the lists as [] when empty and Elapsed in seconds.
+func (r InitResult) MarshalJSON() ([]byte, error) {
+	type plain InitResult
+	p := plain(r)
+	if p.CreatedDatabases == nil {
+		p.CreatedDatabases = []string{}
+	}
+	if p.CatalogChanges == nil {
+		p.CatalogChanges = []string{}
+	}
+	return json.Marshal(struct {
+		plain
+		Seconds float64 `json:"seconds"`
+	}{p, r.Elapsed.Seconds()})
 }
 
 // Changed reports whether Init changed anything.

@@ -2,6 +2,7 @@ package rebalance
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -43,16 +44,28 @@ type ApplyResult struct {
 	// run finished first.
 	Resumed int `json:"resumed"`
 	// Moves are the moves run, in journal order.
-	Moves     []*MoveResult `json:"moves"`
-	ElapsedMS int64         `json:"elapsed_ms"`
+	Moves []*MoveResult `json:"moves"`
+	// Elapsed is the run's wall time (JSON: elapsed_ms).
+	Elapsed time.Duration `json:"-"`
 	// Generation is the catalog's generation at the end.
 	Generation int64 `json:"generation"`
-	// WaitedMS is how long this run waited for another manager (another
-	// apply, or a move someone else was running), in milliseconds.
-	WaitedMS int64 `json:"waited_ms,omitempty"`
+	// Waited is how long this run waited for another manager (another
+	// apply, or a move someone else was running; JSON: waited_ms).
+	Waited time.Duration `json:"-"`
 	// FinishedByOthers are the moves this run found busy, waited for and
 	// then found finished by the other manager: nothing left to do.
 	FinishedByOthers []int64 `json:"finished_by_others,omitempty"`
+}
+
+// MarshalJSON writes the durations in milliseconds under their keys of
+// old (elapsed_ms, waited_ms).
+func (r ApplyResult) MarshalJSON() ([]byte, error) {
+	type plain ApplyResult
+	return json.Marshal(struct {
+		plain
+		ElapsedMS int64 `json:"elapsed_ms"`
+		WaitedMS  int64 `json:"waited_ms,omitempty"`
+	}{plain(r), r.Elapsed.Milliseconds(), r.Waited.Milliseconds()})
 }
 
 // Apply rebalances the cluster of cfg: it registers hosts new in the
@@ -87,7 +100,7 @@ func Apply(ctx context.Context, cfg *shardmgr.Config, opts ApplyOptions) (*Apply
 		return nil, err
 	}
 	defer unlock()
-	res.WaitedMS = waited.Milliseconds()
+	res.Waited = waited.Truncate(time.Millisecond) // whole ms, as reported
 	if err := registerHosts(ctx, cfg); err != nil {
 		return nil, err
 	}
@@ -101,7 +114,7 @@ func Apply(ctx context.Context, cfg *shardmgr.Config, opts ApplyOptions) (*Apply
 		out, errs, others, w := mo.runAll(ctx, recs, opts)
 		res.Moves = append(res.Moves, out...)
 		res.FinishedByOthers = append(res.FinishedByOthers, others...)
-		res.WaitedMS += w.Milliseconds()
+		res.Waited += w.Truncate(time.Millisecond)
 		failed = append(failed, errs...)
 	}
 
@@ -125,7 +138,7 @@ func Apply(ctx context.Context, cfg *shardmgr.Config, opts ApplyOptions) (*Apply
 			runAll(recs)
 		}
 	}
-	res.ElapsedMS = time.Since(start).Milliseconds()
+	res.Elapsed = time.Since(start)
 	if gen, err := catalog.Generation(ctx, mo.catalog); err == nil {
 		res.Generation = gen
 	}
@@ -190,11 +203,11 @@ func (mo *mover) waitMove(ctx context.Context, rec *MoveRecord, wait time.Durati
 	for {
 		fresh, err := readMoves(ctx, mo.catalog, `id = $1`, rec.ID)
 		if err != nil {
-			return &MoveResult{ID: rec.ID, Shard: rec.Shard, From: rec.From, To: rec.To, Mode: rec.Mode, Phase: rec.Phase, Error: err.Error()}, false, err
+			return &MoveResult{MoveRef: rec.MoveRef, Mode: rec.Mode, Phase: rec.Phase, Err: err}, false, err
 		}
 		*rec = *fresh[0]
 		if !rec.Phase.Open() {
-			r := &MoveResult{ID: rec.ID, Shard: rec.Shard, From: rec.From, To: rec.To, Mode: rec.Mode, Phase: rec.Phase,
+			r := &MoveResult{MoveRef: rec.MoveRef, Mode: rec.Mode, Phase: rec.Phase,
 				Rows: rec.Rows, Bytes: rec.Bytes, RetiredSchema: rec.Retired}
 			if rec.flipGen != nil {
 				r.Generation = *rec.flipGen
@@ -208,7 +221,7 @@ func (mo *mover) waitMove(ctx context.Context, rec *MoveRecord, wait time.Durati
 		if serr := sleepCtx(ctx, pollBusy); serr != nil || time.Since(start) > wait {
 			if serr == nil {
 				err = fmt.Errorf("%w after %s: %w", ErrApplyBusy, wait, err)
-				r.Error = err.Error()
+				r.Err = err
 			}
 			return r, false, err
 		}
@@ -230,7 +243,7 @@ func (mo *mover) runAll(ctx context.Context, recs []*MoveRecord, opts ApplyOptio
 	for i, rec := range recs {
 		g.Go(func() error {
 			if ctx.Err() != nil {
-				out[i] = &MoveResult{ID: rec.ID, Shard: rec.Shard, From: rec.From, To: rec.To, Mode: rec.Mode, Phase: rec.Phase, Error: ctx.Err().Error()}
+				out[i] = &MoveResult{MoveRef: rec.MoveRef, Mode: rec.Mode, Phase: rec.Phase, Err: ctx.Err()}
 				mu.Lock()
 				failed = append(failed, ctx.Err())
 				mu.Unlock()

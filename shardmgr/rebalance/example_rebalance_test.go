@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"time"
 
 	"github.com/shardid/shardid/shardmgr/migrate"
 
@@ -49,7 +50,7 @@ func ExampleApply() {
 		log.Fatal(err)
 	}
 	for _, m := range res.Moves {
-		fmt.Printf("shard %d on %s: writes refused for %d ms\n", m.Shard, m.To, m.RefusedMS)
+		fmt.Printf("shard %d on %s: writes refused for %s\n", m.Shard, m.To, m.Refused)
 	}
 }
 
@@ -60,7 +61,7 @@ func ExampleMoveShard() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	res, err := rebalance.MoveShard(ctx, cfg, 5, "pg4", rebalance.MoveOptions{Mode: rebalance.MoveOffline, Keep: -1})
+	res, err := rebalance.MoveShard(ctx, cfg, 5, "pg4", rebalance.MoveOptions{Mode: rebalance.MoveOffline, Keep: new(time.Duration)})
 	if errors.Is(err, rebalance.ErrMoveOpen) {
 		log.Fatal("shard 5 is already moving elsewhere: shardid rebalance abort --shard 5")
 	}

@@ -2,6 +2,7 @@ package rebalance
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -39,9 +40,9 @@ type MoveOptions struct {
 	// Needed when that version is above 0.
 	Migrations *migrate.MigrationSet
 	// Keep is how long the source's old copy is kept, renamed
-	// shard_NNNN_moved_gG and fenced, before Cleanup drops it. Zero means
-	// DefaultKeep; negative drops it as soon as the move is done.
-	Keep time.Duration
+	// shard_NNNN_moved_gG and fenced, before Cleanup drops it: zero (or
+	// less) drops it as soon as the move is done. Nil means DefaultKeep.
+	Keep *time.Duration
 	// CatchupDelay is how quickly a change on the source must show up on
 	// the target before an online move cuts over: about how long the
 	// cut-over then refuses writes. Zero means 100ms.
@@ -77,10 +78,7 @@ type MoveOptions struct {
 
 // MoveProgress is where one move stands.
 type MoveProgress struct {
-	ID     int64
-	Shard  int
-	From   string
-	To     string
+	MoveRef
 	Phase  Phase // the phase being worked towards
 	Tables int   // tables of the shard
 	Synced int   // tables whose initial copy is done (online)
@@ -91,23 +89,41 @@ type MoveProgress struct {
 
 // MoveResult is what one move did. JSON has the fields below.
 type MoveResult struct {
-	ID    int64    `json:"id"`
-	Shard int      `json:"shard"`
-	From  string   `json:"from"`
-	To    string   `json:"to"`
+	MoveRef
 	Mode  MoveMode `json:"mode"`
 	Phase Phase    `json:"phase"`
 	Rows  int64    `json:"rows"`
 	Bytes int64    `json:"bytes"`
-	// RefusedMS is how long writes to the shard were refused: from the
-	// catalog marking it moving to the flip, in milliseconds.
-	RefusedMS int64 `json:"refused_ms"`
-	// ElapsedMS is the time this run spent on the move.
-	ElapsedMS int64 `json:"elapsed_ms"`
+	// Refused is how long writes to the shard were refused: from the
+	// catalog marking it moving to the flip (JSON: refused_ms).
+	Refused time.Duration `json:"-"`
+	// Elapsed is the time this run spent on the move (JSON: elapsed_ms).
+	Elapsed time.Duration `json:"-"`
 	// Generation is the catalog generation of the flip.
 	Generation    int64  `json:"generation"`
 	RetiredSchema string `json:"retired_schema,omitempty"`
-	Error         string `json:"error,omitempty"`
+	// Err is why this run of the move failed (JSON: its message, "error").
+	Err error `json:"-"`
+}
+
+// MarshalJSON writes the durations in milliseconds under their keys of
+// old (refused_ms, elapsed_ms) and Err as its message under "error".
+func (r MoveResult) MarshalJSON() ([]byte, error) {
+	type plain MoveResult
+	return json.Marshal(struct {
+		plain
+		RefusedMS int64  `json:"refused_ms"`
+		ElapsedMS int64  `json:"elapsed_ms"`
+		Error     string `json:"error,omitempty"`
+	}{plain(r), r.Refused.Milliseconds(), r.Elapsed.Milliseconds(), oneLine(r.Err)})
+}
+
+// oneLine is err as the journal records it, "" for nil.
+func oneLine(err error) string {
+	if err == nil {
+		return ""
+	}
+	return pg.OneLine(err)
 }
 
 // errStopped is returned by the stopAfter test hook.
@@ -139,15 +155,21 @@ func openCatalogForMoves(ctx context.Context, cfg *shardmgr.Config) (*pgxpool.Po
 	return pool, nil
 }
 
+// keepOf is how long a move's old copy is kept: DefaultKeep unless the
+// options say.
+func keepOf(opts MoveOptions) time.Duration {
+	if opts.Keep == nil {
+		return DefaultKeep
+	}
+	return max(*opts.Keep, 0)
+}
+
 func newMover(ctx context.Context, cfg *shardmgr.Config, opts MoveOptions) (*mover, error) {
 	if opts.Mode == "" {
 		opts.Mode = MoveOnline
 	}
 	if opts.Mode != MoveOnline && opts.Mode != MoveOffline {
 		return nil, fmt.Errorf("move mode %q: want online or offline", opts.Mode)
-	}
-	if opts.Keep == 0 {
-		opts.Keep = DefaultKeep
 	}
 	if opts.CatchupDelay <= 0 {
 		opts.CatchupDelay = 100 * time.Millisecond
@@ -311,7 +333,7 @@ func (mo *mover) journal(ctx context.Context, moves []PlannedMove) ([]*MoveRecor
 			if _, ok := m.Host(pm.To); !ok {
 				return fmt.Errorf("host %s: %w", pm.To, shardmgr.ErrUnknownHost)
 			}
-			rec, err := journalMove(ctx, tx, pm.Shard, pm.From, pm.To, mo.opts.Mode, s.Schema, pm.Bytes, mo.opts.Keep)
+			rec, err := journalMove(ctx, tx, pm.Shard, pm.From, pm.To, mo.opts.Mode, s.Schema, pm.Bytes, keepOf(mo.opts))
 			if err != nil {
 				return err
 			}
@@ -371,7 +393,7 @@ func (mo *mover) run(ctx context.Context, rec *MoveRecord) (*MoveResult, error) 
 	start := time.Now()
 	unlock, err := mo.lockMove(ctx, rec)
 	if err != nil {
-		return &MoveResult{ID: rec.ID, Shard: rec.Shard, From: rec.From, To: rec.To, Mode: rec.Mode, Phase: rec.Phase, Error: err.Error()}, err
+		return &MoveResult{MoveRef: rec.MoveRef, Mode: rec.Mode, Phase: rec.Phase, Err: err}, err
 	}
 	defer unlock()
 	// Re-read the journal under the lock: another manager may have moved
@@ -383,10 +405,10 @@ func (mo *mover) run(ctx context.Context, rec *MoveRecord) (*MoveResult, error) 
 	*rec = *fresh[0]
 	seq := steps(rec.Mode)
 	res := func() *MoveResult {
-		r := &MoveResult{ID: rec.ID, Shard: rec.Shard, From: rec.From, To: rec.To, Mode: rec.Mode, Phase: rec.Phase,
-			Rows: rec.Rows, Bytes: rec.Bytes, ElapsedMS: time.Since(start).Milliseconds(), RetiredSchema: rec.Retired, Error: rec.Error}
+		r := &MoveResult{MoveRef: rec.MoveRef, Mode: rec.Mode, Phase: rec.Phase,
+			Rows: rec.Rows, Bytes: rec.Bytes, Elapsed: time.Since(start), RetiredSchema: rec.Retired}
 		if rec.refusedMS != nil {
-			r.RefusedMS = *rec.refusedMS
+			r.Refused = time.Duration(*rec.refusedMS) * time.Millisecond
 		}
 		if rec.flipGen != nil {
 			r.Generation = *rec.flipGen

@@ -17,10 +17,7 @@ import (
 
 // AbortResult is what AbortMove rolled back.
 type AbortResult struct {
-	ID    int64  `json:"id"`
-	Shard int    `json:"shard"`
-	From  string `json:"from"`
-	To    string `json:"to"`
+	MoveRef
 	// Phase is the phase the move had reached.
 	Phase Phase `json:"phase"`
 }
@@ -77,7 +74,7 @@ func AbortMove(ctx context.Context, cfg *shardmgr.Config, shards []int) ([]Abort
 		if err := mo.abort(ctx, rec); err != nil {
 			return out, &shardmgr.ShardError{Shard: rec.Shard, Err: fmt.Errorf("abort move %d (%s -> %s): %w", rec.ID, rec.From, rec.To, err)}
 		}
-		out = append(out, AbortResult{ID: rec.ID, Shard: rec.Shard, From: rec.From, To: rec.To, Phase: rec.Phase})
+		out = append(out, AbortResult{MoveRef: rec.MoveRef, Phase: rec.Phase})
 	}
 	return out, nil
 }

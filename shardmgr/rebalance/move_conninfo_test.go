@@ -120,7 +120,7 @@ func TestMoveConnInfoCannotInject(t *testing.T) {
 	for i, pw := range hostileStrings[:3] {
 		shard := []int{0, 1, 3}[i]
 		var conninfo string
-		opts := MoveOptions{Migrations: sampleSet(t), Keep: -1}
+		opts := MoveOptions{Migrations: sampleSet(t), Keep: new(time.Duration)}
 		// The servers trust local connections: the password travels but
 		// is not checked.
 		opts.ConnInfo = func(src shardmgr.Host) (string, error) {

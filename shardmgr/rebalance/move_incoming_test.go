@@ -100,7 +100,7 @@ CREATE INDEX CONCURRENTLY tags_post_idx ON {{.schema}}.tags (post_id);`}
 				away = "pg2"
 			}
 			h := hammerShard(t, cfg, m.Shards[tc.shard].Schema, []string{"likes", "tags"}, 2)
-			opts := MoveOptions{Mode: tc.mode, Migrations: set, Keep: -1}
+			opts := MoveOptions{Mode: tc.mode, Migrations: set, Keep: new(time.Duration)}
 			_, err := MoveShard(ctx(t), cfg, tc.shard, away, opts)
 			require.NoError(t, err)
 			_, err = MoveShard(ctx(t), cfg, tc.shard, home, opts)

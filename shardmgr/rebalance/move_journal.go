@@ -62,12 +62,17 @@ func (p Phase) Open() bool { return p != PhaseCleaned && p != PhaseAborted }
 // flipped reports whether the map already points at the target.
 func (p Phase) flipped() bool { return p == PhaseFlipped || p == PhaseCleaned }
 
+// MoveRef names a move: its journal id, the shard and the two hosts.
+type MoveRef struct {
+	ID    int64  `json:"id"`
+	Shard int    `json:"shard"`
+	From  string `json:"from"`
+	To    string `json:"to"`
+}
+
 // MoveRecord is one row of the move journal.
 type MoveRecord struct {
-	ID       int64      `json:"id"`
-	Shard    int        `json:"shard"`
-	From     string     `json:"from"`
-	To       string     `json:"to"`
+	MoveRef
 	Mode     MoveMode   `json:"mode"`
 	Phase    Phase      `json:"phase"`
 	Schema   string     `json:"schema"`
@@ -163,8 +168,8 @@ func journalMove(ctx context.Context, tx pgx.Tx, shard int, from, to string, mod
 
 // keepMS is keep as the journal records it: -1 for "drop at once".
 func keepMS(keep time.Duration) int64 {
-	if keep < 0 {
-		return -1
+	if keep <= 0 {
+		return -1 // the journal's mark for "drop at once"
 	}
 	return keep.Milliseconds()
 }

@@ -85,13 +85,13 @@ func benchMove(b *testing.B, mode MoveMode, rows int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		moveS += float64(res.ElapsedMS) / 1000
-		refusedMS += float64(res.RefusedMS)
+		moveS += res.Elapsed.Seconds()
+		refusedMS += float64(res.Refused.Milliseconds())
 		seenMS += float64(last.Sub(first).Milliseconds())
 		moved += res.Rows
 		bytes += res.Bytes
 		b.Logf("%s: %d rows (%s) in %.1fs, refused %d ms (writers: %d refusals over %d ms)",
-			mode, res.Rows, byteCount(res.Bytes), float64(res.ElapsedMS)/1000, res.RefusedMS, refusals.Load(), last.Sub(first).Milliseconds())
+			mode, res.Rows, byteCount(res.Bytes), res.Elapsed.Seconds(), res.Refused.Milliseconds(), refusals.Load(), last.Sub(first).Milliseconds())
 	}
 	n := float64(b.N)
 	b.ReportMetric(moveS/n, "move-s")
@@ -130,7 +130,7 @@ func BenchmarkRebalance64(b *testing.B) {
 				moves += float64(len(res.Moves))
 				var worst int64
 				for _, m := range res.Moves {
-					worst = max(worst, m.RefusedMS)
+					worst = max(worst, m.Refused.Milliseconds())
 				}
 				worstMS += float64(worst)
 				rep, err := verify.Verify(context.Background(), cfg, verify.VerifyOptions{})

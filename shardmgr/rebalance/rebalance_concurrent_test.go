@@ -38,7 +38,7 @@ func TestTwoAppliesAtOnce(t *testing.T) {
 		require.Equal(t, PhaseCleaned, mv.Phase)
 	}
 	require.Empty(t, resB.Moves, "the first apply left nothing to do")
-	require.Positive(t, resB.WaitedMS)
+	require.Positive(t, resB.Waited)
 	require.Equal(t, 0, resB.Resumed)
 	counts := hostCounts(clusterMap(t, cfg))
 	require.Len(t, counts, 4)
@@ -72,8 +72,8 @@ func TestApplyWaitsForAMoveRunByAnotherManager(t *testing.T) {
 	require.Equal(t, []int64{moved.ID}, res.FinishedByOthers)
 	require.Equal(t, 1, res.Resumed)
 	require.Equal(t, PhaseCleaned, res.Moves[0].Phase)
-	require.Empty(t, res.Moves[0].Error)
-	require.Positive(t, res.WaitedMS)
+	require.NoError(t, res.Moves[0].Err)
+	require.Positive(t, res.Waited)
 	require.Equal(t, "pg4", clusterMap(t, cfg).Shards[0].Host)
 	requireVerifyOK(t, cfg)
 }
