@@ -112,4 +112,3 @@ func printInitResult(out io.Writer, cfg *shardmgr.Config, res *install.InitResul
 	fmt.Fprintf(out, "installed %d shards, %d already in place; generation %d; %.2fs\n",
 		res.Installed, res.Unchanged, res.Generation, res.Elapsed.Seconds())
 }
-

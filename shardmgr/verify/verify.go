@@ -212,10 +212,52 @@ func Verify(ctx context.Context, cfg *shardmgr.Config, opts VerifyOptions) (*Rep
 	return r, nil
 }
 
-var allChecks = []string{CheckCatalog, CheckHost, CheckPlacement, CheckHostRecord, CheckGenerator, CheckGeneratorID,
-	CheckSequence, CheckCounter, CheckLock, CheckClock, CheckProbe, CheckStoredShard, CheckDuplicateID}
+// check defines one of Verify's checks: its name (Problem.Check), whether
+// only a deep run makes it, and the pass over the cluster that finds its
+// problems. Checks share passes (one scan of a host feeds several of
+// them); each pass runs once, at its first check, in this order, which is
+// also the order of the report. A pass that returns false ends the run
+// (nothing after it can be judged).
+type check struct {
+	name string
+	deep bool
+	pass *pass
+}
 
-func checkOrder(c string) int { return slices.Index(allChecks, c) }
+// pass is one walk over the cluster.
+type pass struct {
+	run func(v *verifier, ctx context.Context) bool
+}
+
+var (
+	catalogPass   = &pass{(*verifier).readCatalog}
+	hostsPass     = &pass{(*verifier).scanHosts}
+	placementPass = &pass{func(v *verifier, _ context.Context) bool { v.checkPlacement(); return true }}
+	shardsPass    = &pass{func(v *verifier, ctx context.Context) bool { v.checkShards(ctx); return true }}
+	clockPass     = &pass{func(v *verifier, _ context.Context) bool { v.checkClocks(); return true }}
+	storedPass    = &pass{func(v *verifier, ctx context.Context) bool { v.checkStored(ctx); return true }}
+)
+
+// checks is every check Verify knows, in the report's order.
+var checks = []check{
+	{name: CheckCatalog, pass: catalogPass},
+	{name: CheckHost, pass: hostsPass},
+	{name: CheckPlacement, pass: placementPass},
+	{name: CheckHostRecord, pass: hostsPass},
+	{name: CheckGenerator, pass: shardsPass},
+	{name: CheckGeneratorID, pass: shardsPass},
+	{name: CheckSequence, pass: shardsPass},
+	{name: CheckCounter, pass: shardsPass},
+	{name: CheckLock, pass: shardsPass}, // and the host scan, for idle holders
+	{name: CheckClock, pass: clockPass},
+	{name: CheckProbe, pass: shardsPass},
+	{name: CheckStoredShard, deep: true, pass: storedPass},
+	{name: CheckDuplicateID, deep: true, pass: storedPass},
+}
+
+func checkOrder(c string) int {
+	return slices.IndexFunc(checks, func(k check) bool { return k.name == c })
+}
 
 type verifier struct {
 	cfg   *shardmgr.Config
@@ -243,16 +285,28 @@ func (v *verifier) note(check string, shard int, host, format string, args ...an
 var shardSchemaRE = regexp.MustCompile(`^shard_([0-9]{4})$`)
 
 func (v *verifier) run(ctx context.Context) {
-	v.rep.Checks = []string{CheckCatalog, CheckHost, CheckPlacement, CheckHostRecord, CheckGenerator, CheckGeneratorID,
-		CheckSequence, CheckCounter, CheckLock, CheckClock, CheckProbe}
-	if v.opts.Deep {
-		v.rep.Checks = append(v.rep.Checks, CheckStoredShard, CheckDuplicateID)
+	var run []check
+	for _, c := range checks {
+		if !c.deep || v.opts.Deep {
+			run = append(run, c)
+			v.rep.Checks = append(v.rep.Checks, c.name)
+		}
 	}
-	if !v.readCatalog(ctx) {
-		return
+	ran := map[*pass]bool{}
+	for _, c := range run {
+		if ran[c.pass] {
+			continue
+		}
+		ran[c.pass] = true
+		if !c.pass.run(v, ctx) {
+			return
+		}
 	}
-	v.rep.Shards, v.rep.Hosts = len(v.m.Shards), len(v.cfg.Hosts)
+}
 
+// scanHosts scans every host of the cluster file, in parallel.
+func (v *verifier) scanHosts(ctx context.Context) bool {
+	v.rep.Shards, v.rep.Hosts = len(v.m.Shards), len(v.cfg.Hosts)
 	v.hosts = map[string]*hostScan{}
 	var wg sync.WaitGroup
 	for _, h := range v.cfg.Hosts {
@@ -262,17 +316,12 @@ func (v *verifier) run(ctx context.Context) {
 	}
 	wg.Wait()
 	if ctx.Err() != nil {
-		return
+		return false
 	}
 	if v.opts.afterScan != nil {
 		v.opts.afterScan()
 	}
-	v.checkClocks()
-	v.checkPlacement()
-	v.checkShards(ctx)
-	if v.opts.Deep {
-		v.checkStored(ctx)
-	}
+	return true
 }
 
 // readCatalog reads the map and compares it with the cluster file.
@@ -404,7 +453,7 @@ func (v *verifier) checkPlacement() {
 	for id := range found {
 		slices.Sort(found[id])
 	}
-	for id := range max(len(m.Shards), 8192) {
+	for id := range max(len(m.Shards), shardmgr.MaxShards) {
 		hosts := found[id]
 		if id >= len(m.Shards) {
 			for _, h := range hosts {

@@ -78,12 +78,25 @@ func (v *verifier) scanHost(ctx context.Context, h shardmgr.Host, hs *hostScan) 
 	hs.ok = true
 }
 
+// scanHostObjects reads what the checks judge on one host, one step per
+// kind of object.
 func (v *verifier) scanHostObjects(ctx context.Context, hs *hostScan) error {
-	q := hs.pool
 	// Clock first, on a quiet connection.
+	for _, step := range []func(context.Context, *hostScan) error{
+		v.scanClock, scanRecords, scanSchemas, scanSequences, scanColumns, scanAdvancers, v.scanLocks,
+	} {
+		if err := step(ctx, hs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scanClock measures the host's clock against the manager's.
+func (v *verifier) scanClock(ctx context.Context, hs *hostScan) error {
 	t0 := v.opts.Now()
 	var hostNow time.Time
-	if err := q.QueryRow(ctx, `SELECT pg_catalog.clock_timestamp()`).Scan(&hostNow); err != nil {
+	if err := hs.pool.QueryRow(ctx, `SELECT pg_catalog.clock_timestamp()`).Scan(&hostNow); err != nil {
 		return err
 	}
 	t1 := v.opts.Now()
@@ -92,27 +105,38 @@ func (v *verifier) scanHostObjects(ctx context.Context, hs *hostScan) error {
 	}
 	hs.clockErr = t1.Sub(t0) / 2
 	hs.clockOffset = hostNow.Sub(t0.Add(hs.clockErr))
+	return nil
+}
 
+// scanRecords reads the host's record: its cluster and name, and the
+// shards it says it holds.
+func scanRecords(ctx context.Context, hs *hostScan) error {
+	q := hs.pool
 	err := q.QueryRow(ctx, `SELECT cluster, host FROM shardid.host_info`).Scan(&hs.infoCluster, &hs.infoHost)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) && !pg.IsUndefinedTable(err) {
 		return err
 	}
 	hs.records = map[int]string{}
-	if hs.infoCluster != "" {
-		rows, err := q.Query(ctx, `SELECT shard, state FROM shardid.local_shards`)
-		if err != nil && !pg.IsUndefinedTable(err) {
-			return err
-		}
-		if err == nil {
-			var id int
-			var state string
-			if _, err := pgx.ForEachRow(rows, []any{&id, &state}, func() error { hs.records[id] = state; return nil }); err != nil {
-				return err
-			}
-		}
+	if hs.infoCluster == "" {
+		return nil
 	}
+	rows, err := q.Query(ctx, `SELECT shard, state FROM shardid.local_shards`)
+	if pg.IsUndefinedTable(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var id int
+	var state string
+	_, err = pgx.ForEachRow(rows, []any{&id, &state}, func() error { hs.records[id] = state; return nil })
+	return err
+}
 
-	hs.schemas = map[string]bool{}
+// scanSchemas finds the shard schemas, their generators' markers and the
+// retired copies of moved shards.
+func scanSchemas(ctx context.Context, hs *hostScan) error {
+	q := hs.pool
 	rows, err := q.Query(ctx, `SELECT nspname FROM pg_catalog.pg_namespace WHERE nspname ~ '^shard_[0-9]{4}$'`)
 	if err != nil {
 		return err
@@ -121,46 +145,55 @@ func (v *verifier) scanHostObjects(ctx context.Context, hs *hostScan) error {
 	if err != nil {
 		return err
 	}
+	hs.schemas = map[string]bool{}
 	for _, n := range names {
 		hs.schemas[n] = true
 	}
 	if hs.generators, err = shardschema.ReadMarkers(ctx, q); err != nil {
 		return err
 	}
-	if hs.retired, err = fence.ReadRetired(ctx, q); err != nil {
-		return err
-	}
+	hs.retired, err = fence.ReadRetired(ctx, q)
+	return err
+}
 
-	hs.sequences = map[string]seqInfo{}
-	rows, err = q.Query(ctx, `SELECT schemaname || '.' || sequencename, cache_size, increment_by, cycle
+// scanSequences reads the settings of the generators' sequences.
+func scanSequences(ctx context.Context, hs *hostScan) error {
+	rows, err := hs.pool.Query(ctx, `SELECT schemaname || '.' || sequencename, cache_size, increment_by, cycle
 		FROM pg_catalog.pg_sequences WHERE sequencename IN ('next_id_counter', 'table_id_seq')`)
 	if err != nil {
 		return err
 	}
+	hs.sequences = map[string]seqInfo{}
 	var name string
 	var si seqInfo
-	if _, err := pgx.ForEachRow(rows, []any{&name, &si.cache, &si.increment, &si.cycle}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&name, &si.cache, &si.increment, &si.cycle}, func() error {
 		hs.sequences[name] = si
 		return nil
-	}); err != nil {
-		return err
-	}
+	})
+	return err
+}
 
-	// Columns whose DEFAULT calls a next_id() generator, by the
-	// generator's schema: the shard the column's ids belong to.
-	hs.columns = map[string][]shardschema.IDColumn{}
-	cols, err := shardschema.IDColumns(ctx, q, "")
+// scanColumns finds the columns whose DEFAULT calls a next_id()
+// generator, by the generator's schema: the shard the column's ids belong
+// to.
+func scanColumns(ctx context.Context, hs *hostScan) error {
+	cols, err := shardschema.IDColumns(ctx, hs.pool, "")
 	if err != nil {
 		return err
 	}
+	hs.columns = map[string][]shardschema.IDColumn{}
 	for _, col := range cols {
 		if !col.Partitioned {
 			hs.columns[col.Schema] = append(hs.columns[col.Schema], col)
 		}
 	}
+	return nil
+}
 
-	var gen string
-	rows, err = q.Query(ctx, `SELECT n.nspname, p.oid::pg_catalog.regprocedure::text, p.pronargs,
+// scanAdvancers finds the next_id_advance functions and whether PUBLIC may
+// execute them.
+func scanAdvancers(ctx context.Context, hs *hostScan) error {
+	rows, err := hs.pool.Query(ctx, `SELECT n.nspname, p.oid::pg_catalog.regprocedure::text, p.pronargs,
 		  EXISTS (SELECT FROM pg_catalog.aclexplode(coalesce(p.proacl, pg_catalog.acldefault('f', p.proowner))) a
 		          WHERE a.grantee = 0 AND a.privilege_type = 'EXECUTE')
 		FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
@@ -169,19 +202,22 @@ func (v *verifier) scanHostObjects(ctx context.Context, hs *hostScan) error {
 		return err
 	}
 	hs.advancers = map[string][]advancer{}
+	var gen string
 	var adv advancer
-	if _, err := pgx.ForEachRow(rows, []any{&gen, &adv.signature, &adv.args, &adv.public}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&gen, &adv.signature, &adv.args, &adv.public}, func() error {
 		hs.advancers[gen] = append(hs.advancers[gen], adv)
 		return nil
-	}); err != nil {
-		return err
-	}
+	})
+	return err
+}
 
-	// Sessions holding a generator's advisory lock: shared by an idle
-	// session, a leak that stops pull-ups; exclusive, for longer than a
-	// pull-up takes, it blocks every next_id() (confirmBlocked).
+// scanLocks finds the sessions holding a generator's advisory lock: shared
+// by an idle session, a leak that stops pull-ups; exclusive, for longer
+// than a pull-up takes, it blocks every next_id() (confirmBlocked).
+func (v *verifier) scanLocks(ctx context.Context, hs *hostScan) error {
 	hs.locksAt = time.Now()
-	if hs.locks, err = readLockHolders(ctx, q, -1); err != nil {
+	var err error
+	if hs.locks, err = readLockHolders(ctx, hs.pool, -1); err != nil {
 		return err
 	}
 	v.reportIdleSharedLocks(hs)
