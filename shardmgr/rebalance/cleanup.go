@@ -73,40 +73,37 @@ func Cleanup(ctx context.Context, cfg *shardmgr.Config, opts CleanupOptions) (*C
 // cleanup records the shard as the target's own, removes the replication
 // objects and retires the source's copy: renamed and still fenced, or
 // dropped when it is not to be kept.
-func (mo *mover) cleanup(ctx context.Context, rec *MoveRecord) error {
-	src, dst, err := mo.ends(ctx, rec)
-	if err != nil {
-		return err
-	}
-	gen := *rec.flipGen
+func (mo *mover) cleanup(ctx context.Context, mv *move) error {
+	src, dst := mv.src, mv.dst
+	gen := *mv.flipGen
 	if _, err := dst.Exec(ctx, `INSERT INTO shardid.local_shards (shard, schema_name, state, generation) VALUES ($1, $2, 'active', $3)
 		ON CONFLICT (shard) DO UPDATE SET schema_name = EXCLUDED.schema_name, state = 'active', generation = EXCLUDED.generation`,
-		rec.Shard, rec.Schema, gen); err != nil {
-		return fmt.Errorf("target %s: %w", rec.To, err)
+		mv.Shard, mv.Schema, gen); err != nil {
+		return fmt.Errorf("target %s: %w", mv.To, err)
 	}
-	if _, err := dst.Exec(ctx, fmt.Sprintf(`COMMENT ON SCHEMA %s IS NULL`, pgx.Identifier{rec.Schema}.Sanitize())); err != nil {
-		return fmt.Errorf("target %s: %w", rec.To, err)
+	if _, err := dst.Exec(ctx, fmt.Sprintf(`COMMENT ON SCHEMA %s IS NULL`, pgx.Identifier{mv.Schema}.Sanitize())); err != nil {
+		return fmt.Errorf("target %s: %w", mv.To, err)
 	}
 	// The flip left the target's fence and change log open; their
 	// triggers go now, writes flowing.
-	if err := mo.dropMoveTriggers(ctx, dst, rec); err != nil {
-		return fmt.Errorf("target %s: %w", rec.To, err)
+	if err := mo.dropMoveTriggers(ctx, dst, mv.MoveRecord); err != nil {
+		return fmt.Errorf("target %s: %w", mv.To, err)
 	}
-	if err := dropReplication(ctx, src, dst, rec); err != nil {
+	if err := dropReplication(ctx, src, dst, mv.MoveRecord); err != nil {
 		return err
 	}
-	retired := fence.RetiredSchema(rec.Schema, gen)
-	drop := rec.keep < 0
-	err = pgx.BeginFunc(ctx, src, func(tx pgx.Tx) error {
+	retired := fence.RetiredSchema(mv.Schema, gen)
+	drop := mv.keep < 0
+	err := pgx.BeginFunc(ctx, src, func(tx pgx.Tx) error {
 		var has bool
-		if err := tx.QueryRow(ctx, `SELECT to_regnamespace($1) IS NOT NULL`, pgx.Identifier{rec.Schema}.Sanitize()).Scan(&has); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT to_regnamespace($1) IS NOT NULL`, pgx.Identifier{mv.Schema}.Sanitize()).Scan(&has); err != nil {
 			return err
 		}
 		if has {
 			if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = 0`); err != nil {
 				return err
 			}
-			if _, err := tx.Exec(ctx, fmt.Sprintf(`ALTER SCHEMA %s RENAME TO %s`, pgx.Identifier{rec.Schema}.Sanitize(), pgx.Identifier{retired}.Sanitize())); err != nil {
+			if _, err := tx.Exec(ctx, fmt.Sprintf(`ALTER SCHEMA %s RENAME TO %s`, pgx.Identifier{mv.Schema}.Sanitize(), pgx.Identifier{retired}.Sanitize())); err != nil {
 				return err
 			}
 		}
@@ -115,16 +112,16 @@ func (mo *mover) cleanup(ctx context.Context, rec *MoveRecord) error {
 				return err
 			}
 		}
-		_, err := tx.Exec(ctx, `DELETE FROM shardid.local_shards WHERE shard = $1 AND schema_name = $2`, rec.Shard, rec.Schema)
+		_, err := tx.Exec(ctx, `DELETE FROM shardid.local_shards WHERE shard = $1 AND schema_name = $2`, mv.Shard, mv.Schema)
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("source %s: retire %s: %w", rec.From, rec.Schema, err)
+		return fmt.Errorf("source %s: retire %s: %w", mv.From, mv.Schema, err)
 	}
 	extra := `retired_schema = $3, finished_at = pg_catalog.clock_timestamp(), keep_until = pg_catalog.clock_timestamp() + $4 * interval '1 millisecond'`
 	if drop {
 		extra += `, retired_dropped_at = pg_catalog.clock_timestamp()`
 	}
-	rec.Retired = retired
-	return setPhase(ctx, mo.catalog, rec, PhaseCleaned, extra, retired, max(rec.keep.Milliseconds(), 0))
+	mv.Retired = retired
+	return setPhase(ctx, mo.catalog, mv.MoveRecord, PhaseCleaned, extra, retired, max(mv.keep.Milliseconds(), 0))
 }

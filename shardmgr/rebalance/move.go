@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -224,16 +223,6 @@ func (mo *mover) pool(ctx context.Context, name string) (*pgxpool.Pool, error) {
 	return p, nil
 }
 
-func (mo *mover) ends(ctx context.Context, rec *MoveRecord) (src, dst *pgxpool.Pool, err error) {
-	if src, err = mo.pool(ctx, rec.From); err != nil {
-		return nil, nil, err
-	}
-	if dst, err = mo.pool(ctx, rec.To); err != nil {
-		return nil, nil, err
-	}
-	return src, dst, nil
-}
-
 // MoveShard moves logical shard shard to host to, online unless
 // opts.Mode says offline, and returns what it did. Hosts new in the
 // cluster file are registered first (as shardid init does). A shard with
@@ -358,12 +347,6 @@ func (mo *mover) progress(rec *MoveRecord, p MoveProgress) {
 	mo.opts.Progress(p)
 }
 
-// sourceFenced reports whether a move in phase p has the source fenced
-// and the map not yet flipped.
-func sourceFenced(mode MoveMode, p Phase) bool {
-	return p == PhaseFenced || (mode == MoveOffline && (p == PhaseCopy || p == PhaseVerified)) || (mode == MoveOnline && p == PhaseVerified)
-}
-
 // moveLockClass is the first key of the session advisory lock, on the
 // catalog, that a manager holds while it runs or aborts a move (the second
 // key is the move's id): 'shmv'.
@@ -388,7 +371,10 @@ func (mo *mover) lockMove(ctx context.Context, rec *MoveRecord) (func(), error) 
 	return func() { conn.Close(context.WithoutCancel(ctx)) }, nil
 }
 
-// run takes a journaled move from its phase to cleaned.
+// run takes the move from its journaled phase to the end of its mode's
+// phase table, one step at a time, each recorded in the journal. A failed
+// step leaves the shard as safe as the phase it failed from allows; see
+// failed.
 func (mo *mover) run(ctx context.Context, rec *MoveRecord) (*MoveResult, error) {
 	start := time.Now()
 	unlock, err := mo.lockMove(ctx, rec)
@@ -403,7 +389,7 @@ func (mo *mover) run(ctx context.Context, rec *MoveRecord) (*MoveResult, error) 
 		return nil, err
 	}
 	*rec = *fresh[0]
-	seq := steps(rec.Mode)
+	mv := &move{MoveRecord: rec}
 	res := func() *MoveResult {
 		r := &MoveResult{MoveRef: rec.MoveRef, Mode: rec.Mode, Phase: rec.Phase,
 			Rows: rec.Rows, Bytes: rec.Bytes, Elapsed: time.Since(start), RetiredSchema: rec.Retired}
@@ -419,48 +405,19 @@ func (mo *mover) run(ctx context.Context, rec *MoveRecord) (*MoveResult, error) 
 		if mo.opts.stopAfter != "" && rec.Phase == mo.opts.stopAfter {
 			return res(), errStopped
 		}
-		i := slices.Index(seq, rec.Phase)
-		if i < 0 || i+1 >= len(seq) {
+		next, ok := nextStep(rec.Mode, rec.Phase)
+		if !ok {
 			return res(), fmt.Errorf("move %d: phase %s is not one of a %s move", rec.ID, rec.Phase, rec.Mode)
 		}
-		next := seq[i+1]
-		mo.progress(rec, MoveProgress{Phase: next, Lag: -1})
-		mo.log.Info("move", "id", rec.ID, "shard", rec.Shard, "from", rec.From, "to", rec.To, "phase", next)
-		err := mo.step(ctx, rec, next)
+		mo.progress(rec, MoveProgress{Phase: next.phase, Lag: -1})
+		mo.log.Info("move", "id", rec.ID, "shard", rec.Shard, "from", rec.From, "to", rec.To, "phase", next.phase)
+		err := mo.open(ctx, mv)
+		if err == nil {
+			err = next.run(mo, ctx, mv)
+		}
 		if err != nil {
-			err = &shardmgr.ShardError{Shard: rec.Shard, Host: rec.To, Err: fmt.Errorf("move %d (%s -> %s), phase %s: %w", rec.ID, rec.From, rec.To, next, err)}
-			if next == PhaseFlipped {
-				// The flip may have committed even though its answer was
-				// lost: then the target serves, and the source must stay
-				// fenced. The journal says which.
-				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-				fresh, rerr := readMoves(rctx, mo.catalog, `id = $1`, rec.ID)
-				cancel()
-				if rerr != nil || fresh[0].Phase.flipped() {
-					if rerr == nil {
-						*rec = *fresh[0]
-					}
-					recordError(ctx, mo.catalog, rec, err)
-					return res(), err
-				}
-			}
-			if rec.targetOpened {
-				// The flip opened the target but the catalog still names
-				// the source: fence the target again before the source is
-				// given back, or both copies would take writes.
-				if ferr := mo.refenceTarget(ctx, rec); ferr != nil {
-					err = errors.Join(err, fmt.Errorf("%w: the target's copy was opened and fencing it again failed: %w", ErrSourceFenced, ferr))
-					recordError(ctx, mo.catalog, rec, err)
-					return res(), err
-				}
-			}
-			if sourceFenced(rec.Mode, rec.Phase) {
-				// Writes are refused: give the source back rather than
-				// leave the shard unwritable until someone notices.
-				if uerr := mo.unfenceSource(ctx, rec); uerr != nil {
-					err = errors.Join(err, fmt.Errorf("%w: lifting the fence failed too: %w", ErrSourceFenced, uerr))
-				}
-			}
+			err = &shardmgr.ShardError{Shard: rec.Shard, Host: rec.To, Err: fmt.Errorf("move %d (%s -> %s), phase %s: %w", rec.ID, rec.From, rec.To, next.phase, err)}
+			err = mo.failed(ctx, mv, next, err)
 			recordError(ctx, mo.catalog, rec, err)
 			return res(), err
 		}
@@ -469,25 +426,38 @@ func (mo *mover) run(ctx context.Context, rec *MoveRecord) (*MoveResult, error) 
 	return res(), nil
 }
 
-func (mo *mover) step(ctx context.Context, rec *MoveRecord, next Phase) error {
-	switch next {
-	case PhaseSchema:
-		return mo.buildTarget(ctx, rec)
-	case PhaseCopy:
-		if rec.Mode == MoveOnline {
-			return mo.startReplication(ctx, rec)
+// failed leaves a move whose step towards next failed as safe as it can,
+// and returns the error to record. Three cases, in this order:
+//   - the flip's acknowledgement was lost: the flip may have committed,
+//     and then the target serves and the source must stay fenced; the
+//     journal says which;
+//   - the flip opened the target but failed in the catalog (targetOpened):
+//     the target is fenced again before the source is given back, or both
+//     copies would take writes;
+//   - the source refuses writes in the phase the move is in (fencedAfter):
+//     it is given back, and the move set back to a phase before the fence,
+//     rather than leave the shard unwritable until someone notices.
+func (mo *mover) failed(ctx context.Context, mv *move, next step, err error) error {
+	if next.phase == PhaseFlipped {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		fresh, rerr := readMoves(rctx, mo.catalog, `id = $1`, mv.ID)
+		cancel()
+		if rerr != nil || fresh[0].Phase.flipped() {
+			if rerr == nil {
+				*mv.MoveRecord = *fresh[0]
+			}
+			return err
 		}
-		return mo.copyOffline(ctx, rec)
-	case PhaseCatchup:
-		return mo.catchUp(ctx, rec)
-	case PhaseFenced:
-		return mo.fence(ctx, rec)
-	case PhaseVerified:
-		return mo.verifyCopy(ctx, rec)
-	case PhaseFlipped:
-		return mo.flip(ctx, rec)
-	case PhaseCleaned:
-		return mo.cleanup(ctx, rec)
 	}
-	return fmt.Errorf("no step leads to phase %s", next)
+	if mv.targetOpened {
+		if ferr := mo.refenceTarget(ctx, mv); ferr != nil {
+			return errors.Join(err, fmt.Errorf("%w: the target's copy was opened and fencing it again failed: %w", ErrSourceFenced, ferr))
+		}
+	}
+	if sourceFenced(mv.Mode, mv.Phase) {
+		if uerr := mo.unfenceSource(ctx, mv); uerr != nil {
+			return errors.Join(err, fmt.Errorf("%w: lifting the fence failed too: %w", ErrSourceFenced, uerr))
+		}
+	}
+	return err
 }

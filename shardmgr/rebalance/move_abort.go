@@ -92,10 +92,11 @@ func (mo *mover) abort(ctx context.Context, rec *MoveRecord) error {
 	if *rec = *fresh[0]; !rec.Phase.Open() || rec.Phase.flipped() {
 		return fmt.Errorf("move %d is now in phase %s", rec.ID, rec.Phase)
 	}
-	src, dst, err := mo.ends(ctx, rec)
-	if err != nil {
+	mv := &move{MoveRecord: rec}
+	if err := mo.open(ctx, mv); err != nil {
 		return err
 	}
+	src, dst := mv.src, mv.dst
 	// The change log's triggers first, the gentle way: the source may be
 	// serving.
 	mo.dropDeltas(ctx, rec)
@@ -138,33 +139,33 @@ func (mo *mover) abort(ctx context.Context, rec *MoveRecord) error {
 // the catalog's state active, and the journal at the phase before the
 // fence. The catalog is changed last, so that routers send writes only to
 // a source that takes them.
-func (mo *mover) unfenceSource(ctx context.Context, rec *MoveRecord) error {
+func (mo *mover) unfenceSource(ctx context.Context, mv *move) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
-	src, err := mo.pool(ctx, rec.From)
+	if err := mo.open(ctx, mv); err != nil {
+		return err
+	}
+	src := mv.src
+	if err := mo.unfenceSourceHost(ctx, src, mv.MoveRecord); err != nil {
+		return err
+	}
+	mo.dropDeltas(ctx, mv.MoveRecord)
+	back, err := backTo(mv.Mode, mv.Phase)
 	if err != nil {
 		return err
 	}
-	if err := mo.unfenceSourceHost(ctx, src, rec); err != nil {
-		return err
-	}
-	mo.dropDeltas(ctx, rec)
-	back := PhaseCatchup
-	if rec.Mode == MoveOffline {
-		back = PhaseSchema
-	}
-	_, err = catalog.Change(ctx, mo.catalog, 0, fmt.Sprintf("move %d: shard %d back to active on %s", rec.ID, rec.Shard, rec.From), func(tx pgx.Tx, gen int64) error {
+	_, err = catalog.Change(ctx, mo.catalog, 0, fmt.Sprintf("move %d: shard %d back to active on %s", mv.ID, mv.Shard, mv.From), func(tx pgx.Tx, gen int64) error {
 		if _, err := tx.Exec(ctx, `UPDATE shardid.shards SET state = 'active', changed_generation = $3
-			WHERE id = $1 AND host = $2 AND state = 'moving'`, rec.Shard, rec.From, gen); err != nil {
+			WHERE id = $1 AND host = $2 AND state = 'moving'`, mv.Shard, mv.From, gen); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `UPDATE shardid.moves SET phase = $2, fenced_at = NULL, updated_at = pg_catalog.clock_timestamp() WHERE id = $1`, rec.ID, string(back))
+		_, err := tx.Exec(ctx, `UPDATE shardid.moves SET phase = $2, fenced_at = NULL, updated_at = pg_catalog.clock_timestamp() WHERE id = $1`, mv.ID, string(back))
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	rec.Phase = back
+	mv.Phase = back
 	return nil
 }
 

@@ -45,28 +45,25 @@ func dataTables(ctx context.Context, q shardmgr.Querier, schema string) ([]strin
 // step fences the tables it made before it commits; so no write to the
 // copy is acknowledged before the flip but the mover's own and the
 // replication's. It is idempotent for this move's own copy.
-func (mo *mover) buildTarget(ctx context.Context, rec *MoveRecord) error {
-	src, dst, err := mo.ends(ctx, rec)
-	if err != nil {
-		return err
-	}
-	schema := rec.Schema
+func (mo *mover) buildTarget(ctx context.Context, mv *move) error {
+	src, dst := mv.src, mv.dst
+	schema := mv.Schema
 	if mo.m.Variant != shsql.Safe {
 		return fmt.Errorf("%w: moves carry the safe generator's counter; the cluster uses %q", ErrGeneratorVariant, mo.m.Variant)
 	}
 	var srcHas bool
 	if err := src.QueryRow(ctx, `SELECT to_regnamespace($1) IS NOT NULL`, pgx.Identifier{schema}.Sanitize()).Scan(&srcHas); err != nil {
-		return fmt.Errorf("source %s: %w", rec.From, err)
+		return fmt.Errorf("source %s: %w", mv.From, err)
 	}
 	if !srcHas {
-		return fmt.Errorf("source %s: %w: no schema %s", rec.From, migrate.ErrShardSchemaMissing, schema)
+		return fmt.Errorf("source %s: %w: no schema %s", mv.From, migrate.ErrShardSchemaMissing, schema)
 	}
 	version, failure, err := migrate.ReadShardVersion(ctx, src, schema)
 	if err != nil {
-		return fmt.Errorf("source %s: read migration version: %w", rec.From, err)
+		return fmt.Errorf("source %s: read migration version: %w", mv.From, err)
 	}
 	if failure != nil {
-		return fmt.Errorf("source %s: %w at version %d (%s): fix it first", rec.From, ErrMigrationFailed, failure.Version, failure.Message)
+		return fmt.Errorf("source %s: %w at version %d (%s): fix it first", mv.From, ErrMigrationFailed, failure.Version, failure.Message)
 	}
 	if version > 0 && mo.opts.Migrations == nil {
 		return fmt.Errorf("%w (the shard is at version %d)", ErrMigrationsNeeded, version)
@@ -75,24 +72,24 @@ func (mo *mover) buildTarget(ctx context.Context, rec *MoveRecord) error {
 	var counterMax int64
 	if err := src.QueryRow(ctx, `SELECT seqmax FROM pg_catalog.pg_sequence WHERE seqrelid = to_regclass($1)`, seq).Scan(&counterMax); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("source %s: %s is missing (the safe generator's counter)", rec.From, seq)
+			return fmt.Errorf("source %s: %s is missing (the safe generator's counter)", mv.From, seq)
 		}
-		return fmt.Errorf("source %s: %w", rec.From, err)
+		return fmt.Errorf("source %s: %w", mv.From, err)
 	}
-	if rec.counterMax != nil {
-		counterMax = *rec.counterMax
+	if mv.counterMax != nil {
+		counterMax = *mv.counterMax
 	}
 
 	// The target: nothing there, or this move's own copy.
 	var comment *string
 	err = dst.QueryRow(ctx, `SELECT coalesce(obj_description(oid, 'pg_namespace'), '') FROM pg_catalog.pg_namespace WHERE nspname = $1`, schema).Scan(&comment)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("target %s: %w", rec.To, err)
+		return fmt.Errorf("target %s: %w", mv.To, err)
 	}
-	if comment != nil && *comment != incomingComment(rec) {
-		return fmt.Errorf("target %s: %w: a schema %s that this move did not make (a stray copy?); drop it or move the shard elsewhere", rec.To, ErrTargetOccupied, schema)
+	if comment != nil && *comment != incomingComment(mv.MoveRecord) {
+		return fmt.Errorf("target %s: %w: a schema %s that this move did not make (a stray copy?); drop it or move the shard elsewhere", mv.To, ErrTargetOccupied, schema)
 	}
-	ddl, err := shsql.Render(catalog.GeneratorParams(mo.m, rec.Shard))
+	ddl, err := shsql.Render(catalog.GeneratorParams(mo.m, mv.Shard))
 	if err != nil {
 		return err
 	}
@@ -101,13 +98,13 @@ func (mo *mover) buildTarget(ctx context.Context, rec *MoveRecord) error {
 		if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+q); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, fmt.Sprintf(`COMMENT ON SCHEMA %s IS %s`, q, pg.QuoteLiteral(incomingComment(rec)))); err != nil {
+		if _, err := tx.Exec(ctx, fmt.Sprintf(`COMMENT ON SCHEMA %s IS %s`, q, pg.QuoteLiteral(incomingComment(mv.MoveRecord)))); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, ddl, pgx.QueryExecModeSimpleProtocol); err != nil {
 			return err
 		}
-		if _, err := fence.ClampCounter(ctx, tx, schema, rec.Shard); err != nil {
+		if _, err := fence.ClampCounter(ctx, tx, schema, mv.Shard); err != nil {
 			return err
 		}
 		if err := fence.Func(ctx, tx, schema, true); err != nil {
@@ -118,55 +115,55 @@ func (mo *mover) buildTarget(ctx context.Context, rec *MoveRecord) error {
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO shardid.local_shards (shard, schema_name, state, generation) VALUES ($1, $2, 'fenced', $3)
 			ON CONFLICT (shard) DO UPDATE SET schema_name = EXCLUDED.schema_name, state = 'fenced', generation = EXCLUDED.generation`,
-			rec.Shard, schema, mo.m.Generation)
+			mv.Shard, schema, mo.m.Generation)
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("target %s: install the generator: %w", rec.To, err)
+		return fmt.Errorf("target %s: install the generator: %w", mv.To, err)
 	}
 	if version > 0 {
 		conn, err := dst.Acquire(ctx)
 		if err != nil {
-			return fmt.Errorf("target %s: %w", rec.To, err)
+			return fmt.Errorf("target %s: %w", mv.To, err)
 		}
-		_, err = migrate.MigrateShardOn(ctx, conn.Conn(), rec.To, mo.opts.Migrations,
-			shardmgr.Shard{ID: rec.Shard, Schema: schema, Host: rec.To, State: shardmgr.StateMoving}, migrate.MigrateOptions{To: version, Incoming: true})
+		_, err = migrate.MigrateShardOn(ctx, conn.Conn(), mv.To, mo.opts.Migrations,
+			shardmgr.Shard{ID: mv.Shard, Schema: schema, Host: mv.To, State: shardmgr.StateMoving}, migrate.MigrateOptions{To: version, Incoming: true})
 		conn.Release()
 		if err != nil {
-			return fmt.Errorf("target %s: build the schema at version %d: %w", rec.To, version, err)
+			return fmt.Errorf("target %s: build the schema at version %d: %w", mv.To, version, err)
 		}
 	}
 	got, _, err := migrate.ReadShardVersion(ctx, dst, schema)
 	if err != nil {
-		return fmt.Errorf("target %s: %w", rec.To, err)
+		return fmt.Errorf("target %s: %w", mv.To, err)
 	}
 	if got != version {
 		return fmt.Errorf("%w: the target is at migration version %d, the source at %d", ErrMoveCheck, got, version)
 	}
 	srcTables, err := dataTables(ctx, src, schema)
 	if err != nil {
-		return fmt.Errorf("source %s: %w", rec.From, err)
+		return fmt.Errorf("source %s: %w", mv.From, err)
 	}
 	dstTables, err := dataTables(ctx, dst, schema)
 	if err != nil {
-		return fmt.Errorf("target %s: %w", rec.To, err)
+		return fmt.Errorf("target %s: %w", mv.To, err)
 	}
 	if !slices.Equal(srcTables, dstTables) {
 		return fmt.Errorf("%w: the source has tables %v, the migrations made %v on the target (tables made outside the migrations cannot be moved)",
 			ErrMoveCheck, srcTables, dstTables)
 	}
-	if rec.Mode == MoveOnline {
+	if mv.Mode == MoveOnline {
 		rows, err := src.Query(ctx, `SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 			WHERE n.nspname = $1 AND c.relname = ANY($2) AND NOT (c.relreplident = 'f'
 			   OR (c.relreplident = 'd' AND EXISTS (SELECT FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid AND i.indisprimary))
 			   OR (c.relreplident = 'i' AND EXISTS (SELECT FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid AND i.indisreplident)))
 			ORDER BY 1`, schema, srcTables)
 		if err != nil {
-			return fmt.Errorf("source %s: %w", rec.From, err)
+			return fmt.Errorf("source %s: %w", mv.From, err)
 		}
 		noKey, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		if err != nil {
-			return fmt.Errorf("source %s: %w", rec.From, err)
+			return fmt.Errorf("source %s: %w", mv.From, err)
 		}
 		if len(noKey) > 0 {
 			return fmt.Errorf("%w: %s", ErrNoReplicaIdentity, strings.Join(noKey, ", "))
@@ -190,14 +187,14 @@ func (mo *mover) buildTarget(ctx context.Context, rec *MoveRecord) error {
 		return fence.Install(ctx, tx, schema, true)
 	})
 	if err != nil {
-		return fmt.Errorf("target %s: %w", rec.To, err)
+		return fmt.Errorf("target %s: %w", mv.To, err)
 	}
 	sizes, err := shardSize(ctx, src, schema)
 	if err != nil {
-		return fmt.Errorf("source %s: %w", rec.From, err)
+		return fmt.Errorf("source %s: %w", mv.From, err)
 	}
-	rec.Bytes, rec.Version, rec.counterMax = sizes, version, &counterMax
-	return setPhase(ctx, mo.catalog, rec, PhaseSchema, "version = $3, counter_max = coalesce(counter_max, $4), bytes = $5", version, counterMax, sizes)
+	mv.Bytes, mv.Version, mv.counterMax = sizes, version, &counterMax
+	return setPhase(ctx, mo.catalog, mv.MoveRecord, PhaseSchema, "version = $3, counter_max = coalesce(counter_max, $4), bytes = $5", version, counterMax, sizes)
 }
 
 // shardSize is the total relation size of schema.
@@ -210,14 +207,11 @@ func shardSize(ctx context.Context, q shardmgr.Querier, schema string) (int64, e
 
 // copyOffline copies every table from the fenced source with COPY, in one
 // transaction on the target.
-func (mo *mover) copyOffline(ctx context.Context, rec *MoveRecord) error {
-	src, dst, err := mo.ends(ctx, rec)
+func (mo *mover) copyOffline(ctx context.Context, mv *move) error {
+	src, dst := mv.src, mv.dst
+	tables, err := dataTables(ctx, src, mv.Schema)
 	if err != nil {
-		return err
-	}
-	tables, err := dataTables(ctx, src, rec.Schema)
-	if err != nil {
-		return fmt.Errorf("source %s: %w", rec.From, err)
+		return fmt.Errorf("source %s: %w", mv.From, err)
 	}
 	var rows int64
 	err = pgx.BeginFunc(ctx, dst, func(tx pgx.Tx) error {
@@ -225,24 +219,24 @@ func (mo *mover) copyOffline(ctx context.Context, rec *MoveRecord) error {
 			return err
 		}
 		for _, t := range tables {
-			qt := pgx.Identifier{rec.Schema, t}.Sanitize()
+			qt := pgx.Identifier{mv.Schema, t}.Sanitize()
 			if _, err := tx.Exec(ctx, `TRUNCATE `+qt); err != nil {
 				return err
 			}
-			n, err := copyTable(ctx, src, tx.Conn().PgConn(), rec.Schema, t)
+			n, err := copyTable(ctx, src, tx.Conn().PgConn(), mv.Schema, t)
 			if err != nil {
 				return fmt.Errorf("copy %s: %w", qt, err)
 			}
 			rows += n
-			mo.progress(rec, MoveProgress{Phase: PhaseCopy, Tables: len(tables), Rows: rows, Lag: -1})
+			mo.progress(mv.MoveRecord, MoveProgress{Phase: PhaseCopy, Tables: len(tables), Rows: rows, Lag: -1})
 		}
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("target %s: %w", rec.To, err)
+		return fmt.Errorf("target %s: %w", mv.To, err)
 	}
-	rec.Rows = rows
-	return setPhase(ctx, mo.catalog, rec, PhaseCopy, "rows_copied = $3", rows)
+	mv.Rows = rows
+	return setPhase(ctx, mo.catalog, mv.MoveRecord, PhaseCopy, "rows_copied = $3", rows)
 }
 
 // copyTable streams one table from the source into the target with COPY

@@ -16,16 +16,13 @@ import (
 // verifyCopy makes sure the target has every change (online: the slot
 // confirmed the source's WAL position taken after the fence), carries the
 // counter over and compares row counts and checksums table by table.
-func (mo *mover) verifyCopy(ctx context.Context, rec *MoveRecord) error {
-	src, dst, err := mo.ends(ctx, rec)
-	if err != nil {
-		return err
-	}
-	if rec.Mode == MoveOnline {
+func (mo *mover) verifyCopy(ctx context.Context, mv *move) error {
+	src, dst := mv.src, mv.dst
+	if mv.Mode == MoveOnline {
 		wctx, cancel := context.WithTimeout(ctx, mo.opts.CutoverTimeout)
-		n, err := bumpMark(wctx, src, rec)
+		n, err := bumpMark(wctx, src, mv.MoveRecord)
 		if err == nil {
-			err = waitMark(wctx, dst, rec, n)
+			err = waitMark(wctx, dst, mv.MoveRecord, n)
 		}
 		if err == nil {
 			err = flushWAL(wctx, dst)
@@ -35,39 +32,39 @@ func (mo *mover) verifyCopy(ctx context.Context, rec *MoveRecord) error {
 			return fmt.Errorf("wait for the target to apply every change made before the fence: %w", err)
 		}
 	}
-	if err := mo.carryCounter(ctx, src, dst, rec); err != nil {
+	if err := mo.carryCounter(ctx, src, dst, mv.MoveRecord); err != nil {
 		return err
 	}
-	sv, _, err := migrate.ReadShardVersion(ctx, src, rec.Schema)
+	sv, _, err := migrate.ReadShardVersion(ctx, src, mv.Schema)
 	if err != nil {
-		return fmt.Errorf("source %s: %w", rec.From, err)
+		return fmt.Errorf("source %s: %w", mv.From, err)
 	}
-	if sv != rec.Version {
-		return fmt.Errorf("%w: the source was migrated to version %d during the move (the target is at %d)", ErrMoveCheck, sv, rec.Version)
+	if sv != mv.Version {
+		return fmt.Errorf("%w: the source was migrated to version %d during the move (the target is at %d)", ErrMoveCheck, sv, mv.Version)
 	}
-	tables, err := dataTables(ctx, src, rec.Schema)
+	tables, err := dataTables(ctx, src, mv.Schema)
 	if err != nil {
-		return fmt.Errorf("source %s: %w", rec.From, err)
+		return fmt.Errorf("source %s: %w", mv.From, err)
 	}
 	t0 := time.Now()
 	var rows int64
 	checked := false
-	if ps := rec.prescan; ps != nil && ps.sameTables(tables) {
-		if rows, checked, err = compareDelta(ctx, src, dst, rec, ps); err != nil {
+	if ps := mv.prescan; ps != nil && ps.sameTables(tables) {
+		if rows, checked, err = compareDelta(ctx, src, dst, mv.MoveRecord, ps); err != nil {
 			return err
 		}
 	}
 	how := "changes since the scans"
 	if !checked {
 		how = "full scans"
-		if rows, err = compareTables(ctx, src, dst, rec.Schema, tables); err != nil {
+		if rows, err = compareTables(ctx, src, dst, mv.Schema, tables); err != nil {
 			return err
 		}
 	}
-	mo.log.Info("checked", "id", rec.ID, "tables", len(tables), "rows", rows, "from", how, "took", time.Since(t0))
-	rec.Rows = rows
-	mo.progress(rec, MoveProgress{Phase: PhaseVerified, Tables: len(tables), Rows: rows, Lag: 0})
-	return setPhase(ctx, mo.catalog, rec, PhaseVerified, "rows_copied = $3", rows)
+	mo.log.Info("checked", "id", mv.ID, "tables", len(tables), "rows", rows, "from", how, "took", time.Since(t0))
+	mv.Rows = rows
+	mo.progress(mv.MoveRecord, MoveProgress{Phase: PhaseVerified, Tables: len(tables), Rows: rows, Lag: 0})
+	return setPhase(ctx, mo.catalog, mv.MoveRecord, PhaseVerified, "rows_copied = $3", rows)
 }
 
 // tableSum is a table's row count and order-independent checksum.

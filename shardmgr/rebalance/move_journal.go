@@ -48,14 +48,6 @@ const (
 	PhaseAborted  Phase = "aborted"  // rolled back; the source serves as before
 )
 
-// steps returns the phases a move of mode passes, in order.
-func steps(mode MoveMode) []Phase {
-	if mode == MoveOffline {
-		return []Phase{PhasePlanned, PhaseSchema, PhaseFenced, PhaseCopy, PhaseVerified, PhaseFlipped, PhaseCleaned}
-	}
-	return []Phase{PhasePlanned, PhaseSchema, PhaseCopy, PhaseCatchup, PhaseFenced, PhaseVerified, PhaseFlipped, PhaseCleaned}
-}
-
 // Open reports whether a move in this phase still has work to do.
 func (p Phase) Open() bool { return p != PhaseCleaned && p != PhaseAborted }
 

@@ -17,67 +17,64 @@ import (
 // startReplication publishes the shard's tables on the source and
 // subscribes the target to them, which copies the rows and then follows
 // every change.
-func (mo *mover) startReplication(ctx context.Context, rec *MoveRecord) error {
-	src, dst, err := mo.ends(ctx, rec)
+func (mo *mover) startReplication(ctx context.Context, mv *move) error {
+	src, dst := mv.src, mv.dst
+	tables, err := dataTables(ctx, src, mv.Schema)
 	if err != nil {
-		return err
+		return fmt.Errorf("source %s: %w", mv.From, err)
 	}
-	tables, err := dataTables(ctx, src, rec.Schema)
-	if err != nil {
-		return fmt.Errorf("source %s: %w", rec.From, err)
-	}
-	name := pgx.Identifier{rec.replName}.Sanitize()
+	name := pgx.Identifier{mv.replName}.Sanitize()
 	var hasPub bool
-	if err := src.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_catalog.pg_publication WHERE pubname = $1)`, rec.replName).Scan(&hasPub); err != nil {
-		return fmt.Errorf("source %s: %w", rec.From, err)
+	if err := src.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_catalog.pg_publication WHERE pubname = $1)`, mv.replName).Scan(&hasPub); err != nil {
+		return fmt.Errorf("source %s: %w", mv.From, err)
 	}
 	for _, db := range []*pgxpool.Pool{src, dst} {
-		if err := createMarkTable(ctx, db, rec); err != nil {
+		if err := createMarkTable(ctx, db, mv.MoveRecord); err != nil {
 			return fmt.Errorf("mark table: %w", err)
 		}
 	}
 	if !hasPub {
-		names := []string{markTable(rec)}
+		names := []string{markTable(mv.MoveRecord)}
 		for _, t := range tables {
-			names = append(names, pgx.Identifier{rec.Schema, t}.Sanitize())
+			names = append(names, pgx.Identifier{mv.Schema, t}.Sanitize())
 		}
 		if _, err := src.Exec(ctx, `CREATE PUBLICATION `+name+` FOR TABLE `+strings.Join(names, ", ")); err != nil {
-			return fmt.Errorf("source %s: create publication: %w", rec.From, err)
+			return fmt.Errorf("source %s: create publication: %w", mv.From, err)
 		}
 	}
-	hasSub, err := subscriptionExists(ctx, dst, rec.replName)
+	hasSub, err := subscriptionExists(ctx, dst, mv.replName)
 	if err != nil {
-		return fmt.Errorf("target %s: %w", rec.To, err)
+		return fmt.Errorf("target %s: %w", mv.To, err)
 	}
 	if hasSub {
-		return setPhase(ctx, mo.catalog, rec, PhaseCopy, "")
+		return setPhase(ctx, mo.catalog, mv.MoveRecord, PhaseCopy, "")
 	}
 	// The slot is made here rather than by CREATE SUBSCRIPTION: that
 	// would wait forever when both hosts are databases of one server (the
 	// slot waits for the transaction creating it). A slot left by an
 	// earlier attempt is reused.
 	if _, err := src.Exec(ctx, `SELECT pg_catalog.pg_create_logical_replication_slot($1, 'pgoutput')
-		WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_replication_slots WHERE slot_name = $1)`, rec.replName); err != nil {
-		return fmt.Errorf("source %s: create replication slot: %w", rec.From, err)
+		WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_replication_slots WHERE slot_name = $1)`, mv.replName); err != nil {
+		return fmt.Errorf("source %s: create replication slot: %w", mv.From, err)
 	}
-	h, _ := mo.cfg.Host(rec.From)
+	h, _ := mo.cfg.Host(mv.From)
 	conninfo, err := mo.connInfo(h)
 	if err != nil {
-		return fmt.Errorf("source %s: %w", rec.From, err)
+		return fmt.Errorf("source %s: %w", mv.From, err)
 	}
 	err = pgx.BeginFunc(ctx, dst, func(tx pgx.Tx) error {
 		if err := quietStatementLog(ctx, tx); err != nil {
 			mo.log.Warn("the mover's role may not keep CREATE SUBSCRIPTION out of the target's server log: should it fail, the log shows the source's password",
-				"id", rec.ID, "host", rec.To, "err", err)
+				"id", mv.ID, "host", mv.To, "err", err)
 		}
 		_, err := tx.Exec(ctx, fmt.Sprintf(`CREATE SUBSCRIPTION %s CONNECTION %s PUBLICATION %s WITH (slot_name = %s, create_slot = false, copy_data = true)`,
-			name, pg.QuoteLiteral(conninfo), name, pg.QuoteLiteral(rec.replName)))
+			name, pg.QuoteLiteral(conninfo), name, pg.QuoteLiteral(mv.replName)))
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("target %s: create subscription: %w", rec.To, err)
+		return fmt.Errorf("target %s: create subscription: %w", mv.To, err)
 	}
-	return setPhase(ctx, mo.catalog, rec, PhaseCopy, "")
+	return setPhase(ctx, mo.catalog, mv.MoveRecord, PhaseCopy, "")
 }
 
 // quietStatementLog keeps the statements of tx out of the server's log,
@@ -234,11 +231,8 @@ func replicationLag(ctx context.Context, src shardmgr.Querier, slot string) (int
 
 // catchUp waits for the initial copy of every table and for the lag to
 // fall under CatchupLag.
-func (mo *mover) catchUp(ctx context.Context, rec *MoveRecord) error {
-	src, dst, err := mo.ends(ctx, rec)
-	if err != nil {
-		return err
-	}
+func (mo *mover) catchUp(ctx context.Context, mv *move) error {
+	src, dst := mv.src, mv.dst
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -248,32 +242,32 @@ func (mo *mover) catchUp(ctx context.Context, rec *MoveRecord) error {
 				coalesce((SELECT apply_error_count + sync_error_count FROM pg_catalog.pg_stat_subscription_stats st WHERE st.subid = s.oid), 0)
 			FROM pg_catalog.pg_subscription s LEFT JOIN pg_catalog.pg_subscription_rel r ON r.srsubid = s.oid
 			WHERE s.subname = $1 AND s.subdbid = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())
-			GROUP BY s.oid`, rec.replName).Scan(&tables, &ready, &errs)
+			GROUP BY s.oid`, mv.replName).Scan(&tables, &ready, &errs)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("target %s: subscription %s is missing", rec.To, rec.replName)
+			return fmt.Errorf("target %s: subscription %s is missing", mv.To, mv.replName)
 		}
 		if err != nil {
-			return fmt.Errorf("target %s: %w", rec.To, err)
+			return fmt.Errorf("target %s: %w", mv.To, err)
 		}
 		if errs > 0 {
-			return fmt.Errorf("target %s: logical replication reported %d errors (see the target server's log)", rec.To, errs)
+			return fmt.Errorf("target %s: logical replication reported %d errors (see the target server's log)", mv.To, errs)
 		}
-		lag, err := replicationLag(ctx, src, rec.replName)
+		lag, err := replicationLag(ctx, src, mv.replName)
 		if err != nil {
-			return fmt.Errorf("source %s: %w", rec.From, err)
+			return fmt.Errorf("source %s: %w", mv.From, err)
 		}
 		// Rows on the target so far, from its statistics (they trail by
 		// up to a second): progress only.
 		var rows int64
-		_ = dst.QueryRow(ctx, `SELECT coalesce(sum(n_tup_ins), 0)::bigint FROM pg_catalog.pg_stat_user_tables WHERE schemaname = $1`, rec.Schema).Scan(&rows)
-		mo.progress(rec, MoveProgress{Phase: PhaseCatchup, Tables: tables, Synced: ready, Rows: rows, Lag: lag})
+		_ = dst.QueryRow(ctx, `SELECT coalesce(sum(n_tup_ins), 0)::bigint FROM pg_catalog.pg_stat_user_tables WHERE schemaname = $1`, mv.Schema).Scan(&rows)
+		mo.progress(mv.MoveRecord, MoveProgress{Phase: PhaseCatchup, Tables: tables, Synced: ready, Rows: rows, Lag: lag})
 		if ready == tables {
-			near, err := mo.closeEnough(ctx, src, dst, rec)
+			near, err := mo.closeEnough(ctx, src, dst, mv.MoveRecord)
 			if err != nil {
 				return err
 			}
 			if near {
-				return setPhase(ctx, mo.catalog, rec, PhaseCatchup, "")
+				return setPhase(ctx, mo.catalog, mv.MoveRecord, PhaseCatchup, "")
 			}
 		}
 		select {
