@@ -218,21 +218,35 @@ func Init(ctx context.Context, cfg *shardmgr.Config, opts InitOptions) (*InitRes
 // planCatalog creates the cluster in the catalog, or checks it against cfg
 // and adds what cfg adds (hosts), in one transaction under the catalog lock.
 func planCatalog(ctx context.Context, pool *pgxpool.Pool, cfg *shardmgr.Config) (m *shardmgr.ShardMap, created bool, changes []string, err error) {
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, 0)`, catalog.LockClass); err != nil {
-			return err
+	// Init holds the init lock, so no other manager creates the cluster
+	// meanwhile; the loop only covers a catalog created between the two
+	// transactions by a manager that did not take it.
+	for range 2 {
+		_, _, err = catalog.ChangeIf(ctx, pool, 0, func(tx pgx.Tx, gen int64) (string, error) {
+			cur, err := shardmgr.ReadMap(ctx, tx)
+			if err != nil {
+				return "", err
+			}
+			changes, err = reconcileCatalog(ctx, tx, cfg, cur, gen)
+			return strings.Join(changes, "; "), err
+		})
+		if !errors.Is(err, shardmgr.ErrNotInitialized) {
+			break
 		}
-		cur, err := shardmgr.ReadMap(ctx, tx)
-		switch {
-		case errors.Is(err, shardmgr.ErrNotInitialized):
+		err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, 0)`, catalog.LockClass); err != nil {
+				return err
+			}
+			if _, err := shardmgr.ReadMap(ctx, tx); !errors.Is(err, shardmgr.ErrNotInitialized) {
+				return err // created meanwhile (nil: reconcile it), or unreadable
+			}
 			created = true
 			return createCluster(ctx, tx, cfg)
-		case err != nil:
-			return err
+		})
+		if err != nil || created {
+			break
 		}
-		changes, err = reconcileCatalog(ctx, tx, cfg, cur)
-		return err
-	})
+	}
 	if err != nil {
 		return nil, false, nil, fmt.Errorf("catalog: %w", err)
 	}
@@ -294,7 +308,7 @@ func balancedRanges(n, h int) [][2]int {
 // reconcileCatalog checks cfg against an initialised catalog and records
 // what cfg adds: new hosts, changed DSNs or drain flags. What is fixed once
 // initialised must match.
-func reconcileCatalog(ctx context.Context, tx pgx.Tx, cfg *shardmgr.Config, cur *shardmgr.ShardMap) ([]string, error) {
+func reconcileCatalog(ctx context.Context, tx pgx.Tx, cfg *shardmgr.Config, cur *shardmgr.ShardMap, gen int64) ([]string, error) {
 	var bad []string
 	if cur.Cluster != cfg.Cluster {
 		bad = append(bad, fmt.Sprintf("the catalog holds cluster %q, the file names %q", cur.Cluster, cfg.Cluster))
@@ -308,12 +322,14 @@ func reconcileCatalog(ctx context.Context, tx pgx.Tx, cfg *shardmgr.Config, cur 
 	// A host gone from the file leaves the catalog once it holds nothing:
 	// no shard (drain it first) and no unfinished move, whose retired copy
 	// would otherwise be left where no command looks (rebalance cleanup).
+	diffs := catalog.CompareHosts(cur, cfg)
 	var removed []string
 	inUse := false
-	for _, ch := range cur.Hosts {
-		if _, ok := cfg.Host(ch.Name); ok {
+	for _, d := range diffs {
+		if d.Kind != catalog.HostRemoved {
 			continue
 		}
+		ch := d
 		if n := len(cur.ShardsOn(ch.Name)); n > 0 {
 			bad = append(bad, fmt.Sprintf("host %s holds %d shards in the catalog but is not in the file", ch.Name, n))
 			inUse = true
@@ -342,21 +358,20 @@ func reconcileCatalog(ctx context.Context, tx pgx.Tx, cfg *shardmgr.Config, cur 
 	for _, name := range removed {
 		changes = append(changes, fmt.Sprintf("remove host %s", name))
 	}
-	for _, h := range cfg.Hosts {
-		ch, ok := cur.Host(h.Name)
-		switch {
-		case !ok:
-			changes = append(changes, fmt.Sprintf("add host %s", h.Name))
-		case ch.DSN != h.RawDSN():
-			changes = append(changes, fmt.Sprintf("host %s: new DSN", h.Name))
-		case ch.Drain != h.Drain:
-			changes = append(changes, fmt.Sprintf("host %s: drain %t", h.Name, h.Drain))
+	for _, d := range diffs {
+		switch d.Kind {
+		case catalog.HostAdded:
+			changes = append(changes, fmt.Sprintf("add host %s", d.Name))
+		case catalog.HostDSN:
+			changes = append(changes, fmt.Sprintf("host %s: new DSN", d.Name))
+		case catalog.HostDrain:
+			h, _ := cfg.Host(d.Name)
+			changes = append(changes, fmt.Sprintf("host %s: drain %t", d.Name, h.Drain))
 		}
 	}
 	if len(changes) == 0 {
 		return nil, nil
 	}
-	gen := cur.Generation + 1
 	for _, name := range removed {
 		if _, err := tx.Exec(ctx, `DELETE FROM shardid.hosts WHERE name = $1`, name); err != nil {
 			return nil, err
@@ -370,11 +385,7 @@ func reconcileCatalog(ctx context.Context, tx pgx.Tx, cfg *shardmgr.Config, cur 
 			return nil, err
 		}
 	}
-	if _, err := tx.Exec(ctx, `UPDATE shardid.cluster SET generation = $1, updated_at = now()`, gen); err != nil {
-		return nil, err
-	}
-	_, err := tx.Exec(ctx, `INSERT INTO shardid.changes (generation, what) VALUES ($1, $2)`, gen, strings.Join(changes, "; "))
-	return changes, err
+	return changes, nil
 }
 
 // installHost writes host h's record and installs the generators of the

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	"golang.org/x/sync/errgroup"
@@ -52,6 +51,10 @@ type ApplyResult struct {
 	// Waited is how long this run waited for another manager (another
 	// apply, or a move someone else was running; JSON: waited_ms).
 	Waited time.Duration `json:"-"`
+	// HostChanges are the catalog changes made to register the cluster
+	// file's hosts before planning (install.Init ran): new hosts, new
+	// DSNs, drain marks. Empty when the catalog already agreed.
+	HostChanges []string `json:"host_changes,omitempty"`
 	// FinishedByOthers are the moves this run found busy, waited for and
 	// then found finished by the other manager: nothing left to do.
 	FinishedByOthers []int64 `json:"finished_by_others,omitempty"`
@@ -95,20 +98,22 @@ func Apply(ctx context.Context, cfg *shardmgr.Config, opts ApplyOptions) (*Apply
 	res := &ApplyResult{Moves: []*MoveResult{}}
 	// One apply at a time per catalog: a second one waits, then plans
 	// against what the first left, usually nothing.
-	unlock, waited, err := waitApplyLock(ctx, cfg, opts)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	res.Waited = waited.Truncate(time.Millisecond) // whole ms, as reported
-	if err := registerHosts(ctx, cfg); err != nil {
-		return nil, err
-	}
+	// The catalog is opened once, for the lock, the registration, the
+	// plan and the moves.
 	mo, err := newMover(ctx, cfg, opts.Move)
 	if err != nil {
 		return nil, err
 	}
 	defer mo.close()
+	unlock, waited, err := mo.waitApplyLock(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	res.Waited = waited.Truncate(time.Millisecond) // whole ms, as reported
+	if res.HostChanges, err = mo.registerHosts(ctx); err != nil {
+		return nil, err
+	}
 	var failed []error
 	runAll := func(recs []*MoveRecord) {
 		out, errs, others, w := mo.runAll(ctx, recs, opts)
@@ -126,7 +131,7 @@ func Apply(ctx context.Context, cfg *shardmgr.Config, opts ApplyOptions) (*Apply
 	runAll(open)
 
 	if len(failed) == 0 {
-		plan, err := PlanRebalance(ctx, cfg, opts.Plan)
+		plan, err := planRebalance(ctx, cfg, mo.catalog, mo.pool, opts.Plan)
 		if err != nil {
 			return res, err
 		}
@@ -154,11 +159,14 @@ const pollBusy = 200 * time.Millisecond
 // waitApplyLock takes the apply lock on a connection of its own, waiting
 // (at most opts.Wait) while another manager holds it. The lock goes with
 // the session if the process dies.
-func waitApplyLock(ctx context.Context, cfg *shardmgr.Config, opts ApplyOptions) (unlock func(), waited time.Duration, err error) {
-	conn, err := pgx.Connect(ctx, cfg.Catalog)
+func (mo *mover) waitApplyLock(ctx context.Context, opts ApplyOptions) (unlock func(), waited time.Duration, err error) {
+	// A connection of its own, taken out of the pool: the lock is the
+	// session's and goes when the connection closes.
+	pc, err := mo.catalog.Acquire(ctx)
 	if err != nil {
 		return nil, 0, fmt.Errorf("catalog: %w", err)
 	}
+	conn := pc.Hijack()
 	start := time.Now()
 	logged := false
 	for {

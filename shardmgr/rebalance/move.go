@@ -101,6 +101,9 @@ type MoveResult struct {
 	// Generation is the catalog generation of the flip.
 	Generation    int64  `json:"generation"`
 	RetiredSchema string `json:"retired_schema,omitempty"`
+	// HostChanges, from MoveShard, are the catalog changes made to
+	// register the cluster file's hosts first (see ApplyResult).
+	HostChanges []string `json:"host_changes,omitempty"`
 	// Err is why this run of the move failed (JSON: its message, "error").
 	Err error `json:"-"`
 }
@@ -247,14 +250,15 @@ func MoveShard(ctx context.Context, cfg *shardmgr.Config, shard int, to string, 
 	if shard < 0 || shard >= cfg.Shards {
 		return nil, &shardmgr.ShardError{Shard: shard, Err: shardmgr.ErrUnknownShard}
 	}
-	if err := registerHosts(ctx, cfg); err != nil {
-		return nil, err
-	}
 	mo, err := newMover(ctx, cfg, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer mo.close()
+	registered, err := mo.registerHosts(ctx)
+	if err != nil {
+		return nil, err
+	}
 	open, err := readMoves(ctx, mo.catalog, `shard = $1 AND `+catalog.OpenMoves, shard)
 	if err != nil {
 		return nil, err
@@ -276,26 +280,33 @@ func MoveShard(ctx context.Context, cfg *shardmgr.Config, shard int, to string, 
 		}
 		rec = recs[0]
 	}
-	return mo.run(ctx, rec)
+	res, err := mo.run(ctx, rec)
+	if res != nil {
+		res.HostChanges = registered
+	}
+	return res, err
 }
 
 // registerHosts runs Init when the cluster file names hosts the catalog
 // does not know, or changes a host's DSN or drain mark: Init registers them
-// and prepares the new hosts' records. Otherwise it only checks that the
-// catalog holds the cluster.
-func registerHosts(ctx context.Context, cfg *shardmgr.Config) error {
-	m, err := catalog.ReadClusterMap(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	for _, h := range cfg.Hosts {
-		ch, ok := m.Host(h.Name)
-		if !ok || ch.DSN != h.RawDSN() || ch.Drain != h.Drain {
-			_, err := install.Init(ctx, cfg, install.InitOptions{})
-			return err
+// and prepares the new hosts' records, and the mover reads the map again.
+// It returns the catalog changes Init made, for the caller to report: a
+// move never registers hosts silently.
+func (mo *mover) registerHosts(ctx context.Context) ([]string, error) {
+	for _, d := range catalog.CompareHosts(mo.m, mo.cfg) {
+		if d.Kind == catalog.HostRemoved {
+			continue
 		}
+		res, err := install.Init(ctx, mo.cfg, install.InitOptions{})
+		if err != nil {
+			return nil, err
+		}
+		if mo.m, err = shardmgr.ReadMap(ctx, mo.catalog); err != nil {
+			return nil, err
+		}
+		return res.CatalogChanges, nil
 	}
-	return nil
+	return nil, nil
 }
 
 // journal records planned moves in one catalog transaction, after

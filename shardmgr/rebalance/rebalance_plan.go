@@ -3,15 +3,16 @@ package rebalance
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
-
-	"github.com/shardid/shardid/shardmgr/internal/catalog"
+	"sync"
 
 	"github.com/shardid/shardid/shardmgr"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 	"golang.org/x/sync/errgroup"
 )
@@ -78,22 +79,57 @@ func PlanRebalance(ctx context.Context, cfg *shardmgr.Config, opts PlanOptions) 
 	if err := cfg.ValidateCluster(); err != nil {
 		return nil, err
 	}
+	cat, err := pg.OpenPool(ctx, cfg.Catalog, 1)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	defer cat.Close()
+	var (
+		mu    sync.Mutex
+		pools []*pgxpool.Pool
+	)
+	defer func() {
+		for _, p := range pools {
+			p.Close()
+		}
+	}()
+	return planRebalance(ctx, cfg, cat, func(ctx context.Context, name string) (*pgxpool.Pool, error) {
+		h, ok := cfg.Host(name)
+		if !ok {
+			return nil, fmt.Errorf("host %s: %w", name, shardmgr.ErrUnknownHost)
+		}
+		p, err := pg.OpenPool(ctx, h.DSN, 1)
+		if err == nil {
+			mu.Lock()
+			pools = append(pools, p)
+			mu.Unlock()
+		}
+		return p, err
+	}, opts)
+}
+
+// planRebalance plans on the catalog cat, measuring shards on the pools
+// that poolOf gives (an apply passes its mover's, which the moves use).
+func planRebalance(ctx context.Context, cfg *shardmgr.Config, cat shardmgr.Querier, poolOf func(context.Context, string) (*pgxpool.Pool, error), opts PlanOptions) (*Plan, error) {
 	if opts.By == "" {
 		opts.By = ByCount
 	}
 	if opts.By != ByCount && opts.By != BySize {
 		return nil, fmt.Errorf("plan by %q: want count or size", opts.By)
 	}
-	m, err := catalog.ReadClusterMap(ctx, cfg)
+	m, err := shardmgr.ReadMap(ctx, cat)
 	if err != nil {
-		return nil, err
+		if errors.Is(err, shardmgr.ErrNotInitialized) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("catalog: %w", err)
 	}
 	for _, ch := range m.Hosts {
 		if _, ok := cfg.Host(ch.Name); !ok && len(m.ShardsOn(ch.Name)) > 0 {
 			return nil, fmt.Errorf("%w: host %s holds %d shards in the catalog but is not in the cluster file", shardmgr.ErrClusterMismatch, ch.Name, len(m.ShardsOn(ch.Name)))
 		}
 	}
-	sizes, err := measureShards(ctx, cfg, m)
+	sizes, err := measureShards(ctx, cfg, m, poolOf)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +137,7 @@ func PlanRebalance(ctx context.Context, cfg *shardmgr.Config, opts PlanOptions) 
 }
 
 // measureShards reads every shard's total relation size on its host.
-func measureShards(ctx context.Context, cfg *shardmgr.Config, m *shardmgr.ShardMap) ([]int64, error) {
+func measureShards(ctx context.Context, cfg *shardmgr.Config, m *shardmgr.ShardMap, poolOf func(context.Context, string) (*pgxpool.Pool, error)) ([]int64, error) {
 	sizes := make([]int64, len(m.Shards))
 	g, gctx := errgroup.WithContext(ctx)
 	for _, h := range cfg.Hosts {
@@ -110,11 +146,10 @@ func measureShards(ctx context.Context, cfg *shardmgr.Config, m *shardmgr.ShardM
 			continue
 		}
 		g.Go(func() error {
-			pool, err := pg.OpenPool(gctx, h.DSN, 1)
+			pool, err := poolOf(gctx, h.Name)
 			if err != nil {
 				return fmt.Errorf("host %s: %w", h.Name, err)
 			}
-			defer pool.Close()
 			schemas := make([]string, len(ids))
 			for i, id := range ids {
 				schemas[i] = m.Shards[id].Schema

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/internal/catalog"
 
 	shsql "github.com/shardid/shardid/sql"
 )
@@ -345,18 +346,14 @@ func (v *verifier) readCatalog(ctx context.Context) bool {
 	if v.cfg.EpochMS != 0 && v.cfg.EpochMS != m.Layout.Epoch {
 		v.problem(CheckCatalog, -1, "", "the catalog's epoch_ms is %d, the cluster file says %d", m.Layout.Epoch, v.cfg.EpochMS)
 	}
-	for _, h := range v.cfg.Hosts {
-		ch, ok := m.Host(h.Name)
-		switch {
-		case !ok:
-			v.problem(CheckCatalog, -1, h.Name, "host is in the cluster file but not in the catalog (run shardid init)")
-		case ch.DSN != h.RawDSN():
-			v.problem(CheckCatalog, -1, h.Name, "the catalog records another DSN for this host (run shardid init)")
-		}
-	}
-	for _, ch := range m.Hosts {
-		if _, ok := v.cfg.Host(ch.Name); !ok {
-			v.problem(CheckCatalog, -1, ch.Name, "host is in the catalog (%d shards) but not in the cluster file, so it was not scanned", len(m.ShardsOn(ch.Name)))
+	for _, d := range catalog.CompareHosts(m, v.cfg) {
+		switch d.Kind {
+		case catalog.HostAdded:
+			v.problem(CheckCatalog, -1, d.Name, "host is in the cluster file but not in the catalog (run shardid init)")
+		case catalog.HostDSN:
+			v.problem(CheckCatalog, -1, d.Name, "the catalog records another DSN for this host (run shardid init)")
+		case catalog.HostRemoved:
+			v.problem(CheckCatalog, -1, d.Name, "host is in the catalog (%d shards) but not in the cluster file, so it was not scanned", len(m.ShardsOn(d.Name)))
 		}
 	}
 	return true

@@ -21,37 +21,58 @@ const LockClass = 0x73686361
 // Change runs fn in one catalog transaction that holds the catalog
 // lock and the cluster row, checks that the generation is still want (0:
 // any), and bumps the generation with a record of what changed. It returns
-// the new generation.
+// the new generation. It is the one way the catalog's map changes
+// (invariant 3: every change bumps the generation in one transaction).
 func Change(ctx context.Context, pool *pgxpool.Pool, want int64, what string, fn func(tx pgx.Tx, gen int64) error) (int64, error) {
-	var next int64
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, 0)`, LockClass); err != nil {
-			return err
-		}
-		var gen int64
-		if err := tx.QueryRow(ctx, `SELECT generation FROM shardid.cluster FOR UPDATE`).Scan(&gen); err != nil {
-			if errors.Is(err, pgx.ErrNoRows) || pg.IsUndefinedTable(err) {
-				return shardmgr.ErrNotInitialized
-			}
-			return err
-		}
-		if want != 0 && gen != want {
-			return &shardmgr.GenerationError{Want: want, Got: gen}
-		}
-		next = gen + 1
-		if err := fn(tx, next); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `UPDATE shardid.cluster SET generation = $1, updated_at = now()`, next); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, `INSERT INTO shardid.changes (generation, what) VALUES ($1, $2)`, next, what)
-		return err
+	next, _, err := ChangeIf(ctx, pool, want, func(tx pgx.Tx, gen int64) (string, error) {
+		return what, fn(tx, gen)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("catalog change (%s): %w", what, err)
 	}
 	return next, nil
+}
+
+// ChangeIf is Change for a caller that learns what changes only inside
+// the transaction: fn returns the description of what it changed, and ""
+// when it changed nothing, in which case the generation stays. Errors
+// come back as fn and the catalog gave them.
+func ChangeIf(ctx context.Context, pool *pgxpool.Pool, want int64, fn func(tx pgx.Tx, gen int64) (what string, err error)) (gen int64, changed bool, err error) {
+	var next int64
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, 0)`, LockClass); err != nil {
+			return err
+		}
+		var cur int64
+		if err := tx.QueryRow(ctx, `SELECT generation FROM shardid.cluster FOR UPDATE`).Scan(&cur); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) || pg.IsUndefinedTable(err) {
+				return shardmgr.ErrNotInitialized
+			}
+			return err
+		}
+		if want != 0 && cur != want {
+			return &shardmgr.GenerationError{Want: want, Got: cur}
+		}
+		next = cur + 1
+		what, err := fn(tx, next)
+		if err != nil {
+			return err
+		}
+		if what == "" {
+			next = cur
+			return nil
+		}
+		changed = true
+		if _, err := tx.Exec(ctx, `UPDATE shardid.cluster SET generation = $1, updated_at = now()`, next); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO shardid.changes (generation, what) VALUES ($1, $2)`, next, what)
+		return err
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	return next, changed, nil
 }
 
 // SetShardState changes a shard's state in the catalog, guarded by the
@@ -112,3 +133,45 @@ func Generation(ctx context.Context, q shardmgr.Querier) (int64, error) {
 // OpenMoves is the SQL predicate on shardid.moves of an unfinished move:
 // the one the catalog's moves_open_shard_idx enforces one of per shard.
 const OpenMoves = `phase NOT IN ('cleaned', 'aborted')`
+
+// HostDiffKind is how a host of the cluster file differs from the catalog.
+type HostDiffKind int
+
+// The ways a cluster file's host can differ from the catalog's.
+const (
+	HostAdded   HostDiffKind = iota // in the file, not in the catalog
+	HostDSN                         // the catalog records another DSN
+	HostDrain                       // the catalog records another drain mark
+	HostRemoved                     // in the catalog, not in the file
+)
+
+// HostDiff is one host on which the cluster file and the catalog differ.
+type HostDiff struct {
+	Name string
+	Kind HostDiffKind
+}
+
+// CompareHosts compares the cluster file's hosts with the catalog's: the
+// file's hosts in its order, then the hosts only the catalog has, in the
+// catalog's order. It is the one comparison init, verify and the moves
+// make.
+func CompareHosts(m *shardmgr.ShardMap, cfg *shardmgr.Config) []HostDiff {
+	var out []HostDiff
+	for _, h := range cfg.Hosts {
+		ch, ok := m.Host(h.Name)
+		switch {
+		case !ok:
+			out = append(out, HostDiff{h.Name, HostAdded})
+		case ch.DSN != h.RawDSN():
+			out = append(out, HostDiff{h.Name, HostDSN})
+		case ch.Drain != h.Drain:
+			out = append(out, HostDiff{h.Name, HostDrain})
+		}
+	}
+	for _, ch := range m.Hosts {
+		if _, ok := cfg.Host(ch.Name); !ok {
+			out = append(out, HostDiff{ch.Name, HostRemoved})
+		}
+	}
+	return out
+}
