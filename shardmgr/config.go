@@ -140,13 +140,9 @@ func ParseConfig(data []byte, name string, lookup func(string) (string, bool)) (
 	cfg.Path = name
 	var missing []string
 	expand := func(s string) string {
-		return envRef.ReplaceAllStringFunc(s, func(ref string) string {
-			v, ok := lookup(ref[2 : len(ref)-1])
-			if !ok {
-				missing = append(missing, ref[2:len(ref)-1])
-			}
-			return v
-		})
+		out, m := expandEnv(s, lookup)
+		missing = append(missing, m...)
+		return out
 	}
 	cfg.Catalog = expand(cfg.Catalog)
 	for i := range cfg.Hosts {
@@ -160,7 +156,28 @@ func ParseConfig(data []byte, name string, lookup func(string) (string, bool)) (
 	return cfg, nil
 }
 
+// envRef matches a ${VAR} reference; a bare $ (in a password, say) is
+// left alone.
 var envRef = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*\}`)
+
+// expandEnv replaces each ${VAR} in s with lookup's value (nil lookup:
+// none is set) and returns the names it found no value for, which expand
+// to "". The cluster file (ParseConfig) and the router (DSNs from the
+// catalog) expand DSNs with it.
+func expandEnv(s string, lookup func(string) (string, bool)) (string, []string) {
+	var missing []string
+	out := envRef.ReplaceAllStringFunc(s, func(ref string) string {
+		name := ref[2 : len(ref)-1]
+		if lookup != nil {
+			if v, ok := lookup(name); ok {
+				return v
+			}
+		}
+		missing = append(missing, name)
+		return ""
+	})
+	return out, missing
+}
 
 var unknownField = regexp.MustCompile(`^line (\d+): field (\S+) not found in type \S+$`)
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -208,24 +207,12 @@ func (r *Router) hasPool(host string) bool {
 	return ok
 }
 
-var envRefFull = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
-
 func (r *Router) newPool(ctx context.Context, h CatalogHost) (*pgxpool.Pool, error) {
 	dsn, ok := r.dsns[h.Name]
 	if !ok {
-		var missing error
-		dsn = envRefFull.ReplaceAllStringFunc(h.DSN, func(ref string) string {
-			name := ref[2 : len(ref)-1]
-			if r.opts.lookup != nil {
-				if v, ok := r.opts.lookup(name); ok {
-					return v
-				}
-			}
-			missing = fmt.Errorf("host %s: DSN needs ${%s} (see WithLookupEnv)", h.Name, name)
-			return ""
-		})
-		if missing != nil {
-			return nil, missing
+		var missing []string
+		if dsn, missing = expandEnv(h.DSN, r.opts.lookup); len(missing) > 0 {
+			return nil, fmt.Errorf("host %s: DSN needs ${%s} (see WithLookupEnv)", h.Name, missing[len(missing)-1])
 		}
 	}
 	cfg, err := pgxpool.ParseConfig(dsn)

@@ -479,10 +479,7 @@ func installShard(ctx context.Context, pool *pgxpool.Pool, m *shardmgr.ShardMap,
 				return err
 			}
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO shardid.local_shards (shard, schema_name, state, generation)
-			VALUES ($1, $2, $3, $4) ON CONFLICT (shard) DO UPDATE SET state = EXCLUDED.state, generation = EXCLUDED.generation`,
-			id, p.Schema, string(m.Shards[id].State), m.Generation)
-		return err
+		return shardschema.RecordLocalShard(ctx, tx, id, p.Schema, string(m.Shards[id].State), m.Generation)
 	})
 	if err != nil {
 		return false, err

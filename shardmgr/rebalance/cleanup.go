@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/fence"
+	"github.com/shardid/shardid/shardmgr/internal/shardschema"
 )
 
 // CleanupOptions adjust Cleanup.
@@ -76,9 +77,7 @@ func Cleanup(ctx context.Context, cfg *shardmgr.Config, opts CleanupOptions) (*C
 func (mo *mover) cleanup(ctx context.Context, mv *move) error {
 	src, dst := mv.src, mv.dst
 	gen := *mv.flipGen
-	if _, err := dst.Exec(ctx, `INSERT INTO shardid.local_shards (shard, schema_name, state, generation) VALUES ($1, $2, 'active', $3)
-		ON CONFLICT (shard) DO UPDATE SET schema_name = EXCLUDED.schema_name, state = 'active', generation = EXCLUDED.generation`,
-		mv.Shard, mv.Schema, gen); err != nil {
+	if err := shardschema.RecordLocalShard(ctx, dst, mv.Shard, mv.Schema, "active", gen); err != nil {
 		return fmt.Errorf("target %s: %w", mv.To, err)
 	}
 	if _, err := dst.Exec(ctx, fmt.Sprintf(`COMMENT ON SCHEMA %s IS NULL`, pgx.Identifier{mv.Schema}.Sanitize())); err != nil {

@@ -2,7 +2,6 @@ package rebalance
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	"github.com/shardid/shardid/shardmgr/internal/fence"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/internal/shardschema"
 )
 
 // AbortResult is what AbortMove rolled back.
@@ -103,9 +103,8 @@ func (mo *mover) abort(ctx context.Context, rec *MoveRecord) error {
 	if err := dropReplication(ctx, src, dst, rec); err != nil {
 		return err
 	}
-	var comment *string
-	err = dst.QueryRow(ctx, `SELECT coalesce(obj_description(oid, 'pg_namespace'), '') FROM pg_catalog.pg_namespace WHERE nspname = $1`, rec.Schema).Scan(&comment)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	comment, err := shardschema.SchemaComment(ctx, dst, rec.Schema)
+	if err != nil {
 		return fmt.Errorf("target %s: %w", rec.To, err)
 	}
 	err = pgx.BeginFunc(ctx, dst, func(tx pgx.Tx) error {

@@ -17,6 +17,7 @@ import (
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	"github.com/shardid/shardid/shardmgr/internal/fence"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/internal/shardschema"
 	"github.com/shardid/shardid/shardmgr/migrate"
 	"golang.org/x/sync/errgroup"
 )
@@ -81,9 +82,8 @@ func (mo *mover) buildTarget(ctx context.Context, mv *move) error {
 	}
 
 	// The target: nothing there, or this move's own copy.
-	var comment *string
-	err = dst.QueryRow(ctx, `SELECT coalesce(obj_description(oid, 'pg_namespace'), '') FROM pg_catalog.pg_namespace WHERE nspname = $1`, schema).Scan(&comment)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	comment, err := shardschema.SchemaComment(ctx, dst, schema)
+	if err != nil {
 		return fmt.Errorf("target %s: %w", mv.To, err)
 	}
 	if comment != nil && *comment != incomingComment(mv.MoveRecord) {
@@ -113,10 +113,7 @@ func (mo *mover) buildTarget(ctx context.Context, mv *move) error {
 		if err := fence.NewTables(ctx, tx, schema); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO shardid.local_shards (shard, schema_name, state, generation) VALUES ($1, $2, 'fenced', $3)
-			ON CONFLICT (shard) DO UPDATE SET schema_name = EXCLUDED.schema_name, state = 'fenced', generation = EXCLUDED.generation`,
-			mv.Shard, schema, mo.m.Generation)
-		return err
+		return shardschema.RecordLocalShard(ctx, tx, mv.Shard, schema, "fenced", mo.m.Generation)
 	})
 	if err != nil {
 		return fmt.Errorf("target %s: install the generator: %w", mv.To, err)

@@ -10,6 +10,7 @@ package shardschema
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -142,4 +143,24 @@ func ReadMarkers(ctx context.Context, q pg.Querier) (map[string]string, error) {
 		return nil, fmt.Errorf("read generators: %w", err)
 	}
 	return out, nil
+}
+
+// RecordLocalShard records in the host's shardid.local_shards that it
+// holds shard in schema, in state, as of catalog generation gen.
+func RecordLocalShard(ctx context.Context, q pg.Execer, shard int, schema, state string, gen int64) error {
+	_, err := q.Exec(ctx, `INSERT INTO shardid.local_shards (shard, schema_name, state, generation) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (shard) DO UPDATE SET schema_name = EXCLUDED.schema_name, state = EXCLUDED.state, generation = EXCLUDED.generation`,
+		shard, schema, state, gen)
+	return err
+}
+
+// SchemaComment is the comment on schema (a move marks its incoming copy
+// with one), "" when it has none, and nil when there is no such schema.
+func SchemaComment(ctx context.Context, q pg.Querier, schema string) (*string, error) {
+	var comment *string
+	err := q.QueryRow(ctx, `SELECT coalesce(pg_catalog.obj_description(oid, 'pg_namespace'), '') FROM pg_catalog.pg_namespace WHERE nspname = $1`, schema).Scan(&comment)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	return comment, err
 }
