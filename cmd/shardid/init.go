@@ -55,8 +55,8 @@ had to create again gets the same tables as the rest. See docs/migrations.md.`,
 			Workers: workers,
 			Logger:  slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		}
-		bar := newProgressBar(os.Stderr, "installing shards")
-		opts.Progress = bar.Update
+		bar := newProgress(os.Stderr)
+		opts.Progress = bar.counter("installing shards")
 		var bars *hostBars
 		if dir != "" {
 			// A directory that does not load or render fails before anything changes.

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -14,7 +12,6 @@ import (
 	"github.com/shardid/shardid/shardmgr/rebalance"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 )
 
 func init() { commands = append(commands, newRebalanceCmd) }
@@ -163,48 +160,6 @@ func (f *moveFlags) options(cmd *cobra.Command) (rebalance.MoveOptions, error) {
 	return o, nil
 }
 
-// moveProgress prints one line per phase of each move on w when w is a
-// terminal, and the lag or rows while a move copies, at most once a second.
-type moveProgress struct {
-	mu   sync.Mutex
-	w    io.Writer
-	on   bool
-	last map[int64]time.Time
-	seen map[int64]rebalance.Phase
-}
-
-func newMoveProgress(w io.Writer) *moveProgress {
-	f, ok := w.(*os.File)
-	return &moveProgress{w: w, on: ok && term.IsTerminal(int(f.Fd())), last: map[int64]time.Time{}, seen: map[int64]rebalance.Phase{}}
-}
-
-func (p *moveProgress) Update(mp rebalance.MoveProgress) {
-	if !p.on {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.seen[mp.ID] == mp.Phase && time.Since(p.last[mp.ID]) < time.Second {
-		return
-	}
-	p.seen[mp.ID], p.last[mp.ID] = mp.Phase, time.Now()
-	var b strings.Builder
-	fmt.Fprintf(&b, "move %d: shard %d %s -> %s: %s", mp.ID, mp.Shard, mp.From, mp.To, mp.Phase)
-	if mp.Tables > 0 && mp.Phase == rebalance.PhaseCatchup {
-		fmt.Fprintf(&b, ", %d/%d tables copied", mp.Synced, mp.Tables)
-	}
-	if mp.Rows > 0 {
-		fmt.Fprintf(&b, ", %d rows", mp.Rows)
-	}
-	if mp.Bytes > 0 {
-		fmt.Fprintf(&b, ", %s", byteSize(mp.Bytes))
-	}
-	if mp.Lag >= 0 {
-		fmt.Fprintf(&b, ", lag %s", byteSize(mp.Lag))
-	}
-	fmt.Fprintln(p.w, b.String())
-}
-
 func newRebalanceApplyCmd() *cobra.Command {
 	var (
 		by       string
@@ -260,8 +215,10 @@ another manager is running is waited for the same way.`,
 		if err != nil {
 			return err
 		}
-		mo.Progress = newMoveProgress(os.Stderr).Update
+		bars := newMoveProgress(os.Stderr)
+		mo.Progress = bars.Update
 		res, err := rebalance.Apply(cmd.Context(), cfg, rebalance.ApplyOptions{Plan: rebalance.PlanOptions{By: pb}, Parallel: parallel, Move: mo, Wait: wait})
+		bars.Done()
 		if res != nil {
 			if asJSON {
 				if jerr := writeJSON(cmd.OutOrStdout(), res); jerr != nil && err == nil {

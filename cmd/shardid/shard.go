@@ -59,8 +59,10 @@ primary key), for the whole copy. --json prints the move:
 		if err != nil {
 			return err
 		}
-		mo.Progress = newMoveProgress(os.Stderr).Update
+		bars := newMoveProgress(os.Stderr)
+		mo.Progress = bars.Update
 		res, err := rebalance.MoveShard(cmd.Context(), cfg, shard, to, mo)
+		bars.Done()
 		if res != nil {
 			if asJSON {
 				if jerr := writeJSON(cmd.OutOrStdout(), res); jerr != nil && err == nil {

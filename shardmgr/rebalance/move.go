@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -78,12 +79,15 @@ type MoveOptions struct {
 // MoveProgress is where one move stands.
 type MoveProgress struct {
 	MoveRef
-	Phase  Phase // the phase being worked towards
-	Tables int   // tables of the shard
-	Synced int   // tables whose initial copy is done (online)
-	Rows   int64 // rows copied or verified so far
-	Bytes  int64 // the shard's size on the source
-	Lag    int64 // replication lag in bytes of WAL (online), -1 when unknown
+	Phase Phase // the phase being worked towards
+	// Step is Phase's place among the Steps phases of the move's mode
+	// (1..Steps), for a progress bar.
+	Step, Steps int
+	Tables      int   // tables of the shard
+	Synced      int   // tables whose initial copy is done (online)
+	Rows        int64 // rows copied or verified so far
+	Bytes       int64 // the shard's size on the source
+	Lag         int64 // replication lag in bytes of WAL (online), -1 when unknown
 }
 
 // MoveResult is what one move did. JSON has the fields below.
@@ -351,7 +355,9 @@ func (mo *mover) progress(rec *MoveRecord, p MoveProgress) {
 	if mo.opts.Progress == nil {
 		return
 	}
-	p.ID, p.Shard, p.From, p.To = rec.ID, rec.Shard, rec.From, rec.To
+	p.MoveRef = rec.MoveRef
+	p.Steps = len(phases[rec.Mode]) - 1
+	p.Step = slices.Index(steps(rec.Mode), p.Phase)
 	if p.Bytes == 0 {
 		p.Bytes = rec.Bytes
 	}

@@ -28,30 +28,37 @@ type step struct {
 
 // phases is the one description of a move: the phases each mode passes, in
 // order, read by mover.run (the loop), steps, sourceFenced and
-// unfenceSource. The first row is where a journaled move starts.
-var phases = map[MoveMode][]step{
-	// Online: copy and follow changes while the source serves; the fence
-	// goes up only for the cut-over.
-	MoveOnline: {
-		{phase: PhasePlanned},
-		{phase: PhaseSchema, run: (*mover).buildTarget},
-		{phase: PhaseCopy, run: (*mover).startReplication},
-		{phase: PhaseCatchup, run: (*mover).catchUp},
-		{phase: PhaseFenced, run: (*mover).fence, fencedAfter: true, backTo: PhaseCatchup},
-		{phase: PhaseVerified, run: (*mover).verifyCopy, fencedAfter: true, backTo: PhaseCatchup},
-		{phase: PhaseFlipped, run: (*mover).flip},
-		{phase: PhaseCleaned, run: (*mover).cleanup},
-	},
-	// Offline: fence first, then copy with COPY.
-	MoveOffline: {
-		{phase: PhasePlanned},
-		{phase: PhaseSchema, run: (*mover).buildTarget},
-		{phase: PhaseFenced, run: (*mover).fence, fencedAfter: true, backTo: PhaseSchema},
-		{phase: PhaseCopy, run: (*mover).copyOffline, fencedAfter: true, backTo: PhaseSchema},
-		{phase: PhaseVerified, run: (*mover).verifyCopy, fencedAfter: true, backTo: PhaseSchema},
-		{phase: PhaseFlipped, run: (*mover).flip},
-		{phase: PhaseCleaned, run: (*mover).cleanup},
-	},
+// unfenceSource. The first row is where a journaled move starts. (It is
+// filled in init: the steps' work reports progress, which reads it.)
+var phases map[MoveMode][]step
+
+func init() { phases = phaseTable() }
+
+func phaseTable() map[MoveMode][]step {
+	return map[MoveMode][]step{
+		// Online: copy and follow changes while the source serves; the fence
+		// goes up only for the cut-over.
+		MoveOnline: {
+			{phase: PhasePlanned},
+			{phase: PhaseSchema, run: (*mover).buildTarget},
+			{phase: PhaseCopy, run: (*mover).startReplication},
+			{phase: PhaseCatchup, run: (*mover).catchUp},
+			{phase: PhaseFenced, run: (*mover).fence, fencedAfter: true, backTo: PhaseCatchup},
+			{phase: PhaseVerified, run: (*mover).verifyCopy, fencedAfter: true, backTo: PhaseCatchup},
+			{phase: PhaseFlipped, run: (*mover).flip},
+			{phase: PhaseCleaned, run: (*mover).cleanup},
+		},
+		// Offline: fence first, then copy with COPY.
+		MoveOffline: {
+			{phase: PhasePlanned},
+			{phase: PhaseSchema, run: (*mover).buildTarget},
+			{phase: PhaseFenced, run: (*mover).fence, fencedAfter: true, backTo: PhaseSchema},
+			{phase: PhaseCopy, run: (*mover).copyOffline, fencedAfter: true, backTo: PhaseSchema},
+			{phase: PhaseVerified, run: (*mover).verifyCopy, fencedAfter: true, backTo: PhaseSchema},
+			{phase: PhaseFlipped, run: (*mover).flip},
+			{phase: PhaseCleaned, run: (*mover).cleanup},
+		},
+	}
 }
 
 // steps returns the phases a move of mode passes, in order.
