@@ -271,6 +271,15 @@ func (c *Config) ValidateCluster() error {
 	return nil
 }
 
+// CheckShard returns an error wrapping ErrUnknownShard unless id is one of
+// the cluster's logical shards, 0..Shards-1.
+func (c *Config) CheckShard(id int) error {
+	if id < 0 || id >= c.Shards {
+		return fmt.Errorf("%w: %d (the cluster has shards 0..%d)", ErrUnknownShard, id, c.Shards-1)
+	}
+	return nil
+}
+
 // Host returns the host called name.
 func (c *Config) Host(name string) (Host, bool) {
 	for _, h := range c.Hosts {

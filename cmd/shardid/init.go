@@ -40,7 +40,7 @@ had to create again gets the same tables as the rest. See docs/migrations.md.`,
 		Args: cobra.NoArgs,
 	}
 	configPath := addClusterConfigFlag(cmd)
-	cmd.Flags().IntVar(&workers, "workers", 4, "connections per host installing shards in parallel")
+	cmd.Flags().IntVar(&workers, "workers", install.DefaultWorkers, "connections per host installing shards in parallel")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	cmd.Flags().StringVar(&dir, "dir", "", "per-shard migrations: bring every shard to the version of the others")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {

@@ -14,8 +14,6 @@ import (
 	"github.com/shardid/shardid/shardmgr/migrate"
 
 	"github.com/spf13/cobra"
-
-	"github.com/shardid/shardid/shardmgr"
 )
 
 func init() { commands = append(commands, newMigrateCmd) }
@@ -374,8 +372,8 @@ Nothing connects to a database: the cluster file gives the number of shards.`,
 		if err != nil {
 			return err
 		}
-		if shard < 0 || shard >= cfg.Shards {
-			return fmt.Errorf("%w: %d (the cluster has shards 0..%d)", shardmgr.ErrUnknownShard, shard, cfg.Shards-1)
+		if err := cfg.CheckShard(shard); err != nil {
+			return err
 		}
 		migs, err := set.Render(shard, shsql.DefaultSchema(shard))
 		if err != nil {
@@ -430,7 +428,7 @@ layout is refused. Shards already current are left alone.`,
 	cmd.Flags().IntVar(&workers, "workers", migrate.DefaultMigrateWorkers, "connections per host upgrading shards in parallel")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "report what would be upgraded, change nothing")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
-	cmd.Flags().DurationVar(&lockTimeout, "lock-timeout", 10*time.Second, "longest wait for the write lock on a shard's tables")
+	cmd.Flags().DurationVar(&lockTimeout, "lock-timeout", migrate.DefaultGeneratorLockTimeout, "longest wait for the write lock on a shard's tables")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if workers < 1 {
 			return usagef("--workers must be at least 1")

@@ -63,7 +63,7 @@ The plan is deterministic.
 		Args: cobra.NoArgs,
 	}
 	configPath := addClusterConfigFlag(cmd)
-	cmd.Flags().StringVar(&by, "by", "count", "balance shard counts (count) or total relation size (size)")
+	cmd.Flags().StringVar(&by, "by", string(rebalance.ByCount), "balance shard counts (count) or total relation size (size)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the plan as JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		pb, err := parseBy(by)
@@ -133,7 +133,7 @@ type moveFlags struct {
 }
 
 func (f *moveFlags) add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.mode, "mode", "online", "online (logical replication, short cut-over) or offline (fence, COPY, flip)")
+	cmd.Flags().StringVar(&f.mode, "mode", string(rebalance.MoveOnline), "online (logical replication, short cut-over) or offline (fence, COPY, flip)")
 	cmd.Flags().StringVar(&f.dir, "dir", "", "directory of the shards' tern migrations (needed when they were migrated)")
 	cmd.Flags().DurationVar(&f.keep, "keep", rebalance.DefaultKeep, "keep the old copy, renamed and fenced, this long (0: drop it at once)")
 }
@@ -191,7 +191,7 @@ another manager is running is waited for the same way.`,
 		Args: cobra.NoArgs,
 	}
 	configPath := addClusterConfigFlag(cmd)
-	cmd.Flags().StringVar(&by, "by", "count", "balance shard counts (count) or total relation size (size)")
+	cmd.Flags().StringVar(&by, "by", string(rebalance.ByCount), "balance shard counts (count) or total relation size (size)")
 	cmd.Flags().IntVar(&parallel, "parallel", 1, "moves to run at once")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the summary as JSON")
 	cmd.Flags().DurationVar(&wait, "wait", rebalance.DefaultApplyWait, "how long to wait for another manager's apply or move")

@@ -27,6 +27,10 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
+// DefaultWorkers is how many connections per host install shards in
+// parallel unless InitOptions.Workers says.
+const DefaultWorkers = 4
+
 // InitOptions adjust Init. The zero value is fine.
 type InitOptions struct {
 	// Progress, when set, is called after each shard is checked or
@@ -34,7 +38,7 @@ type InitOptions struct {
 	// serialised.
 	Progress func(done, total int)
 	// Workers is the number of connections per host that install shards
-	// in parallel. Zero means 4.
+	// in parallel. Zero means DefaultWorkers.
 	Workers int
 	// Logger receives progress messages. Nil discards them.
 	Logger *slog.Logger
@@ -104,7 +108,7 @@ func Init(ctx context.Context, cfg *shardmgr.Config, opts InitOptions) (*InitRes
 		return nil, err
 	}
 	if opts.Workers <= 0 {
-		opts.Workers = 4
+		opts.Workers = DefaultWorkers
 	}
 	log := opts.Logger
 	if log == nil {

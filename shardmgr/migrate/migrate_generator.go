@@ -19,6 +19,10 @@ import (
 	shsql "github.com/shardid/shardid/sql"
 )
 
+// DefaultGeneratorLockTimeout bounds the wait for the write lock on a
+// shard's tables unless GeneratorOptions.LockTimeout says.
+const DefaultGeneratorLockTimeout = 10 * time.Second
+
 // GeneratorOptions adjust UpgradeGenerators. The zero value upgrades every
 // shard with DefaultMigrateWorkers connections per host.
 type GeneratorOptions struct {
@@ -31,7 +35,7 @@ type GeneratorOptions struct {
 	DryRun bool
 	// LockTimeout bounds the wait for the write lock on a shard's tables;
 	// the shard fails (and can be retried) rather than queueing every
-	// writer behind a long transaction. Zero means 10 s.
+	// writer behind a long transaction. Zero means DefaultGeneratorLockTimeout.
 	LockTimeout time.Duration
 	// Progress and Waiting are as in MigrateOptions.
 	Progress func(HostProgress)
@@ -114,7 +118,7 @@ func UpgradeGenerators(ctx context.Context, cfg *shardmgr.Config, opts Generator
 		opts.Workers = DefaultMigrateWorkers
 	}
 	if opts.LockTimeout <= 0 {
-		opts.LockTimeout = 10 * time.Second
+		opts.LockTimeout = DefaultGeneratorLockTimeout
 	}
 	log := opts.Logger
 	if log == nil {

@@ -251,8 +251,8 @@ func MoveShard(ctx context.Context, cfg *shardmgr.Config, shard int, to string, 
 	if h.Drain {
 		return nil, fmt.Errorf("move shard %d to %s: the host is marked drain in %s", shard, to, cfg.Path)
 	}
-	if shard < 0 || shard >= cfg.Shards {
-		return nil, &shardmgr.ShardError{Shard: shard, Err: shardmgr.ErrUnknownShard}
+	if err := cfg.CheckShard(shard); err != nil {
+		return nil, err
 	}
 	mo, err := newMover(ctx, cfg, opts)
 	if err != nil {
