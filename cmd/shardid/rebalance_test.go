@@ -100,8 +100,12 @@ func TestRebalanceCLI(t *testing.T) {
 		} `json:"moves"`
 		ElapsedMS  int64 `json:"elapsed_ms"`
 		Generation int64 `json:"generation"`
+		// The host added to the file was registered (init) before the
+		// plan: apply says so.
+		HostChanges []string `json:"host_changes"`
 	}
 	decodeStrict(t, out, &res)
+	require.Equal(t, []string{"add host pg4"}, res.HostChanges)
 	require.Len(t, res.Moves, 1)
 	require.Equal(t, "cleaned", res.Moves[0].Phase)
 	require.Equal(t, "online", res.Moves[0].Mode)
