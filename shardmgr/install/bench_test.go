@@ -20,7 +20,7 @@ import (
 // side by side as the baseline, the same generator SQL executed shard after
 // shard on one connection per host.
 //
-//	go test ./shardmgr -run '^$' -bench Cluster1024 -benchtime 3x
+//	go test ./shardmgr/install -run '^$' -bench Cluster1024 -benchtime 3x
 func BenchmarkCluster1024(b *testing.B) {
 	const shards = 1024
 	var initS, reinitS, serialS, verifyS, deepS time.Duration

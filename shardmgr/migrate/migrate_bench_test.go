@@ -22,7 +22,7 @@ import (
 // failure tables; it is measured once, logged, and kept out of the
 // comparison.
 //
-//	go test ./shardmgr -run '^$' -bench Migrate1024 -benchtime 3x
+//	go test ./shardmgr/migrate -run '^$' -bench Migrate1024 -benchtime 3x
 func BenchmarkMigrate1024Shards(b *testing.B) {
 	const shards, rowsPerShard = 1024, 10_000
 	cfg := initCluster(b, shards)

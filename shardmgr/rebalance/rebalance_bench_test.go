@@ -22,7 +22,7 @@ import (
 // reports the move's time, rows per second, how long the journal says
 // writes were refused, and the longest run of refusals the writers saw.
 //
-//	go test ./shardmgr -run '^$' -bench MoveShard1M -benchtime 1x -timeout 30m
+//	go test ./shardmgr/rebalance -run '^$' -bench MoveShard1M -benchtime 1x -timeout 30m
 func BenchmarkMoveShard1M(b *testing.B) {
 	for _, mode := range []MoveMode{MoveOnline, MoveOffline} {
 		b.Run(string(mode), func(b *testing.B) { benchMove(b, mode, 1_000_000) })
@@ -33,7 +33,7 @@ func BenchmarkMoveShard1M(b *testing.B) {
 // (12,600,000 rows of likes, table and indexes), the size the goal of
 // refusing writes for under a second is set at.
 //
-//	go test ./shardmgr -run '^$' -bench MoveShard1GB -benchtime 1x -timeout 60m
+//	go test ./shardmgr/rebalance -run '^$' -bench MoveShard1GB -benchtime 1x -timeout 60m
 func BenchmarkMoveShard1GB(b *testing.B) { benchMove(b, MoveOnline, 12_600_000) }
 
 func benchMove(b *testing.B, mode MoveMode, rows int) {
@@ -107,7 +107,7 @@ func benchMove(b *testing.B, mode MoveMode, rows int) {
 // added host's wal_retrieve_retry_interval at 100ms and at PostgreSQL's
 // default of 5s, which paces the start of subscription workers.
 //
-//	go test ./shardmgr -run '^$' -bench Rebalance64 -benchtime 1x -timeout 30m
+//	go test ./shardmgr/rebalance -run '^$' -bench Rebalance64 -benchtime 1x -timeout 30m
 func BenchmarkRebalance64(b *testing.B) {
 	for _, retry := range []string{"100ms", "5s"} {
 		b.Run("retry="+retry, func(b *testing.B) {
