@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/shardid/shardid/shardmgr/migrate"
 
 	"github.com/shardid/shardid/shardmgr/install"
@@ -13,6 +14,8 @@ import (
 	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 	"github.com/stretchr/testify/require"
 )
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // The shared cluster helpers (package clustertest) for the tests that need
 // a cluster installed by the operator packages, which the root's in-package
