@@ -119,12 +119,3 @@ func (e *ShardErrors) Error() string {
 }
 
 func (e *ShardErrors) Unwrap() []error { return e.Errs }
-
-// ErrorText is err's message, "" for nil: how results marshal the error
-// they carry to JSON.
-func ErrorText(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
-}

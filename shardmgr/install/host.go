@@ -24,7 +24,7 @@ func ensureDatabase(ctx context.Context, dsn string) (bool, error) {
 		return false, conn.Close(ctx)
 	}
 	var pe *pgconn.PgError
-	if !errors.As(err, &pe) || pe.Code != "3D000" { // invalid_catalog_name
+	if !errors.As(err, &pe) || pe.Code != pgerrcode.InvalidCatalogName {
 		return false, fmt.Errorf("connect to %s: %w", cfg.Database, err)
 	}
 	admin := cfg.Copy()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
 
 	"github.com/shardid/shardid/shardmgr"
 
@@ -74,7 +75,7 @@ func (u GeneratorUpgrade) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		plain
 		Error string `json:"error,omitempty"`
-	}{plain(u), shardmgr.ErrorText(u.Err)})
+	}{plain(u), pg.ErrorText(u.Err)})
 }
 
 // Counts sums a result up: upgraded, unchanged, failed.

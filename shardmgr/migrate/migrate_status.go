@@ -49,7 +49,7 @@ func (v ShardVersion) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		plain
 		Error string `json:"error,omitempty"`
-	}{plain(v), shardmgr.ErrorText(v.Err)})
+	}{plain(v), pg.ErrorText(v.Err)})
 }
 
 // MigrationFailure is the row of a shard's FailureTable: the last

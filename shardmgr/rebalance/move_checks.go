@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -81,7 +82,7 @@ type tableSum struct {
 func checksum(ctx context.Context, db *pgxpool.Pool, table string) (tableSum, error) {
 	s, err := scanTable(ctx, db, table, false)
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.Code == "42883" { // undefined_function: a column type without hashing
+	if errors.As(err, &pe) && pe.Code == pgerrcode.UndefinedFunction { // a column type without hashing
 		s, err = scanTable(ctx, db, table, true)
 	}
 	return s.tableSum, err

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -163,7 +164,7 @@ func dropSlot(ctx context.Context, q pg.Execer, name string) error {
 		}
 		_, err = q.Exec(ctx, `SELECT pg_catalog.pg_drop_replication_slot($1)`, name)
 		var pe *pgconn.PgError
-		if err != nil && errors.As(err, &pe) && (pe.Code == "55006" || pe.Code == "42704") && i <= 50 { // in use, or just gone
+		if err != nil && errors.As(err, &pe) && (pe.Code == pgerrcode.ObjectInUse || pe.Code == pgerrcode.UndefinedObject) && i <= 50 { // in use, or just gone
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}

@@ -152,3 +152,12 @@ func DatabaseKey(dsn string) (string, error) {
 	}
 	return fmt.Sprintf("%s:%d/%s", pc.Host, pc.Port, pc.Database), nil
 }
+
+// ErrorText is err's message, "" for nil: how results marshal the error
+// they carry to JSON.
+func ErrorText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
