@@ -96,7 +96,7 @@ func LoadMigrationDir(dir string) (*MigrationSet, error) {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%s: %w: directory not found", dir, ErrMigrationSet)
 		}
-		return nil, fmt.Errorf("%w: %v", ErrMigrationSet, err)
+		return nil, fmt.Errorf("%w: %w", ErrMigrationSet, err)
 	}
 	if !st.IsDir() {
 		return nil, fmt.Errorf("%s: %w: not a directory", dir, ErrMigrationSet)
@@ -200,7 +200,7 @@ func templateData(shard int, schema string) map[string]any {
 func (s *MigrationSet) Render(shard int, schema string) ([]RenderedMigration, error) {
 	data := templateData(shard, schema)
 	if err := s.strictCheck(data); err != nil {
-		return nil, fmt.Errorf("%w: shard %d: %v", ErrMigrationSet, shard, err)
+		return nil, fmt.Errorf("%w: shard %d: %w", ErrMigrationSet, shard, err)
 	}
 	m, err := migrate.NewMigratorEx(context.Background(), nil, schema+".schema_version", &migrate.MigratorOptions{})
 	if err != nil {
@@ -208,7 +208,7 @@ func (s *MigrationSet) Render(shard int, schema string) ([]RenderedMigration, er
 	}
 	m.Data = data
 	if err := m.LoadMigrations(s.fsys); err != nil {
-		return nil, fmt.Errorf("%w: shard %d: %v", ErrMigrationSet, shard, err)
+		return nil, fmt.Errorf("%w: shard %d: %w", ErrMigrationSet, shard, err)
 	}
 	if len(m.Migrations) != len(s.names) {
 		return nil, fmt.Errorf("%w: the directory changed while it was read", ErrMigrationSet)
