@@ -47,41 +47,78 @@ func dataTables(ctx context.Context, q shardmgr.Querier, schema string) ([]strin
 // copy is acknowledged before the flip but the mover's own and the
 // replication's. It is idempotent for this move's own copy.
 func (mo *mover) buildTarget(ctx context.Context, mv *move) error {
-	src, dst := mv.src, mv.dst
-	schema := mv.Schema
 	if mo.m.Variant != shsql.Safe {
 		return fmt.Errorf("%w: moves carry the safe generator's counter; the cluster uses %q", ErrGeneratorVariant, mo.m.Variant)
 	}
-	var srcHas bool
-	if err := src.QueryRow(ctx, `SELECT to_regnamespace($1) IS NOT NULL`, pgx.Identifier{schema}.Sanitize()).Scan(&srcHas); err != nil {
+	version, counterMax, err := mo.checkSource(ctx, mv)
+	if err != nil {
+		return err
+	}
+	if err := mo.createTarget(ctx, mv, version); err != nil {
+		return err
+	}
+	srcTables, dstTables, err := sameTables(ctx, mv)
+	if err != nil {
+		return err
+	}
+	if mv.Mode == MoveOnline {
+		if err := replicaIdentities(ctx, mv, srcTables); err != nil {
+			return err
+		}
+	}
+	if err := emptyTarget(ctx, mv, dstTables); err != nil {
+		return err
+	}
+	sizes, err := shardSize(ctx, mv.src, mv.Schema)
+	if err != nil {
 		return fmt.Errorf("source %s: %w", mv.From, err)
 	}
+	mv.Bytes, mv.Version, mv.counterMax = sizes, version, &counterMax
+	return setPhase(ctx, mo.catalog, mv.MoveRecord, PhaseSchema, "version = $3, counter_max = coalesce(counter_max, $4), bytes = $5", version, counterMax, sizes)
+}
+
+// checkSource reads what the source's copy of the shard is: its
+// migration version (no failure recorded; migrations given when above 0)
+// and its counter's range, which the target's counter gets.
+func (mo *mover) checkSource(ctx context.Context, mv *move) (version int, counterMax int64, err error) {
+	src, schema := mv.src, mv.Schema
+	var srcHas bool
+	if err := src.QueryRow(ctx, `SELECT to_regnamespace($1) IS NOT NULL`, pgx.Identifier{schema}.Sanitize()).Scan(&srcHas); err != nil {
+		return 0, 0, fmt.Errorf("source %s: %w", mv.From, err)
+	}
 	if !srcHas {
-		return fmt.Errorf("source %s: %w: no schema %s", mv.From, migrate.ErrShardSchemaMissing, schema)
+		return 0, 0, fmt.Errorf("source %s: %w: no schema %s", mv.From, migrate.ErrShardSchemaMissing, schema)
 	}
 	version, failure, err := migrate.ReadShardVersion(ctx, src, schema)
 	if err != nil {
-		return fmt.Errorf("source %s: read migration version: %w", mv.From, err)
+		return 0, 0, fmt.Errorf("source %s: read migration version: %w", mv.From, err)
 	}
 	if failure != nil {
-		return fmt.Errorf("source %s: %w at version %d (%s): fix it first", mv.From, ErrMigrationFailed, failure.Version, failure.Message)
+		return 0, 0, fmt.Errorf("source %s: %w at version %d (%s): fix it first", mv.From, ErrMigrationFailed, failure.Version, failure.Message)
 	}
 	if version > 0 && mo.opts.Migrations == nil {
-		return fmt.Errorf("%w (the shard is at version %d)", ErrMigrationsNeeded, version)
+		return 0, 0, fmt.Errorf("%w (the shard is at version %d)", ErrMigrationsNeeded, version)
 	}
 	seq := pgx.Identifier{schema, shsql.CounterName}.Sanitize()
-	var counterMax int64
 	if err := src.QueryRow(ctx, `SELECT seqmax FROM pg_catalog.pg_sequence WHERE seqrelid = to_regclass($1)`, seq).Scan(&counterMax); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("source %s: %s is missing (the safe generator's counter)", mv.From, seq)
+			return 0, 0, fmt.Errorf("source %s: %s is missing (the safe generator's counter)", mv.From, seq)
 		}
-		return fmt.Errorf("source %s: %w", mv.From, err)
+		return 0, 0, fmt.Errorf("source %s: %w", mv.From, err)
 	}
 	if mv.counterMax != nil {
 		counterMax = *mv.counterMax
 	}
+	return version, counterMax, nil
+}
 
-	// The target: nothing there, or this move's own copy.
+// createTarget makes the shard's schema on the target, fenced from its
+// first moment (invariant 6): the generator with its counter stopped, the
+// fence, the host's record, then the migrations up to the source's
+// version, each step fencing the tables it makes. The target holds
+// nothing, or this move's own copy.
+func (mo *mover) createTarget(ctx context.Context, mv *move, version int) error {
+	dst, schema := mv.dst, mv.Schema
 	comment, err := shardschema.SchemaComment(ctx, dst, schema)
 	if err != nil {
 		return fmt.Errorf("target %s: %w", mv.To, err)
@@ -137,44 +174,60 @@ func (mo *mover) buildTarget(ctx context.Context, mv *move) error {
 	if got != version {
 		return fmt.Errorf("%w: the target is at migration version %d, the source at %d", ErrMoveCheck, got, version)
 	}
-	srcTables, err := dataTables(ctx, src, schema)
+	return nil
+}
+
+// sameTables checks that the migrations made on the target the tables the
+// source has (tables made outside the migrations cannot be moved).
+func sameTables(ctx context.Context, mv *move) (srcTables, dstTables []string, err error) {
+	srcTables, err = dataTables(ctx, mv.src, mv.Schema)
+	if err != nil {
+		return nil, nil, fmt.Errorf("source %s: %w", mv.From, err)
+	}
+	dstTables, err = dataTables(ctx, mv.dst, mv.Schema)
+	if err != nil {
+		return nil, nil, fmt.Errorf("target %s: %w", mv.To, err)
+	}
+	if !slices.Equal(srcTables, dstTables) {
+		return nil, nil, fmt.Errorf("%w: the source has tables %v, the migrations made %v on the target (tables made outside the migrations cannot be moved)",
+			ErrMoveCheck, srcTables, dstTables)
+	}
+	return srcTables, dstTables, nil
+}
+
+// replicaIdentities checks that every table of an online move can follow
+// changes: a primary key or a replica identity.
+func replicaIdentities(ctx context.Context, mv *move, tables []string) error {
+	rows, err := mv.src.Query(ctx, `SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relname = ANY($2) AND NOT (c.relreplident = 'f'
+		   OR (c.relreplident = 'd' AND EXISTS (SELECT FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid AND i.indisprimary))
+		   OR (c.relreplident = 'i' AND EXISTS (SELECT FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid AND i.indisreplident)))
+		ORDER BY 1`, mv.Schema, tables)
 	if err != nil {
 		return fmt.Errorf("source %s: %w", mv.From, err)
 	}
-	dstTables, err := dataTables(ctx, dst, schema)
+	noKey, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return fmt.Errorf("target %s: %w", mv.To, err)
+		return fmt.Errorf("source %s: %w", mv.From, err)
 	}
-	if !slices.Equal(srcTables, dstTables) {
-		return fmt.Errorf("%w: the source has tables %v, the migrations made %v on the target (tables made outside the migrations cannot be moved)",
-			ErrMoveCheck, srcTables, dstTables)
+	if len(noKey) > 0 {
+		return fmt.Errorf("%w: %s", ErrNoReplicaIdentity, strings.Join(noKey, ", "))
 	}
-	if mv.Mode == MoveOnline {
-		rows, err := src.Query(ctx, `SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-			WHERE n.nspname = $1 AND c.relname = ANY($2) AND NOT (c.relreplident = 'f'
-			   OR (c.relreplident = 'd' AND EXISTS (SELECT FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid AND i.indisprimary))
-			   OR (c.relreplident = 'i' AND EXISTS (SELECT FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid AND i.indisreplident)))
-			ORDER BY 1`, schema, srcTables)
-		if err != nil {
-			return fmt.Errorf("source %s: %w", mv.From, err)
-		}
-		noKey, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return fmt.Errorf("source %s: %w", mv.From, err)
-		}
-		if len(noKey) > 0 {
-			return fmt.Errorf("%w: %s", ErrNoReplicaIdentity, strings.Join(noKey, ", "))
-		}
-	}
-	// A migration may have seeded rows (past the fence, which kept every
-	// other writer out): the copy brings the source's.
-	err = pgx.BeginFunc(ctx, dst, func(tx pgx.Tx) error {
+	return nil
+}
+
+// emptyTarget empties the target's tables, which a migration may have
+// seeded (past the fence, which kept every other writer out): the copy
+// brings the source's rows. The fence is then put on every table.
+func emptyTarget(ctx context.Context, mv *move, tables []string) error {
+	schema := mv.Schema
+	err := pgx.BeginFunc(ctx, mv.dst, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_catalog.set_config($1, 'on', true)`, fence.Bypass); err != nil {
 			return err
 		}
-		if len(dstTables) > 0 {
-			names := make([]string, len(dstTables))
-			for i, t := range dstTables {
+		if len(tables) > 0 {
+			names := make([]string, len(tables))
+			for i, t := range tables {
 				names[i] = pgx.Identifier{schema, t}.Sanitize()
 			}
 			if _, err := tx.Exec(ctx, `TRUNCATE `+strings.Join(names, ", ")); err != nil {
@@ -186,12 +239,7 @@ func (mo *mover) buildTarget(ctx context.Context, mv *move) error {
 	if err != nil {
 		return fmt.Errorf("target %s: %w", mv.To, err)
 	}
-	sizes, err := shardSize(ctx, src, schema)
-	if err != nil {
-		return fmt.Errorf("source %s: %w", mv.From, err)
-	}
-	mv.Bytes, mv.Version, mv.counterMax = sizes, version, &counterMax
-	return setPhase(ctx, mo.catalog, mv.MoveRecord, PhaseSchema, "version = $3, counter_max = coalesce(counter_max, $4), bytes = $5", version, counterMax, sizes)
+	return nil
 }
 
 // shardSize is the total relation size of schema.
