@@ -117,26 +117,11 @@ func Init(ctx context.Context, cfg *shardmgr.Config, opts InitOptions) (*InitRes
 	res := &InitResult{Cluster: cfg.Cluster}
 
 	// Databases first: the catalog and every host.
-	dsns := []string{cfg.Catalog}
-	for _, h := range cfg.Hosts {
-		dsns = append(dsns, h.DSN)
+	dbs, err := ensureDatabases(ctx, cfg, log)
+	if err != nil {
+		return nil, err
 	}
-	seen := map[string]bool{}
-	for _, dsn := range dsns {
-		key, _ := pg.DatabaseKey(dsn)
-		if seen[key] {
-			continue
-		}
-		seen[key] = true
-		created, err := ensureDatabase(ctx, dsn)
-		if err != nil {
-			return nil, err
-		}
-		if created {
-			log.Info("created database", "database", key)
-			res.CreatedDatabases = append(res.CreatedDatabases, key)
-		}
-	}
+	res.CreatedDatabases = dbs
 
 	// Every host is checked before the catalog records anything: two
 	// names for one database, or a database that belongs to another
@@ -175,6 +160,56 @@ func Init(ctx context.Context, cfg *shardmgr.Config, opts InitOptions) (*InitRes
 		log.Info("catalog", "change", c, "generation", m.Generation)
 	}
 
+	failures, err := installShards(ctx, cfg, m, opts, res)
+	if err != nil {
+		return nil, err
+	}
+	if len(failures) > 0 {
+		sort.Slice(failures, func(i, j int) bool { return failures[i].Error() < failures[j].Error() })
+		return res, &shardmgr.ShardErrors{Op: "init", Total: len(m.Shards), Errs: failures}
+	}
+	if opts.Migrations != nil {
+		if opts.Migrate.Workers == 0 {
+			opts.Migrate.Workers = opts.Workers
+		}
+		res.Migrated, err = migrate.MigrateShards(ctx, cfg, opts.Migrations, nil, opts.Migrate)
+	}
+	res.Elapsed = time.Since(start)
+	return res, err
+}
+
+// ensureDatabases creates the databases the cluster file names (the
+// catalog's and every host's) that do not exist yet, and returns them as
+// host:port/name.
+func ensureDatabases(ctx context.Context, cfg *shardmgr.Config, log *slog.Logger) ([]string, error) {
+	var out []string
+	dsns := []string{cfg.Catalog}
+	for _, h := range cfg.Hosts {
+		dsns = append(dsns, h.DSN)
+	}
+	seen := map[string]bool{}
+	for _, dsn := range dsns {
+		key, _ := pg.DatabaseKey(dsn)
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		created, err := ensureDatabase(ctx, dsn)
+		if err != nil {
+			return nil, err
+		}
+		if created {
+			log.Info("created database", "database", key)
+			out = append(out, key)
+		}
+	}
+	return out, nil
+}
+
+// installShards installs every host's record and shards, hosts in
+// parallel, counting in res what it installed and what was right, and
+// returns the shards that failed; a host-wide failure is the error.
+func installShards(ctx context.Context, cfg *shardmgr.Config, m *shardmgr.ShardMap, opts InitOptions, res *InitResult) ([]error, error) {
 	var (
 		mu       sync.Mutex
 		done     int
@@ -205,22 +240,13 @@ func Init(ctx context.Context, cfg *shardmgr.Config, opts InitOptions) (*InitRes
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	if len(failures) > 0 {
-		sort.Slice(failures, func(i, j int) bool { return failures[i].Error() < failures[j].Error() })
-		return res, &shardmgr.ShardErrors{Op: "init", Total: len(m.Shards), Errs: failures}
-	}
-	if opts.Migrations != nil {
-		if opts.Migrate.Workers == 0 {
-			opts.Migrate.Workers = opts.Workers
-		}
-		res.Migrated, err = migrate.MigrateShards(ctx, cfg, opts.Migrations, nil, opts.Migrate)
-	}
-	res.Elapsed = time.Since(start)
-	return res, err
+	return failures, nil
 }
 
 // planCatalog creates the cluster in the catalog, or checks it against cfg
-// and adds what cfg adds (hosts), in one transaction under the catalog lock.
+// and records what cfg adds (hosts) through catalog.ChangeIf: one
+// transaction under the catalog lock that bumps the generation when
+// something changed.
 func planCatalog(ctx context.Context, pool *pgxpool.Pool, cfg *shardmgr.Config) (m *shardmgr.ShardMap, created bool, changes []string, err error) {
 	// Init holds the init lock, so no other manager creates the cluster
 	// meanwhile; the loop only covers a catalog created between the two
