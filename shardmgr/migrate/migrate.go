@@ -82,11 +82,6 @@ type MigrateOptions struct {
 	Waiting func(LockWait)
 	// Logger receives a line per shard migrated. Nil discards them.
 	Logger *slog.Logger
-
-	// Incoming (set by package rebalance, not by applications): the shard is a move's incoming copy, fenced from its
-	// creation: each step writes past the fence and fences the tables it
-	// made before it commits (see fence.NewTables).
-	Incoming bool `json:"-"`
 }
 
 // HostProgress is how far a run is on one host.
@@ -284,6 +279,10 @@ func MigrateShards(ctx context.Context, cfg *shardmgr.Config, set *MigrationSet,
 // shard's migration lock on that database and moves the shard to version
 // to (up or down as opts.Direction says; To zero with Up means latest).
 // The error is a *MigrationError.
+//
+// A shard in StateMoving is a move's incoming copy, fenced from its
+// creation: each step writes past the fence and fences the tables it made
+// before it commits, so that no table of the copy is ever writable.
 func MigrateShardOn(ctx context.Context, conn *pgx.Conn, host string, set *MigrationSet, shard shardmgr.Shard, opts MigrateOptions) (ShardMigration, error) {
 	if opts.Direction == "" {
 		opts.Direction = Up
@@ -301,7 +300,7 @@ func MigrateShardOn(ctx context.Context, conn *pgx.Conn, host string, set *Migra
 			opts.Waiting(w)
 		}
 	}
-	res := migrateShard(ctx, conn, host, shard, migs, target, opts.Direction, opts.LockTimeout, waiting, &atomic.Bool{}, opts.Incoming)
+	res := migrateShard(ctx, conn, host, shard, migs, target, opts.Direction, opts.LockTimeout, waiting, &atomic.Bool{}, shard.State == shardmgr.StateMoving)
 	if res.Err != nil {
 		return res, res.Err
 	}

@@ -78,14 +78,10 @@ type MoveRecord struct {
 
 	replName   string
 	counterMax *int64
-	// targetOpened: this run's flip opened the target's fence and counter
-	// (in memory only; a failed flip fences the target again).
-	targetOpened bool
-	refusedMS    *int64
-	keep         time.Duration
-	keepUntil    *time.Time
-	flipGen      *int64
-	prescan      *prescan // an online move's scans before its fence, in this run
+	refusedMS  *int64
+	keep       time.Duration
+	keepUntil  *time.Time
+	flipGen    *int64
 }
 
 const moveColumns = `id, shard, from_host, to_host, mode, phase, schema_name, coalesce(retired_schema, ''), coalesce(version, 0),
