@@ -182,149 +182,179 @@ func measureShards(ctx context.Context, cfg *shardmgr.Config, m *shardmgr.ShardM
 // planMoves is the planner proper: m places the shards, hosts (the cluster
 // file's) say which hosts exist and drain, sizes are the shards' bytes.
 func planMoves(m *shardmgr.ShardMap, hosts []shardmgr.Host, sizes []int64, by PlanBy) (*Plan, error) {
-	type hostState struct {
-		name   string
-		drain  bool
-		shards []int // ascending
-		bytes  int64
+	p, err := newPlanner(m, hosts, sizes)
+	if err != nil {
+		return nil, err
 	}
-	state := map[string]*hostState{}
-	var eligible []*hostState
+	p.plan = &Plan{By: by, Generation: m.Generation, Moves: []PlannedMove{}, Before: p.loads()}
+	switch by {
+	case ByCount:
+		p.balanceCounts(len(m.Shards))
+	case BySize:
+		p.balanceSizes(len(m.Shards))
+	}
+	p.plan.After = p.loads()
+	return p.plan, nil
+}
+
+// planner is a plan being made: every host's shards and bytes as the
+// planned moves leave them.
+type planner struct {
+	hosts    []shardmgr.Host
+	sizes    []int64
+	state    map[string]*hostState
+	eligible []*hostState // the hosts that take shards: not draining
+	plan     *Plan
+}
+
+type hostState struct {
+	name   string
+	drain  bool
+	shards []int // ascending
+	bytes  int64
+}
+
+func newPlanner(m *shardmgr.ShardMap, hosts []shardmgr.Host, sizes []int64) (*planner, error) {
+	p := &planner{hosts: hosts, sizes: sizes, state: map[string]*hostState{}}
 	for _, h := range hosts {
 		hs := &hostState{name: h.Name, drain: h.Drain}
-		state[h.Name] = hs
+		p.state[h.Name] = hs
 		if !h.Drain {
-			eligible = append(eligible, hs)
+			p.eligible = append(p.eligible, hs)
 		}
 	}
 	for _, s := range m.Shards {
-		hs := state[s.Host]
+		hs := p.state[s.Host]
 		if hs == nil {
 			return nil, fmt.Errorf("%w: shard %d is on host %s, which is not in the cluster file", shardmgr.ErrClusterMismatch, s.ID, s.Host)
 		}
 		hs.shards = append(hs.shards, s.ID)
 		hs.bytes += sizes[s.ID]
 	}
-	if len(eligible) == 0 {
+	if len(p.eligible) == 0 {
 		return nil, ErrNoTargetHost
 	}
-	loads := func() []HostLoad {
-		out := make([]HostLoad, len(hosts))
-		for i, h := range hosts {
-			hs := state[h.Name]
-			out[i] = HostLoad{Host: h.Name, Drain: h.Drain, Shards: len(hs.shards), Bytes: hs.bytes}
-		}
-		return out
-	}
-	plan := &Plan{By: by, Generation: m.Generation, Moves: []PlannedMove{}, Before: loads()}
-	move := func(id int, from, to *hostState) {
-		plan.Moves = append(plan.Moves, PlannedMove{Shard: id, From: from.name, To: to.name, Bytes: sizes[id]})
-		from.shards = slices.DeleteFunc(from.shards, func(s int) bool { return s == id })
-		from.bytes -= sizes[id]
-		to.shards = append(to.shards, id)
-		slices.Sort(to.shards)
-		to.bytes += sizes[id]
-	}
+	return p, nil
+}
 
-	switch by {
-	case ByCount:
-		n, k := len(m.Shards), len(eligible)
-		base, extra := n/k, n%k
-		// The hosts holding the most keep the larger share.
-		byCount := slices.Clone(eligible)
-		slices.SortStableFunc(byCount, func(a, b *hostState) int {
-			return cmp.Or(cmp.Compare(len(b.shards), len(a.shards)), strings.Compare(a.name, b.name))
+// loads are the hosts' loads now, in the cluster file's order.
+func (p *planner) loads() []HostLoad {
+	out := make([]HostLoad, len(p.hosts))
+	for i, h := range p.hosts {
+		hs := p.state[h.Name]
+		out[i] = HostLoad{Host: h.Name, Drain: h.Drain, Shards: len(hs.shards), Bytes: hs.bytes}
+	}
+	return out
+}
+
+// move plans shard id's move from one host to another.
+func (p *planner) move(id int, from, to *hostState) {
+	p.plan.Moves = append(p.plan.Moves, PlannedMove{Shard: id, From: from.name, To: to.name, Bytes: p.sizes[id]})
+	from.shards = slices.DeleteFunc(from.shards, func(s int) bool { return s == id })
+	from.bytes -= p.sizes[id]
+	to.shards = append(to.shards, id)
+	slices.Sort(to.shards)
+	to.bytes += p.sizes[id]
+}
+
+// balanceCounts gives every host that takes shards n/k of the n shards
+// (the hosts holding the most keep the larger share), draining hosts none.
+func (p *planner) balanceCounts(n int) {
+	k := len(p.eligible)
+	base, extra := n/k, n%k
+	byCount := slices.Clone(p.eligible)
+	slices.SortStableFunc(byCount, func(a, b *hostState) int {
+		return cmp.Or(cmp.Compare(len(b.shards), len(a.shards)), strings.Compare(a.name, b.name))
+	})
+	quota := map[string]int{}
+	for i, hs := range byCount {
+		quota[hs.name] = base
+		if i < extra {
+			quota[hs.name]++
+		}
+	}
+	// Donors in the file's order give their highest shards first;
+	// receivers in the file's order fill up in turn.
+	type gift struct {
+		id   int
+		from *hostState
+	}
+	var give []gift
+	for _, h := range p.hosts {
+		hs := p.state[h.Name]
+		surplus := len(hs.shards) - quota[h.Name] // quota 0 when draining
+		for i := 0; i < surplus; i++ {
+			give = append(give, gift{hs.shards[len(hs.shards)-1-i], hs})
+		}
+	}
+	for _, h := range p.hosts {
+		hs := p.state[h.Name]
+		for !hs.drain && len(hs.shards) < quota[h.Name] && len(give) > 0 {
+			g := give[0]
+			give = give[1:]
+			p.move(g.id, g.from, hs)
+		}
+	}
+}
+
+// balanceSizes empties the draining hosts, largest shards first, onto the
+// least loaded hosts, then moves shards from the most to the least loaded
+// host while that brings both closer to the mean (at most n moves).
+func (p *planner) balanceSizes(n int) {
+	sizes := p.sizes
+	least := func() *hostState {
+		return slices.MinFunc(p.eligible, func(a, b *hostState) int {
+			return cmp.Or(cmp.Compare(a.bytes, b.bytes), strings.Compare(a.name, b.name))
 		})
-		quota := map[string]int{}
-		for i, hs := range byCount {
-			quota[hs.name] = base
-			if i < extra {
-				quota[hs.name]++
-			}
+	}
+	for _, h := range p.hosts {
+		hs := p.state[h.Name]
+		if !hs.drain {
+			continue
 		}
-		// Donors in the file's order give their highest shards first;
-		// receivers in the file's order fill up in turn.
-		var give []struct {
-			id   int
-			from *hostState
+		ids := slices.Clone(hs.shards)
+		slices.SortStableFunc(ids, func(a, b int) int { return cmp.Or(cmp.Compare(sizes[b], sizes[a]), cmp.Compare(b, a)) })
+		for _, id := range ids {
+			p.move(id, hs, least())
 		}
-		for _, h := range hosts {
-			hs := state[h.Name]
-			surplus := len(hs.shards) - quota[h.Name] // quota 0 when draining
-			for i := 0; i < surplus; i++ {
-				give = append(give, struct {
-					id   int
-					from *hostState
-				}{hs.shards[len(hs.shards)-1-i], hs})
-			}
+	}
+	var total, largest int64
+	for _, hs := range p.eligible {
+		total += hs.bytes
+	}
+	for _, s := range sizes {
+		largest = max(largest, s)
+	}
+	mean := total / int64(len(p.eligible))
+	tol := max(largest/2, 1)
+	moved := map[int]bool{}
+	for range n {
+		most := slices.MaxFunc(p.eligible, func(a, b *hostState) int {
+			return cmp.Or(cmp.Compare(a.bytes, b.bytes), strings.Compare(b.name, a.name))
+		})
+		to := least()
+		if most.bytes <= mean+tol || most == to {
+			break
 		}
-		for _, h := range hosts {
-			hs := state[h.Name]
-			for !hs.drain && len(hs.shards) < quota[h.Name] && len(give) > 0 {
-				g := give[0]
-				give = give[1:]
-				move(g.id, g.from, hs)
-			}
-		}
-	case BySize:
-		least := func() *hostState {
-			return slices.MinFunc(eligible, func(a, b *hostState) int {
-				return cmp.Or(cmp.Compare(a.bytes, b.bytes), strings.Compare(a.name, b.name))
-			})
-		}
-		// Draining hosts first: their shards, largest first, each to the
-		// least loaded host.
-		for _, h := range hosts {
-			hs := state[h.Name]
-			if !hs.drain {
+		// The shard that brings the two hosts closest to the mean, if any
+		// brings them closer at all.
+		spread := func(d, r int64) int64 { return abs64(d-mean) + abs64(r-mean) }
+		best, bestSpread := -1, spread(most.bytes, to.bytes)
+		for _, id := range most.shards {
+			if moved[id] {
 				continue
 			}
-			ids := slices.Clone(hs.shards)
-			slices.SortStableFunc(ids, func(a, b int) int { return cmp.Or(cmp.Compare(sizes[b], sizes[a]), cmp.Compare(b, a)) })
-			for _, id := range ids {
-				move(id, hs, least())
+			s := spread(most.bytes-sizes[id], to.bytes+sizes[id])
+			if s < bestSpread || (s == bestSpread && best >= 0 && id > best) {
+				best, bestSpread = id, s
 			}
 		}
-		var total, largest int64
-		for _, hs := range eligible {
-			total += hs.bytes
+		if best < 0 {
+			break
 		}
-		for _, s := range sizes {
-			largest = max(largest, s)
-		}
-		mean := total / int64(len(eligible))
-		tol := max(largest/2, 1)
-		moved := map[int]bool{}
-		for range len(m.Shards) {
-			most := slices.MaxFunc(eligible, func(a, b *hostState) int {
-				return cmp.Or(cmp.Compare(a.bytes, b.bytes), strings.Compare(b.name, a.name))
-			})
-			to := least()
-			if most.bytes <= mean+tol || most == to {
-				break
-			}
-			// The shard that brings the two hosts closest to the mean,
-			// if any brings them closer at all.
-			spread := func(d, r int64) int64 { return abs64(d-mean) + abs64(r-mean) }
-			best, bestSpread := -1, spread(most.bytes, to.bytes)
-			for _, id := range most.shards {
-				if moved[id] {
-					continue
-				}
-				s := spread(most.bytes-sizes[id], to.bytes+sizes[id])
-				if s < bestSpread || (s == bestSpread && best >= 0 && id > best) {
-					best, bestSpread = id, s
-				}
-			}
-			if best < 0 {
-				break
-			}
-			moved[best] = true
-			move(best, most, to)
-		}
+		moved[best] = true
+		p.move(best, most, to)
 	}
-	plan.After = loads()
-	return plan, nil
 }
 
 func abs64(v int64) int64 {
