@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"slices"
 
+	shsql "github.com/shardid/shardid/sql"
+
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/shardid/shardid/idgen"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
 
 // State is a logical shard's state in the catalog.
@@ -31,33 +32,6 @@ func (s State) Valid() bool {
 	return s == StateActive || s == StateReadOnly || s == StateMoving
 }
 
-// shardOf returns the logical shard an id carries (-1 for a negative id,
-// which no generator makes).
-func shardOf(l idgen.Layout, id int64) int {
-	p, err := l.Decompose(idgen.ID(id))
-	if err != nil {
-		return -1
-	}
-	return int(p.Shard)
-}
-
-// unixMilli returns the time an id carries, in ms since the Unix epoch.
-func unixMilli(l idgen.Layout, id int64) int64 {
-	p, err := l.Decompose(idgen.ID(id))
-	if err != nil {
-		return 0
-	}
-	return p.Time.UnixMilli()
-}
-
-// idOfCounter is the id the safe generator derives from counter value c:
-// the counter's time and sequence parts with the shard bits between them.
-func idOfCounter(l idgen.Layout, c int64, shard int) int64 {
-	l = l.Resolved()
-	seqMask := int64(1)<<l.SeqBits - 1
-	return (c>>l.SeqBits)<<(l.ShardBits+l.SeqBits) | int64(shard)<<l.SeqBits | (c & seqMask)
-}
-
 // CatalogHost is a host as the catalog records it.
 type CatalogHost struct {
 	Name  string
@@ -65,27 +39,38 @@ type CatalogHost struct {
 	Drain bool
 }
 
-// ShardInfo is one logical shard's place in the map.
-type ShardInfo struct {
-	ID     int
-	Schema string
-	Host   string
-	State  State
+// Shard is one logical shard's place in the map at one generation: the
+// same value in a ShardMap and from the Router.
+type Shard struct {
+	ID         int
+	Schema     string
+	Host       string
+	State      State
+	Generation int64 // catalog generation of the map it comes from
 }
 
-// Map is the catalog at one generation: the cluster, its hosts and where
+// Table returns the schema-qualified, quoted name of table name in the
+// shard: `"shard_0005"."likes"`. Use it for every table name built at run
+// time.
+func (s Shard) Table(name string) string { return pgx.Identifier{s.Schema, name}.Sanitize() }
+
+// NextID returns the SQL call of the shard's generator, `"shard_0005"."next_id"()`,
+// for a column DEFAULT or an INSERT.
+func (s Shard) NextID() string { return pgx.Identifier{s.Schema, shsql.FunctionName}.Sanitize() + "()" }
+
+// ShardMap is the catalog at one generation: the cluster, its hosts and where
 // each logical shard lives.
-type Map struct {
+type ShardMap struct {
 	Cluster    string
 	Generation int64
 	Layout     idgen.Layout
 	Variant    string
 	Hosts      []CatalogHost // sorted by name
-	Shards     []ShardInfo   // index = shard id
+	Shards     []Shard       // index = shard id
 }
 
 // Host returns the catalog's entry for host name.
-func (m *Map) Host(name string) (CatalogHost, bool) {
+func (m *ShardMap) Host(name string) (CatalogHost, bool) {
 	i, ok := slices.BinarySearchFunc(m.Hosts, name, func(h CatalogHost, n string) int {
 		switch {
 		case h.Name < n:
@@ -102,7 +87,7 @@ func (m *Map) Host(name string) (CatalogHost, bool) {
 }
 
 // ShardsOn returns the ids of the shards the map places on host, ascending.
-func (m *Map) ShardsOn(host string) []int {
+func (m *ShardMap) ShardsOn(host string) []int {
 	ids := []int{}
 	for _, s := range m.Shards {
 		if s.Host == host {
@@ -120,14 +105,14 @@ type Querier interface {
 
 // ReadMap reads the whole map from the catalog database. It returns an
 // error wrapping ErrNotInitialized when the catalog holds no cluster.
-func ReadMap(ctx context.Context, q Querier) (*Map, error) {
-	m := &Map{}
+func ReadMap(ctx context.Context, q Querier) (*ShardMap, error) {
+	m := &ShardMap{}
 	var n int
 	err := q.QueryRow(ctx, `SELECT name, generation, epoch_ms, time_bits, shard_bits, seq_bits, variant, shards
 		FROM shardid.cluster`).Scan(&m.Cluster, &m.Generation, &m.Layout.Epoch, &m.Layout.TimeBits,
 		&m.Layout.ShardBits, &m.Layout.SeqBits, &m.Variant, &n)
 	if err != nil {
-		if errors.Is(err, pgx.ErrNoRows) || isUndefinedTable(err) {
+		if errors.Is(err, pgx.ErrNoRows) || pg.IsUndefinedTable(err) {
 			return nil, ErrNotInitialized
 		}
 		return nil, fmt.Errorf("read catalog: %w", err)
@@ -147,8 +132,8 @@ func ReadMap(ctx context.Context, q Querier) (*Map, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read catalog shards: %w", err)
 	}
-	shards, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ShardInfo, error) {
-		var s ShardInfo
+	shards, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Shard, error) {
+		s := Shard{Generation: m.Generation}
 		return s, r.Scan(&s.ID, &s.Schema, &s.Host, &s.State)
 	})
 	if err != nil {
@@ -166,96 +151,14 @@ func ReadMap(ctx context.Context, q Querier) (*Map, error) {
 	return m, nil
 }
 
-// catalogLockClass is the first key of the transaction-scoped advisory
-// lock that serialises catalog changes: 'shca'.
-const catalogLockClass = 0x73686361
-
-// changeCatalog runs fn in one catalog transaction that holds the catalog
-// lock and the cluster row, checks that the generation is still want (0:
-// any), and bumps the generation with a record of what changed. It returns
-// the new generation.
-func changeCatalog(ctx context.Context, pool *pgxpool.Pool, want int64, what string, fn func(tx pgx.Tx, gen int64) error) (int64, error) {
-	var next int64
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, 0)`, catalogLockClass); err != nil {
-			return err
-		}
-		var gen int64
-		if err := tx.QueryRow(ctx, `SELECT generation FROM shardid.cluster FOR UPDATE`).Scan(&gen); err != nil {
-			if errors.Is(err, pgx.ErrNoRows) || isUndefinedTable(err) {
-				return ErrNotInitialized
-			}
-			return err
-		}
-		if want != 0 && gen != want {
-			return &GenerationError{Want: want, Got: gen}
-		}
-		next = gen + 1
-		if err := fn(tx, next); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `UPDATE shardid.cluster SET generation = $1, updated_at = now()`, next); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, `INSERT INTO shardid.changes (generation, what) VALUES ($1, $2)`, next, what)
-		return err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("catalog change (%s): %w", what, err)
-	}
-	return next, nil
-}
-
-// SetShardState changes a shard's state in the catalog, guarded by the
-// generation the caller last read (want; 0 skips the guard). It returns
-// the new generation. Of two managers changing the catalog from the same
-// generation, exactly one wins; the other gets a *GenerationError.
-func SetShardState(ctx context.Context, catalog *pgxpool.Pool, shard int, state State, want int64) (int64, error) {
-	if !state.Valid() {
-		return 0, fmt.Errorf("shard %d: invalid state %q (active, read-only, moving)", shard, state)
-	}
-	return changeCatalog(ctx, catalog, want, fmt.Sprintf("shard %d -> %s", shard, state), func(tx pgx.Tx, gen int64) error {
-		tag, err := tx.Exec(ctx, `UPDATE shardid.shards SET state = $2, changed_generation = $3 WHERE id = $1`, shard, string(state), gen)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return &ShardError{Shard: shard, Err: ErrUnknownShard}
-		}
-		return nil
-	})
-}
-
-// CatalogGeneration reads the catalog's current generation.
-func CatalogGeneration(ctx context.Context, q Querier) (int64, error) {
+// catalogGeneration reads the catalog's current generation.
+func catalogGeneration(ctx context.Context, q Querier) (int64, error) {
 	var gen int64
 	if err := q.QueryRow(ctx, `SELECT generation FROM shardid.cluster`).Scan(&gen); err != nil {
-		if errors.Is(err, pgx.ErrNoRows) || isUndefinedTable(err) {
+		if errors.Is(err, pgx.ErrNoRows) || pg.IsUndefinedTable(err) {
 			return 0, ErrNotInitialized
 		}
 		return 0, fmt.Errorf("read catalog generation: %w", err)
 	}
 	return gen, nil
-}
-
-func isUndefinedTable(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "3F000")
-}
-
-// readClusterMap reads the map from the catalog named in cfg.
-func readClusterMap(ctx context.Context, cfg *Config) (*Map, error) {
-	pool, err := openPool(ctx, cfg.Catalog, 1)
-	if err != nil {
-		return nil, fmt.Errorf("catalog: %w", err)
-	}
-	defer pool.Close()
-	m, err := ReadMap(ctx, pool)
-	if err != nil {
-		if errors.Is(err, ErrNotInitialized) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("catalog: %w", err)
-	}
-	return m, nil
 }

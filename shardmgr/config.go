@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"regexp"
 	"strconv"
@@ -15,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/shardid/shardid/idgen/segment"
 	"github.com/shardid/shardid/idgen/snowflake"
+	"github.com/shardid/shardid/shardmgr/internal/limits"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
 	shsql "github.com/shardid/shardid/sql"
 	"go.yaml.in/yaml/v3"
 )
@@ -80,8 +83,12 @@ func (h Host) RawDSN() string {
 	return h.rawDSN
 }
 
-// ErrConfig is wrapped by every error about the cluster file.
-var ErrConfig = errors.New("invalid cluster file")
+// notFound is the error for a cluster file that does not exist: "PATH not
+// found", wrapping fs.ErrNotExist.
+type notFound string
+
+func (p notFound) Error() string { return string(p) + " not found" }
+func (p notFound) Unwrap() error { return fs.ErrNotExist }
 
 // MaxConfigSize is the largest cluster file LoadConfig reads: 1 MiB. A
 // real one is a few kilobytes; anything larger (or a device such as
@@ -93,50 +100,14 @@ const MaxConfigSize = 1 << 20
 // only; commands that manage the cluster call ValidateCluster. A file
 // larger than MaxConfigSize is an error.
 func LoadConfig(path string) (*Config, error) {
-	data, err := readLimited(path, MaxConfigSize)
+	data, err := limits.ReadLimited(path, MaxConfigSize)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("%w: %s not found (use --config or SHARDID_CONFIG)", ErrConfig, path)
+			return nil, fmt.Errorf("%w: %w", ErrConfig, notFound(path))
 		}
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	return ParseConfig(data, path, os.LookupEnv)
-}
-
-// ErrFileTooLarge is wrapped by the error for a file (the cluster file, a
-// migration) larger than shardid reads.
-var ErrFileTooLarge = errors.New("file too large")
-
-// readLimited reads the file at path, refusing one larger than limit
-// bytes without reading more than limit+1 of them.
-func readLimited(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() && st.Size() > limit {
-		return nil, tooLarge(path, limit)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if int64(len(data)) > limit {
-		return nil, tooLarge(path, limit)
-	}
-	return data, nil
-}
-
-func tooLarge(name string, limit int64) error {
-	return fmt.Errorf("%s: %w: more than %s (is it the right file?)", name, ErrFileTooLarge, byteSize(limit))
-}
-
-func byteSize(n int64) string {
-	if n >= 1<<20 && n%(1<<20) == 0 {
-		return fmt.Sprintf("%d MiB", n>>20)
-	}
-	return fmt.Sprintf("%d bytes", n)
 }
 
 // maxEchoed is how much of a piece of input an error message repeats.
@@ -173,13 +144,9 @@ func ParseConfig(data []byte, name string, lookup func(string) (string, bool)) (
 	cfg.Path = name
 	var missing []string
 	expand := func(s string) string {
-		return envRef.ReplaceAllStringFunc(s, func(ref string) string {
-			v, ok := lookup(ref[2 : len(ref)-1])
-			if !ok {
-				missing = append(missing, ref[2:len(ref)-1])
-			}
-			return v
-		})
+		out, m := expandEnv(s, lookup)
+		missing = append(missing, m...)
+		return out
 	}
 	cfg.Catalog = expand(cfg.Catalog)
 	for i := range cfg.Hosts {
@@ -193,7 +160,28 @@ func ParseConfig(data []byte, name string, lookup func(string) (string, bool)) (
 	return cfg, nil
 }
 
+// envRef matches a ${VAR} reference; a bare $ (in a password, say) is
+// left alone.
 var envRef = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*\}`)
+
+// expandEnv replaces each ${VAR} in s with lookup's value (nil lookup:
+// none is set) and returns the names it found no value for, which expand
+// to "". The cluster file (ParseConfig) and the router (DSNs from the
+// catalog) expand DSNs with it.
+func expandEnv(s string, lookup func(string) (string, bool)) (string, []string) {
+	var missing []string
+	out := envRef.ReplaceAllStringFunc(s, func(ref string) string {
+		name := ref[2 : len(ref)-1]
+		if lookup != nil {
+			if v, ok := lookup(name); ok {
+				return v
+			}
+		}
+		missing = append(missing, name)
+		return ""
+	})
+	return out, missing
+}
 
 var unknownField = regexp.MustCompile(`^line (\d+): field (\S+) not found in type \S+$`)
 
@@ -270,7 +258,7 @@ func (c *Config) ValidateCluster() error {
 			add("hosts[%d].dsn: missing", i)
 			continue
 		}
-		key, err := databaseKey(h.DSN)
+		key, err := pg.DatabaseKey(h.DSN)
 		if err != nil {
 			add("hosts[%d].dsn: %s", i, dsnError(err))
 			continue
@@ -287,6 +275,15 @@ func (c *Config) ValidateCluster() error {
 	return nil
 }
 
+// CheckShard returns an error wrapping ErrUnknownShard unless id is one of
+// the cluster's logical shards, 0..Shards-1.
+func (c *Config) CheckShard(id int) error {
+	if id < 0 || id >= c.Shards {
+		return fmt.Errorf("%w: %d (the cluster has shards 0..%d)", ErrUnknownShard, id, c.Shards-1)
+	}
+	return nil
+}
+
 // Host returns the host called name.
 func (c *Config) Host(name string) (Host, bool) {
 	for _, h := range c.Hosts {
@@ -295,16 +292,6 @@ func (c *Config) Host(name string) (Host, bool) {
 		}
 	}
 	return Host{}, false
-}
-
-// databaseKey names the database a DSN points at (host:port/database), so
-// that two spellings of one database count as duplicates.
-func databaseKey(dsn string) (string, error) {
-	pc, err := pgconn.ParseConfig(dsn)
-	if err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("%s:%d/%s", pc.Host, pc.Port, pc.Database), nil
 }
 
 // dsnError keeps a DSN parse error on one line without repeating the DSN,

@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"testing/fstest"
 
 	"github.com/stretchr/testify/require"
 )
@@ -30,22 +29,6 @@ func TestLoadConfigRefusesHugeInput(t *testing.T) {
 	cfg, err := LoadConfig(ok)
 	require.NoError(t, err)
 	require.Equal(t, "x", cfg.Cluster)
-}
-
-// Migration files are read with a limit too, by shardid and by tern's
-// loader alike.
-func TestMigrationSetRefusesHugeFiles(t *testing.T) {
-	huge := "SELECT 1;\n-- " + strings.Repeat("x", MaxMigrationFileSize) + "\n"
-	_, err := LoadMigrationSet(fstest.MapFS{"001_big.sql": {Data: []byte(huge)}})
-	require.ErrorIs(t, err, ErrMigrationSet)
-	require.ErrorIs(t, err, ErrFileTooLarge)
-	require.Less(t, len(err.Error()), 300)
-
-	// A migration that is a link to /dev/zero.
-	dir := t.TempDir()
-	require.NoError(t, os.Symlink("/dev/zero", filepath.Join(dir, "001_zero.sql")))
-	_, err = LoadMigrationDir(dir)
-	require.ErrorIs(t, err, ErrFileTooLarge)
 }
 
 // Input echoed in an error is cut: a 50 MB cluster name does not come

@@ -3,12 +3,22 @@ package shardmgr
 import (
 	"errors"
 	"fmt"
+	"strings"
+
+	"github.com/shardid/shardid/shardmgr/internal/limits"
 )
 
-// Sentinel errors; test with errors.Is.
+// Sentinel errors; test with errors.Is. They say what went wrong, never
+// which command to run next: the CLI adds that (cmd/shardid hint.go).
 var (
-	// ErrNotInitialized: the catalog has no cluster yet (run shardid init).
-	ErrNotInitialized = errors.New("cluster not initialised (run shardid init)")
+	// ErrConfig is wrapped by every error about the cluster file (a file
+	// that is missing also wraps fs.ErrNotExist).
+	ErrConfig = errors.New("invalid cluster file")
+	// ErrFileTooLarge is wrapped by the error for a file (the cluster file,
+	// a migration) larger than shardid reads.
+	ErrFileTooLarge = limits.ErrFileTooLarge
+	// ErrNotInitialized: the catalog has no cluster yet.
+	ErrNotInitialized = errors.New("cluster not initialised")
 	// ErrUnknownShard: a shard id outside 0..shards-1, or an id that
 	// decodes to one.
 	ErrUnknownShard = errors.New("unknown shard")
@@ -27,6 +37,10 @@ var (
 	ErrClusterMismatch = errors.New("cluster file does not match the catalog")
 	// ErrClosed: the router was closed.
 	ErrClosed = errors.New("router closed")
+	// ErrMapStale: the router could not confirm its map with the catalog
+	// for longer than WithMaxStaleness allows, so it refuses writes; reads
+	// go on.
+	ErrMapStale = errors.New("shard map is stale: the catalog has been unreachable too long")
 )
 
 // ShardError is an error about one logical shard on one host.
@@ -54,3 +68,54 @@ func (e *GenerationError) Error() string {
 }
 
 func (e *GenerationError) Unwrap() error { return ErrGenerationChanged }
+
+// ShardErrors is the error of a run that failed on some shards (or moves)
+// and not on others; it comes beside the run's result, which says what the
+// others did. Errs holds one error per failure in the order of the shards
+// (each usually a *ShardError, or a package's own error naming its shard,
+// such as *migrate.MigrationError); errors.Is and errors.As look into every
+// one of them.
+type ShardErrors struct {
+	// Op names the run: "migrate up", "generator upgrade", "init", "apply".
+	Op string
+	// Total counts the shards (or moves) of the run; zero when unknown.
+	Total int
+	// Unit is what Total counts: "shards" when empty, or "moves".
+	Unit string
+	// Stopped counts the shards a fail-fast run did not start.
+	Stopped int
+	Errs    []error
+}
+
+// shownErrors is how many of the failures Error spells out.
+const shownErrors = 3
+
+func (e *ShardErrors) Error() string {
+	unit := e.Unit
+	if unit == "" {
+		unit = "shards"
+	}
+	var b strings.Builder
+	if e.Op != "" {
+		b.WriteString(e.Op + ": ")
+	}
+	if e.Total > 0 {
+		fmt.Fprintf(&b, "%d of %d %s failed", len(e.Errs), e.Total, unit)
+	} else {
+		fmt.Fprintf(&b, "%d %s failed", len(e.Errs), unit)
+	}
+	if e.Stopped > 0 {
+		fmt.Fprintf(&b, ", %d stopped by --fail-fast", e.Stopped)
+	}
+	for i, err := range e.Errs {
+		if i == shownErrors {
+			fmt.Fprintf(&b, "; and %d more", len(e.Errs)-shownErrors)
+			break
+		}
+		b.WriteString("; ")
+		b.WriteString(err.Error())
+	}
+	return b.String()
+}
+
+func (e *ShardErrors) Unwrap() []error { return e.Errs }

@@ -59,21 +59,3 @@ func ExampleRouter() {
 		log.Fatal(err)
 	}
 }
-
-// Verify scans every host and reports each problem with its check, shard
-// and host.
-func ExampleVerify() {
-	ctx := context.Background()
-	cfg, err := shardmgr.LoadConfig("shardid.yaml")
-	if err != nil {
-		log.Fatal(err)
-	}
-	rep, err := shardmgr.Verify(ctx, cfg, shardmgr.VerifyOptions{Deep: true})
-	if err != nil {
-		log.Fatal(err)
-	}
-	for _, p := range rep.Problems {
-		fmt.Println(p) // e.g. "placement shard 5 on pg2: stray copy of shard 5 (the catalog places it on pg1) ..."
-	}
-	fmt.Println("unique ids guaranteed:", rep.OK)
-}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,26 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/shardid/shardid/idgen"
 	"github.com/shardid/shardid/internal/pgsession"
-	shsql "github.com/shardid/shardid/sql"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
-
-// Shard is a logical shard as the router sees it at one generation.
-type Shard struct {
-	ID         int
-	Schema     string
-	Host       string
-	State      State
-	Generation int64 // catalog generation of this view
-}
-
-// Table returns the schema-qualified, quoted name of table name in the
-// shard: `"shard_0005"."likes"`. Use it for every table name built at run
-// time.
-func (s Shard) Table(name string) string { return pgx.Identifier{s.Schema, name}.Sanitize() }
-
-// NextID returns the SQL call of the shard's generator, `"shard_0005"."next_id"()`,
-// for a column DEFAULT or an INSERT.
-func (s Shard) NextID() string { return pgx.Identifier{s.Schema, shsql.FunctionName}.Sanitize() + "()" }
 
 // RouterOption adjusts a Router.
 type RouterOption func(*routerOptions)
@@ -90,7 +71,7 @@ type Router struct {
 	reloadMu sync.Mutex // one reload at a time
 
 	mu      sync.RWMutex
-	m       *Map
+	m       *ShardMap
 	pools   map[string]*pgxpool.Pool
 	checked time.Time // last time the catalog confirmed m
 	// checkStart is when the check that last confirmed m began: a map
@@ -135,7 +116,7 @@ func open(ctx context.Context, catalogDSN string, dsns map[string]string, opts [
 	}
 	r.bgCtx, r.bgStop = context.WithCancel(context.Background())
 	var err error
-	if r.catalog, err = openPool(ctx, catalogDSN, 2); err != nil {
+	if r.catalog, err = pg.OpenPool(ctx, catalogDSN, 2); err != nil {
 		return nil, fmt.Errorf("catalog: %w", err)
 	}
 	if _, err := r.reload(ctx); err != nil { // no map to serve from yet: fail
@@ -170,7 +151,7 @@ func (r *Router) Reload(ctx context.Context) (bool, error) {
 }
 
 func (r *Router) reload(ctx context.Context) (bool, error) {
-	gen, err := CatalogGeneration(ctx, r.catalog)
+	gen, err := catalogGeneration(ctx, r.catalog)
 	if err != nil {
 		return false, err
 	}
@@ -226,24 +207,12 @@ func (r *Router) hasPool(host string) bool {
 	return ok
 }
 
-var envRefFull = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
-
 func (r *Router) newPool(ctx context.Context, h CatalogHost) (*pgxpool.Pool, error) {
 	dsn, ok := r.dsns[h.Name]
 	if !ok {
-		var missing error
-		dsn = envRefFull.ReplaceAllStringFunc(h.DSN, func(ref string) string {
-			name := ref[2 : len(ref)-1]
-			if r.opts.lookup != nil {
-				if v, ok := r.opts.lookup(name); ok {
-					return v
-				}
-			}
-			missing = fmt.Errorf("host %s: DSN needs ${%s} (see WithLookupEnv)", h.Name, name)
-			return ""
-		})
-		if missing != nil {
-			return nil, missing
+		var missing []string
+		if dsn, missing = expandEnv(h.DSN, r.opts.lookup); len(missing) > 0 {
+			return nil, fmt.Errorf("host %s: DSN needs ${%s} (see WithLookupEnv)", h.Name, missing[len(missing)-1])
 		}
 	}
 	cfg, err := pgxpool.ParseConfig(dsn)
@@ -263,7 +232,7 @@ func (r *Router) newPool(ctx context.Context, h CatalogHost) (*pgxpool.Pool, err
 }
 
 // Map returns the router's current map. Callers must not modify it.
-func (r *Router) Map() *Map {
+func (r *Router) Map() *ShardMap {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.m
@@ -308,7 +277,7 @@ func (r *Router) Shard(id int) (Shard, error) {
 		return Shard{}, &ShardError{Shard: id, Err: ErrUnknownShard}
 	}
 	s := m.Shards[id]
-	return Shard{ID: s.ID, Schema: s.Schema, Host: s.Host, State: s.State, Generation: m.Generation}, nil
+	return s, nil
 }
 
 // route refreshes the map when due and returns the shard and its host's
@@ -371,7 +340,7 @@ func (r *Router) Acquire(ctx context.Context, id int) (*pgxpool.Conn, Shard, err
 // every shard with ErrMapStale once the catalog has been unreachable for
 // longer than WithMaxStaleness. A state change reaches the router within
 // the refresh interval; until then a write that reaches a fenced copy (see
-// FenceSQLState), or the host a shard has moved away from, is refused with
+// fence.SQLState), or the host a shard has moved away from, is refused with
 // ErrShardMoving too (the host's error kept as its cause), and the router
 // reloads its map so that a retry goes to the shard's new host.
 func (r *Router) Tx(ctx context.Context, id int, fn func(ctx context.Context, tx pgx.Tx, s Shard) error) error {

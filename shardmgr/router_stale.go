@@ -7,17 +7,15 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"time"
+
+	"github.com/shardid/shardid/shardmgr/internal/fence"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
 
 // What a router does when its map may be out of date: the catalog is
 // unreachable (it keeps serving from the last map it read), or a host
 // answered for a copy of a shard that has moved on (it says ErrShardMoving
 // and reloads the map so the caller's retry goes to the new host).
-
-// ErrMapStale: the router could not confirm its map with the catalog for
-// longer than WithMaxStaleness allows, so it refuses writes; reads go on.
-// It is declared here, beside the only code that returns it.
-var ErrMapStale = errors.New("shard map is stale: the catalog has been unreachable too long")
 
 const (
 	// DefaultMaxStaleness is how long a router keeps taking writes on a
@@ -234,7 +232,7 @@ func (r *Router) refuseStale(s Shard) error {
 			"generation", s.Generation, "staleness", age.Round(time.Millisecond), "bound", bound, "err", cause)
 	}
 	return &ShardError{Shard: s.ID, Host: s.Host, Err: &refusal{kind: ErrMapStale, cause: cause,
-		detail: fmt.Sprintf("map of generation %d unconfirmed for %s, bound %s; catalog: %s", s.Generation, age.Round(time.Millisecond), bound, oneLine(cause))}}
+		detail: fmt.Sprintf("map of generation %d unconfirmed for %s, bound %s; catalog: %s", s.Generation, age.Round(time.Millisecond), bound, pg.OneLine(cause))}}
 }
 
 // refusal is a typed refusal (kind, for errors.Is) that keeps what caused
@@ -256,12 +254,12 @@ func (e *refusal) Unwrap() []error { return []error{e.kind, e.cause} }
 // goes to the shard's new host.
 func (r *Router) shardFailed(ctx context.Context, s Shard, err error) error {
 	switch {
-	case isFenceError(err):
+	case fence.IsFenceError(err):
 		r.reloadNow(ctx)
-		return &ShardError{Shard: s.ID, Host: s.Host, Err: &refusal{kind: ErrShardMoving, cause: err, detail: oneLine(err)}}
-	case isUndefinedTable(err):
+		return &ShardError{Shard: s.ID, Host: s.Host, Err: &refusal{kind: ErrShardMoving, cause: err, detail: pg.OneLine(err)}}
+	case pg.IsUndefinedTable(err):
 		if moved, ok := r.movedSince(ctx, s); ok {
-			detail := fmt.Sprintf("changed at generation %d, now %s on %s; retry (%s)", moved.gen, moved.state, moved.host, oneLine(err))
+			detail := fmt.Sprintf("changed at generation %d, now %s on %s; retry (%s)", moved.gen, moved.state, moved.host, pg.OneLine(err))
 			return &ShardError{Shard: s.ID, Host: s.Host, Err: &refusal{kind: ErrShardMoving, cause: err, detail: detail}}
 		}
 	}

@@ -1,4 +1,4 @@
-package shardmgr
+package shardmgr_test
 
 import (
 	"context"
@@ -10,11 +10,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardid/shardid/shardmgr/internal/catalog"
+
+	"github.com/shardid/shardid/shardmgr/migrate"
+
+	"github.com/shardid/shardid/shardmgr/install"
+
+	"github.com/shardid/shardid/shardmgr"
+
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/shardid/shardid/internal/localpg"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
+	"github.com/shardid/shardid/shardmgr/internal/fence"
+	"github.com/shardid/shardid/shardmgr/rebalance"
 	"github.com/stretchr/testify/require"
 )
 
@@ -22,7 +32,7 @@ import (
 // whose cause is the host's SQLSTATE code.
 func requireHostSaid(t testing.TB, err error, shard int, host, code string) {
 	t.Helper()
-	var se *ShardError
+	var se *shardmgr.ShardError
 	require.True(t, errors.As(err, &se), "%v", err)
 	require.Equal(t, shard, se.Shard)
 	require.Equal(t, host, se.Host)
@@ -34,43 +44,43 @@ func requireHostSaid(t testing.TB, err error, shard int, host, code string) {
 func TestStaleRouterAfterMoveGetsErrShardMoving(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 4)
-	_, err := Migrate(ctx(t), cfg, sampleSet(t), MigrateOptions{})
+	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{})
 	require.NoError(t, err)
 	const shard = 1
 	// Routers that never refresh on their own: their maps stay at the
 	// generation before the move, like any router between the flip and its
 	// next refresh.
-	writer := openRouter(t, cfg, WithRefreshInterval(-1))
+	writer := openRouter(t, cfg, shardmgr.WithRefreshInterval(-1))
 	gen := writer.Generation()
 	from := writer.Map().Shards[shard].Host
 	to := "pg3"
 	require.NotEqual(t, from, to)
-	generator := openRouter(t, cfg, WithRefreshInterval(-1))
-	reader := openRouter(t, cfg, WithRefreshInterval(-1))
+	generator := openRouter(t, cfg, shardmgr.WithRefreshInterval(-1))
+	reader := openRouter(t, cfg, shardmgr.WithRefreshInterval(-1))
 	routeLikes(t, writer, shard, 10)
 
-	res, err := MoveShard(ctx(t), cfg, shard, to, MoveOptions{Mode: MoveOffline, Migrations: sampleSet(t)})
+	res, err := rebalance.MoveShard(ctx(t), cfg, shard, to, rebalance.MoveOptions{Mode: rebalance.MoveOffline, Migrations: sampleSet(t)})
 	require.NoError(t, err)
-	require.Equal(t, PhaseCleaned, res.Phase)
+	require.Equal(t, rebalance.PhaseCleaned, res.Phase)
 	require.NotEmpty(t, res.RetiredSchema, "the source's schema was renamed")
 
-	insert := func(ctx context.Context, tx pgx.Tx, s Shard) error {
+	insert := func(ctx context.Context, tx pgx.Tx, s shardmgr.Shard) error {
 		_, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (user_id, post_id) VALUES (1, 1)`, s.Table("likes")))
 		return err
 	}
-	nextID := func(ctx context.Context, tx pgx.Tx, s Shard) error {
+	nextID := func(ctx context.Context, tx pgx.Tx, s shardmgr.Shard) error {
 		var id int64
 		return tx.QueryRow(ctx, "SELECT "+s.NextID()).Scan(&id)
 	}
-	count := func(ctx context.Context, tx pgx.Tx, s Shard) error {
+	count := func(ctx context.Context, tx pgx.Tx, s shardmgr.Shard) error {
 		var n int64
 		return tx.QueryRow(ctx, "SELECT count(*) FROM "+s.Table("likes")).Scan(&n)
 	}
 	for _, c := range []struct {
 		name  string
-		r     *Router
+		r     *shardmgr.Router
 		write bool
-		fn    func(context.Context, pgx.Tx, Shard) error
+		fn    func(context.Context, pgx.Tx, shardmgr.Shard) error
 		code  string // what the old host says
 	}{
 		{"insert into a table of the renamed schema", writer, true, insert, pgerrcode.UndefinedTable},
@@ -84,13 +94,13 @@ func TestStaleRouterAfterMoveGetsErrShardMoving(t *testing.T) {
 				run = c.r.Tx
 			}
 			err := run(ctx(t), shard, c.fn)
-			require.ErrorIs(t, err, ErrShardMoving)
+			require.ErrorIs(t, err, shardmgr.ErrShardMoving)
 			requireHostSaid(t, err, shard, from, c.code)
 
 			// The router reloaded its map: the retry goes to the new host.
 			require.Equal(t, res.Generation, c.r.Generation())
 			var host string
-			require.NoError(t, run(ctx(t), shard, func(ctx context.Context, tx pgx.Tx, s Shard) error {
+			require.NoError(t, run(ctx(t), shard, func(ctx context.Context, tx pgx.Tx, s shardmgr.Shard) error {
 				host = s.Host
 				return c.fn(ctx, tx, s)
 			}))
@@ -102,43 +112,43 @@ func TestStaleRouterAfterMoveGetsErrShardMoving(t *testing.T) {
 	// The same errors from a shard that did not move are the host's own.
 	stay := 0
 	require.Equal(t, writer.Map().Shards[stay].Host, clusterMap(t, cfg).Shards[stay].Host)
-	err = writer.Tx(ctx(t), stay, func(ctx context.Context, tx pgx.Tx, s Shard) error {
+	err = writer.Tx(ctx(t), stay, func(ctx context.Context, tx pgx.Tx, s shardmgr.Shard) error {
 		_, err := tx.Exec(ctx, "INSERT INTO "+s.Table("no_such_table")+" VALUES (1)")
 		return err
 	})
-	require.NotErrorIs(t, err, ErrShardMoving)
+	require.NotErrorIs(t, err, shardmgr.ErrShardMoving)
 	requireHostSaid(t, err, stay, writer.Map().Shards[stay].Host, pgerrcode.UndefinedTable)
 }
 
 func TestRouterFencedCopyIsErrShardMoving(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 4)
-	_, err := Migrate(ctx(t), cfg, sampleSet(t), MigrateOptions{})
+	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{})
 	require.NoError(t, err)
-	r := openRouter(t, cfg, WithRefreshInterval(-1))
+	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(-1))
 	const shard = 2
 	s, err := r.Shard(shard)
 	require.NoError(t, err)
 	// A fence as a move's cut-over raises it on the source, the catalog
 	// not (yet) saying moving.
-	require.NoError(t, installFence(ctx(t), hostPool(t, cfg, s.Host), s.Schema, true))
+	require.NoError(t, fence.Install(ctx(t), hostPool(t, cfg, s.Host), s.Schema, true))
 
-	err = r.Tx(ctx(t), shard, func(ctx context.Context, tx pgx.Tx, s Shard) error {
+	err = r.Tx(ctx(t), shard, func(ctx context.Context, tx pgx.Tx, s shardmgr.Shard) error {
 		_, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (user_id, post_id) VALUES (1, 1)`, s.Table("likes")))
 		return err
 	})
-	require.ErrorIs(t, err, ErrShardMoving)
-	requireHostSaid(t, err, shard, s.Host, FenceSQLState)
+	require.ErrorIs(t, err, shardmgr.ErrShardMoving)
+	requireHostSaid(t, err, shard, s.Host, fence.SQLState)
 
 	// Wrapped by the caller's function, it is still recognised.
-	err = r.Tx(ctx(t), shard, func(ctx context.Context, tx pgx.Tx, s Shard) error {
+	err = r.Tx(ctx(t), shard, func(ctx context.Context, tx pgx.Tx, s shardmgr.Shard) error {
 		_, err := tx.Exec(ctx, fmt.Sprintf(`DELETE FROM %s`, s.Table("likes")))
 		return fmt.Errorf("clean likes: %w", err)
 	})
-	require.ErrorIs(t, err, ErrShardMoving)
+	require.ErrorIs(t, err, shardmgr.ErrShardMoving)
 
 	// Reads of a fenced copy go on.
-	require.NoError(t, r.ReadTx(ctx(t), shard, func(ctx context.Context, tx pgx.Tx, s Shard) error {
+	require.NoError(t, r.ReadTx(ctx(t), shard, func(ctx context.Context, tx pgx.Tx, s shardmgr.Shard) error {
 		var n int64
 		return tx.QueryRow(ctx, "SELECT count(*) FROM "+s.Table("likes")).Scan(&n)
 	}))
@@ -146,13 +156,13 @@ func TestRouterFencedCopyIsErrShardMoving(t *testing.T) {
 
 // ownCatalogCluster is initCluster with the catalog on a server of this
 // test's own, which the test may halt while the hosts stay up.
-func ownCatalogCluster(t testing.TB, shards int) (*Config, *localpg.Server) {
+func ownCatalogCluster(t testing.TB, shards int) (*shardmgr.Config, *localpg.Server) {
 	t.Helper()
 	cfg := testCluster(t, shards, false)
 	cat := pgtest.Own(t, localpg.Options{})
 	cfg.Catalog = cat.DSN("catalog")
 	require.NoError(t, cfg.ValidateCluster())
-	_, err := Init(ctx(t), cfg, InitOptions{})
+	_, err := install.Init(ctx(t), cfg, install.InitOptions{})
 	require.NoError(t, err)
 	return cfg, cat
 }
@@ -179,21 +189,21 @@ func TestRouterServesThroughCatalogOutage(t *testing.T) {
 	t.Parallel()
 	const shards = 6
 	cfg, cat := ownCatalogCluster(t, shards)
-	_, err := Migrate(ctx(t), cfg, sampleSet(t), MigrateOptions{})
+	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{})
 	require.NoError(t, err)
 	var logs logBuffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	// Both check the catalog on every call: the most a router could
 	// hammer it.
-	patient := openRouter(t, cfg, WithRefreshInterval(0), WithLogger(log))
+	patient := openRouter(t, cfg, shardmgr.WithRefreshInterval(0), shardmgr.WithLogger(log))
 	const bound = 300 * time.Millisecond
-	strict := openRouter(t, cfg, WithRefreshInterval(0), WithMaxStaleness(bound), WithLogger(log))
+	strict := openRouter(t, cfg, shardmgr.WithRefreshInterval(0), shardmgr.WithMaxStaleness(bound), shardmgr.WithLogger(log))
 
-	insert := func(ctx context.Context, tx pgx.Tx, s Shard) error {
+	insert := func(ctx context.Context, tx pgx.Tx, s shardmgr.Shard) error {
 		_, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (user_id, post_id) VALUES (1, 1)`, s.Table("likes")))
 		return err
 	}
-	count := func(ctx context.Context, tx pgx.Tx, s Shard) error {
+	count := func(ctx context.Context, tx pgx.Tx, s shardmgr.Shard) error {
 		var n int64
 		return tx.QueryRow(ctx, "SELECT count(*) FROM "+s.Table("likes")).Scan(&n)
 	}
@@ -205,7 +215,7 @@ func TestRouterServesThroughCatalogOutage(t *testing.T) {
 	require.Zero(t, strict.Staleness())
 
 	require.NoError(t, cat.Halt())
-	checksBefore := patient.checks.Load()
+	checksBefore := shardmgr.CatalogChecks(patient)
 	outage := time.Now()
 	calls, refused := 0, 0
 	for time.Since(outage) < 3*time.Second {
@@ -216,27 +226,27 @@ func TestRouterServesThroughCatalogOutage(t *testing.T) {
 			stale := strict.Staleness() > bound
 			err := strict.Tx(ctx(t), id, insert)
 			if stale {
-				require.ErrorIs(t, err, ErrMapStale)
-				var se *ShardError
+				require.ErrorIs(t, err, shardmgr.ErrMapStale)
+				var se *shardmgr.ShardError
 				require.True(t, errors.As(err, &se), "%v", err)
 				require.Equal(t, id, se.Shard)
 				refused++
 			} else if err != nil {
-				require.ErrorIs(t, err, ErrMapStale)
+				require.ErrorIs(t, err, shardmgr.ErrMapStale)
 			}
 			calls += 4
 		}
 	}
 	require.Greater(t, refused, 0, "writes past the bound were refused")
 	require.Greater(t, patient.Staleness(), 2*time.Second)
-	checks := patient.checks.Load() - checksBefore
+	checks := shardmgr.CatalogChecks(patient) - checksBefore
 	t.Logf("%d calls, %d catalog checks by one router, %d writes refused by the strict one", calls, checks, refused)
 	require.Less(t, checks, int64(15), "retries back off instead of following every call")
 	require.Contains(t, logs.String(), "catalog unreachable; serving from the last map")
 	require.Contains(t, logs.String(), "refusing writes until the catalog answers")
 
 	require.NoError(t, cat.Restart(ctx(t)))
-	for _, r := range []*Router{patient, strict} {
+	for _, r := range []*shardmgr.Router{patient, strict} {
 		require.Eventually(t, func() bool {
 			return r.ReadTx(ctx(t), 0, count) == nil && r.Staleness() == 0
 		}, 15*time.Second, 20*time.Millisecond, "the map is confirmed once the catalog is back")
@@ -247,10 +257,10 @@ func TestRouterServesThroughCatalogOutage(t *testing.T) {
 	require.Contains(t, logs.String(), "catalog reachable again")
 
 	// A change made after the outage reaches both routers.
-	gen, err := SetShardState(ctx(t), pool(t, cfg.Catalog), 0, StateReadOnly, 0)
+	gen, err := catalog.SetShardState(ctx(t), pool(t, cfg.Catalog), 0, shardmgr.StateReadOnly, 0)
 	require.NoError(t, err)
-	for _, r := range []*Router{patient, strict} {
-		require.ErrorIs(t, r.Tx(ctx(t), 0, insert), ErrShardReadOnly)
+	for _, r := range []*shardmgr.Router{patient, strict} {
+		require.ErrorIs(t, r.Tx(ctx(t), 0, insert), shardmgr.ErrShardReadOnly)
 		require.Equal(t, gen, r.Generation())
 	}
 }

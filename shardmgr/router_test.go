@@ -1,4 +1,4 @@
-package shardmgr
+package shardmgr_test
 
 import (
 	"context"
@@ -6,6 +6,13 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+
+	shcatalog "github.com/shardid/shardid/shardmgr/internal/catalog"
+
+	"github.com/shardid/shardid/shardmgr/install"
+
+	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/verify"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/shardid/shardid/idgen"
@@ -15,14 +22,14 @@ import (
 func TestRouterByKeyAndByID(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 8)
-	r, err := Open(ctx(t), cfg)
+	r, err := shardmgr.Open(ctx(t), cfg)
 	require.NoError(t, err)
 	defer r.Close()
 	require.Equal(t, 8, r.Shards())
 	require.EqualValues(t, 1, r.Generation())
 
 	for id := range r.Shards() {
-		require.NoError(t, r.Tx(ctx(t), id, func(ctx context.Context, tx pgx.Tx, s Shard) error {
+		require.NoError(t, r.Tx(ctx(t), id, func(ctx context.Context, tx pgx.Tx, s shardmgr.Shard) error {
 			_, err := tx.Exec(ctx, fmt.Sprintf("CREATE TABLE %s (id bigint PRIMARY KEY DEFAULT %s, user_id bigint NOT NULL)",
 				s.Table("posts"), s.NextID()))
 			return err
@@ -33,7 +40,7 @@ func TestRouterByKeyAndByID(t *testing.T) {
 		shard := r.ShardForKey(key)
 		require.Equal(t, int(uint64(key)%8), shard)
 		var id idgen.ID
-		require.NoError(t, r.Tx(ctx(t), shard, func(ctx context.Context, tx pgx.Tx, s Shard) error {
+		require.NoError(t, r.Tx(ctx(t), shard, func(ctx context.Context, tx pgx.Tx, s shardmgr.Shard) error {
 			return tx.QueryRow(ctx, "INSERT INTO "+s.Table("posts")+" (user_id) VALUES ($1) RETURNING id", key).Scan(&id)
 		}))
 		byID, err := r.ShardForID(id)
@@ -50,80 +57,80 @@ func TestRouterByKeyAndByID(t *testing.T) {
 	}
 
 	_, err = r.Shard(8)
-	require.ErrorIs(t, err, ErrUnknownShard)
+	require.ErrorIs(t, err, shardmgr.ErrUnknownShard)
 	_, err = r.ShardForID(idgen.ID(9) << 10) // carries shard 9 of 8
-	require.ErrorIs(t, err, ErrUnknownShard)
+	require.ErrorIs(t, err, shardmgr.ErrUnknownShard)
 	_, err = r.ShardForID(-5)
-	require.ErrorIs(t, err, ErrUnknownShard)
-	require.ErrorIs(t, r.Tx(ctx(t), -1, nil), ErrUnknownShard)
+	require.ErrorIs(t, err, shardmgr.ErrUnknownShard)
+	require.ErrorIs(t, r.Tx(ctx(t), -1, nil), shardmgr.ErrUnknownShard)
 }
 
 func TestRouterRefusesReadOnlyAndMovingShards(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 4)
-	r, err := Open(ctx(t), cfg, WithRefreshInterval(0))
+	r, err := shardmgr.Open(ctx(t), cfg, shardmgr.WithRefreshInterval(0))
 	require.NoError(t, err)
 	defer r.Close()
 	catalog := pool(t, cfg.Catalog)
-	nop := func(context.Context, pgx.Tx, Shard) error { return nil }
+	nop := func(context.Context, pgx.Tx, shardmgr.Shard) error { return nil }
 
-	gen, err := SetShardState(ctx(t), catalog, 1, StateReadOnly, r.Generation())
+	gen, err := shcatalog.SetShardState(ctx(t), catalog, 1, shardmgr.StateReadOnly, r.Generation())
 	require.NoError(t, err)
 	require.EqualValues(t, 2, gen)
-	_, err = SetShardState(ctx(t), catalog, 2, StateMoving, gen)
+	_, err = shcatalog.SetShardState(ctx(t), catalog, 2, shardmgr.StateMoving, gen)
 	require.NoError(t, err)
 
 	err = r.Tx(ctx(t), 1, nop)
-	require.ErrorIs(t, err, ErrShardReadOnly)
-	var se *ShardError
+	require.ErrorIs(t, err, shardmgr.ErrShardReadOnly)
+	var se *shardmgr.ShardError
 	require.True(t, errors.As(err, &se))
 	require.Equal(t, 1, se.Shard)
 	require.Equal(t, "pg1", se.Host)
-	require.ErrorIs(t, r.Tx(ctx(t), 2, nop), ErrShardMoving)
+	require.ErrorIs(t, r.Tx(ctx(t), 2, nop), shardmgr.ErrShardMoving)
 	require.EqualValues(t, 3, r.Generation(), "the router reloaded the map")
 
 	// Reads still work; other shards still take writes.
 	require.NoError(t, r.ReadTx(ctx(t), 1, nop))
 	require.NoError(t, r.ReadTx(ctx(t), 2, nop))
 	require.NoError(t, r.Tx(ctx(t), 0, nop))
-	require.Error(t, r.ReadTx(ctx(t), 0, func(ctx context.Context, tx pgx.Tx, s Shard) error {
+	require.Error(t, r.ReadTx(ctx(t), 0, func(ctx context.Context, tx pgx.Tx, s shardmgr.Shard) error {
 		_, err := tx.Exec(ctx, "CREATE TABLE "+s.Table("nope")+" (x int)")
 		return err
 	}), "a read transaction refuses writes")
 
-	_, err = SetShardState(ctx(t), catalog, 1, StateActive, 0)
+	_, err = shcatalog.SetShardState(ctx(t), catalog, 1, shardmgr.StateActive, 0)
 	require.NoError(t, err)
 	require.NoError(t, r.Tx(ctx(t), 1, nop))
 
-	_, err = SetShardState(ctx(t), catalog, 9, StateActive, 0)
-	require.ErrorIs(t, err, ErrUnknownShard)
-	_, err = SetShardState(ctx(t), catalog, 0, State("frozen"), 0)
+	_, err = shcatalog.SetShardState(ctx(t), catalog, 9, shardmgr.StateActive, 0)
+	require.ErrorIs(t, err, shardmgr.ErrUnknownShard)
+	_, err = shcatalog.SetShardState(ctx(t), catalog, 0, shardmgr.State("frozen"), 0)
 	require.Error(t, err)
 }
 
 func TestRouterWithoutRefreshWaitsForReload(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 2)
-	r, err := Open(ctx(t), cfg, WithRefreshInterval(-1))
+	r, err := shardmgr.Open(ctx(t), cfg, shardmgr.WithRefreshInterval(-1))
 	require.NoError(t, err)
 	defer r.Close()
-	nop := func(context.Context, pgx.Tx, Shard) error { return nil }
-	_, err = SetShardState(ctx(t), pool(t, cfg.Catalog), 0, StateReadOnly, 0)
+	nop := func(context.Context, pgx.Tx, shardmgr.Shard) error { return nil }
+	_, err = shcatalog.SetShardState(ctx(t), pool(t, cfg.Catalog), 0, shardmgr.StateReadOnly, 0)
 	require.NoError(t, err)
 	require.NoError(t, r.Tx(ctx(t), 0, nop), "stale map until Reload")
 	changed, err := r.Reload(ctx(t))
 	require.NoError(t, err)
 	require.True(t, changed)
-	require.ErrorIs(t, r.Tx(ctx(t), 0, nop), ErrShardReadOnly)
+	require.ErrorIs(t, r.Tx(ctx(t), 0, nop), shardmgr.ErrShardReadOnly)
 }
 
 func TestRouterOpenCatalog(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 3)
-	r, err := OpenCatalog(ctx(t), cfg.Catalog)
+	r, err := shardmgr.OpenCatalog(ctx(t), cfg.Catalog)
 	require.NoError(t, err)
 	defer r.Close()
-	require.NoError(t, r.Tx(ctx(t), 2, func(ctx context.Context, tx pgx.Tx, s Shard) error {
+	require.NoError(t, r.Tx(ctx(t), 2, func(ctx context.Context, tx pgx.Tx, s shardmgr.Shard) error {
 		var id int64
 		return tx.QueryRow(ctx, "SELECT "+s.NextID()).Scan(&id)
 	}))
@@ -138,11 +145,11 @@ func TestTwoManagersCannotBothWin(t *testing.T) {
 	errs := make([]error, managers)
 	for i := range managers {
 		wg.Go(func() {
-			state := StateReadOnly
+			state := shardmgr.StateReadOnly
 			if i%2 == 0 {
-				state = StateMoving
+				state = shardmgr.StateMoving
 			}
-			_, errs[i] = SetShardState(context.Background(), catalog, i%4, state, 1)
+			_, errs[i] = shcatalog.SetShardState(context.Background(), catalog, i%4, state, 1)
 		})
 	}
 	wg.Wait()
@@ -152,13 +159,13 @@ func TestTwoManagersCannotBothWin(t *testing.T) {
 			won++
 			continue
 		}
-		var ge *GenerationError
+		var ge *shardmgr.GenerationError
 		require.True(t, errors.As(err, &ge), "%v", err)
-		require.ErrorIs(t, err, ErrGenerationChanged)
+		require.ErrorIs(t, err, shardmgr.ErrGenerationChanged)
 		require.EqualValues(t, 2, ge.Got)
 	}
 	require.Equal(t, 1, won)
-	gen, err := CatalogGeneration(ctx(t), catalog)
+	gen, err := shcatalog.Generation(ctx(t), catalog)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, gen)
 }
@@ -167,10 +174,10 @@ func TestConcurrentInitCreatesOnce(t *testing.T) {
 	t.Parallel()
 	cfg := testCluster(t, 16, true)
 	var wg sync.WaitGroup
-	res := make([]*InitResult, 3)
+	res := make([]*install.InitResult, 3)
 	errs := make([]error, 3)
 	for i := range res {
-		wg.Go(func() { res[i], errs[i] = Init(context.Background(), cfg, InitOptions{}) })
+		wg.Go(func() { res[i], errs[i] = install.Init(context.Background(), cfg, install.InitOptions{}) })
 	}
 	wg.Wait()
 	created := 0
@@ -182,7 +189,7 @@ func TestConcurrentInitCreatesOnce(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1, created)
-	rep, err := Verify(ctx(t), cfg, VerifyOptions{})
+	rep, err := verify.Verify(ctx(t), cfg, verify.VerifyOptions{})
 	require.NoError(t, err)
 	require.True(t, rep.OK, "%v", rep.Problems)
 }
@@ -190,7 +197,7 @@ func TestConcurrentInitCreatesOnce(t *testing.T) {
 func TestRouterConcurrentUseWhileTheMapChanges(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 6)
-	r, err := Open(ctx(t), cfg, WithRefreshInterval(0))
+	r, err := shardmgr.Open(ctx(t), cfg, shardmgr.WithRefreshInterval(0))
 	require.NoError(t, err)
 	defer r.Close()
 	catalog := pool(t, cfg.Catalog)
@@ -204,11 +211,11 @@ func TestRouterConcurrentUseWhileTheMapChanges(t *testing.T) {
 					return
 				default:
 				}
-				err := r.Tx(context.Background(), (g+i)%6, func(ctx context.Context, tx pgx.Tx, s Shard) error {
+				err := r.Tx(context.Background(), (g+i)%6, func(ctx context.Context, tx pgx.Tx, s shardmgr.Shard) error {
 					var id int64
 					return tx.QueryRow(ctx, "SELECT "+s.NextID()).Scan(&id)
 				})
-				if err != nil && !errors.Is(err, ErrShardReadOnly) {
+				if err != nil && !errors.Is(err, shardmgr.ErrShardReadOnly) {
 					t.Error(err)
 					return
 				}
@@ -216,11 +223,11 @@ func TestRouterConcurrentUseWhileTheMapChanges(t *testing.T) {
 		})
 	}
 	for i := range 20 {
-		state := StateReadOnly
+		state := shardmgr.StateReadOnly
 		if i%2 == 1 {
-			state = StateActive
+			state = shardmgr.StateActive
 		}
-		_, err := SetShardState(ctx(t), catalog, i%6, state, 0)
+		_, err := shcatalog.SetShardState(ctx(t), catalog, i%6, state, 0)
 		require.NoError(t, err)
 	}
 	close(stop)

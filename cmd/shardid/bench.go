@@ -7,7 +7,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/shardid/shardid/internal/genbench"
 	"github.com/shardid/shardid/internal/localpg"
@@ -53,15 +52,13 @@ shard_0002 of that database: point it at a scratch database.`,
 				return err
 			}
 			defer conn.Close(context.WithoutCancel(ctx))
-			if term.IsTerminal(int(os.Stderr.Fd())) {
-				opts.Progress = func(round int, name string) {
-					fmt.Fprintf(os.Stderr, "\rround %d/%d: %-26s", round, opts.Rounds, name)
-				}
+			bar := newProgress(os.Stderr)
+			bar.transient = true
+			opts.Progress = func(round int, name string) {
+				bar.set("rounds", "round", int64(round), int64(opts.Rounds), fmt.Sprintf("%d/%d: %s", round, opts.Rounds, name))
 			}
 			res, err := genbench.Run(ctx, conn, opts)
-			if opts.Progress != nil {
-				fmt.Fprint(os.Stderr, "\r\033[K")
-			}
+			bar.Done()
 			if err != nil {
 				return err
 			}

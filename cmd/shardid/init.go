@@ -7,6 +7,10 @@ import (
 	"os"
 	"strings"
 
+	"github.com/shardid/shardid/shardmgr/migrate"
+
+	"github.com/shardid/shardid/shardmgr/install"
+
 	"github.com/spf13/cobra"
 
 	"github.com/shardid/shardid/shardmgr"
@@ -36,7 +40,7 @@ had to create again gets the same tables as the rest. See docs/migrations.md.`,
 		Args: cobra.NoArgs,
 	}
 	configPath := addClusterConfigFlag(cmd)
-	cmd.Flags().IntVar(&workers, "workers", 4, "connections per host installing shards in parallel")
+	cmd.Flags().IntVar(&workers, "workers", install.DefaultWorkers, "connections per host installing shards in parallel")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	cmd.Flags().StringVar(&dir, "dir", "", "per-shard migrations: bring every shard to the version of the others")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -47,26 +51,26 @@ had to create again gets the same tables as the rest. See docs/migrations.md.`,
 		if err != nil {
 			return err
 		}
-		opts := shardmgr.InitOptions{
+		opts := install.InitOptions{
 			Workers: workers,
 			Logger:  slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		}
-		bar := newProgressBar(os.Stderr, "installing shards")
-		opts.Progress = bar.Update
+		bar := newProgress(os.Stderr)
+		opts.Progress = bar.counter("installing shards")
 		var bars *hostBars
 		if dir != "" {
 			// A directory that does not load or render fails before anything changes.
-			if opts.Migrations, err = shardmgr.LoadMigrationDir(dir); err != nil {
+			if opts.Migrations, err = migrate.LoadMigrationDir(dir); err != nil {
 				return err
 			}
 			bars = newHostBars(os.Stderr, "migrate up")
-			opts.Migrate = shardmgr.MigrateOptions{
+			opts.Migrate = migrate.MigrateOptions{
 				// Migrating starts when installing is over: end the install bar's line first.
-				Progress: func(p shardmgr.HostProgress) { bar.Done(); bars.Update(p) },
+				Progress: func(p migrate.HostProgress) { bar.Done(); bars.Update(p) },
 				Waiting:  bars.Waiting,
 			}
 		}
-		res, err := shardmgr.Init(cmd.Context(), cfg, opts)
+		res, err := install.Init(cmd.Context(), cfg, opts)
 		bar.Done()
 		if bars != nil {
 			bars.Done()
@@ -77,15 +81,7 @@ had to create again gets the same tables as the rest. See docs/migrations.md.`,
 		migrated, migrateErr := res.Migrated, err
 		out := cmd.OutOrStdout()
 		if asJSON {
-			doc := map[string]any{
-				"cluster": res.Cluster, "generation": res.Generation, "created_databases": nonNil(res.CreatedDatabases),
-				"catalog_created": res.CatalogCreated, "catalog_changes": nonNil(res.CatalogChanges),
-				"installed": res.Installed, "unchanged": res.Unchanged, "seconds": res.Elapsed.Seconds(),
-			}
-			if migrated != nil {
-				doc["migrations"] = migrated
-			}
-			if err := writeJSON(out, doc); err != nil {
+			if err := writeJSON(out, res); err != nil {
 				return err
 			}
 			return migrateErr
@@ -99,7 +95,7 @@ had to create again gets the same tables as the rest. See docs/migrations.md.`,
 	return cmd
 }
 
-func printInitResult(out io.Writer, cfg *shardmgr.Config, res *shardmgr.InitResult) {
+func printInitResult(out io.Writer, cfg *shardmgr.Config, res *install.InitResult) {
 	for _, db := range res.CreatedDatabases {
 		fmt.Fprintf(out, "created database %s\n", db)
 	}
@@ -115,11 +111,4 @@ func printInitResult(out io.Writer, cfg *shardmgr.Config, res *shardmgr.InitResu
 	}
 	fmt.Fprintf(out, "installed %d shards, %d already in place; generation %d; %.2fs\n",
 		res.Installed, res.Unchanged, res.Generation, res.Elapsed.Seconds())
-}
-
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
 }

@@ -38,14 +38,59 @@ the whole installation can only produce unique ids.
 Run 'shardid demo' to see it work on local PostgreSQL servers it starts itself.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       buildinfo.Read().String(),
+		// Runnable, so that its Args (markUsageErrors) refuse an unknown
+		// command; alone it prints its help, as a command group does.
+		RunE:    func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+		Version: buildinfo.Read().String(),
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	for _, add := range commands {
 		root.AddCommand(add())
 	}
+	markUsageErrors(root)
 	return root
+}
+
+// markUsageErrors makes every argument error of the command tree a
+// usageError (exit 2), by type rather than by cobra's wording: each
+// command's Args validator is wrapped. A command without one gets what
+// cobra would have used: the root refuses an unknown command, the others
+// accept any arguments.
+func markUsageErrors(c *cobra.Command) {
+	args := c.Args
+	if args == nil {
+		if c.HasParent() {
+			args = cobra.ArbitraryArgs
+		} else {
+			args = unknownCommand
+		}
+	}
+	c.Args = func(cmd *cobra.Command, a []string) error {
+		if err := args(cmd, a); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
+	for _, sub := range c.Commands() {
+		markUsageErrors(sub)
+	}
+}
+
+// unknownCommand is cobra's check for the root's arguments: none but a
+// subcommand.
+func unknownCommand(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += "\n\nDid you mean this?"
+		for _, x := range s {
+			msg += "\n\t" + x
+		}
+	}
+	return errors.New(msg)
 }
 
 // commands collects the constructors of the top-level commands; each
@@ -67,9 +112,8 @@ func exitCode(err error) int {
 	if errors.As(err, &ee) {
 		return ee.code
 	}
-	fmt.Fprintln(os.Stderr, "shardid: "+oneLine(err.Error()))
-	var ue usageError
-	if errors.As(err, &ue) || isCobraUsage(err) {
+	fmt.Fprintln(os.Stderr, "shardid: "+oneLine(errorWithHint(err)))
+	if isCobraUsage(err) {
 		return 2
 	}
 	return 1

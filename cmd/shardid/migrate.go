@@ -9,9 +9,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/spf13/cobra"
+	shsql "github.com/shardid/shardid/sql"
 
-	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/migrate"
+
+	"github.com/spf13/cobra"
 )
 
 func init() { commands = append(commands, newMigrateCmd) }
@@ -32,7 +34,7 @@ plain tern CLI agrees) and the last failure in <schema>.schema_version_failure.
 See docs/migrations.md.`,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(newMigrateRunCmd(shardmgr.Up), newMigrateRunCmd(shardmgr.Down), newMigrateStatusCmd(),
+	cmd.AddCommand(newMigrateRunCmd(migrate.Up), newMigrateRunCmd(migrate.Down), newMigrateStatusCmd(),
 		newMigrateRenderCmd(), newMigrateGeneratorCmd())
 	return cmd
 }
@@ -45,18 +47,18 @@ func migrateDirFlag(cmd *cobra.Command) *string {
 }
 
 // loadMigrationDir loads --dir, a usage error when it is not given.
-func loadMigrationDir(cmd *cobra.Command, dir string) (*shardmgr.MigrationSet, error) {
+func loadMigrationDir(cmd *cobra.Command, dir string) (*migrate.MigrationSet, error) {
 	if !cmd.Flags().Changed("dir") || dir == "" {
 		return nil, usagef("--dir is required")
 	}
-	return shardmgr.LoadMigrationDir(dir)
+	return migrate.LoadMigrationDir(dir)
 }
 
 func migrateLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn + 1}))
 }
 
-func newMigrateRunCmd(dir shardmgr.Direction) *cobra.Command {
+func newMigrateRunCmd(dir migrate.Direction) *cobra.Command {
 	var (
 		to          int
 		workers     int
@@ -65,7 +67,7 @@ func newMigrateRunCmd(dir shardmgr.Direction) *cobra.Command {
 		lockTimeout time.Duration
 	)
 	cmd := &cobra.Command{Args: cobra.NoArgs}
-	if dir == shardmgr.Up {
+	if dir == migrate.Up {
 		cmd.Use = "up --dir DIR [--to N] [--fail-fast] [--workers N] [--lock-timeout D] [--json]"
 		cmd.Short = "Apply migrations to every shard, up to the latest or to version N"
 		cmd.Long = `Brings every logical shard on every host up to version N (default: the latest
@@ -93,7 +95,7 @@ required (0 undoes everything). Shards already at or below N are left alone.`
 	dirPath := migrateDirFlag(cmd)
 	configPath := addClusterConfigFlag(cmd)
 	cmd.Flags().IntVar(&to, "to", 0, "target version (up: default the latest)")
-	cmd.Flags().IntVar(&workers, "workers", shardmgr.DefaultMigrateWorkers, "connections per host migrating shards in parallel")
+	cmd.Flags().IntVar(&workers, "workers", migrate.DefaultMigrateWorkers, "connections per host migrating shards in parallel")
 	cmd.Flags().BoolVar(&failFast, "fail-fast", false, "stop at the first failure instead of carrying on with the other shards")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	cmd.Flags().DurationVar(&lockTimeout, "lock-timeout", 0, "fail a shard's migration that waits longer than this for a table lock (0: the server's lock_timeout)")
@@ -101,7 +103,7 @@ required (0 undoes everything). Shards already at or below N are left alone.`
 		if lockTimeout < 0 {
 			return usagef("--lock-timeout must not be negative")
 		}
-		if dir == shardmgr.Down && !cmd.Flags().Changed("to") {
+		if dir == migrate.Down && !cmd.Flags().Changed("to") {
 			return usagef("--to is required for down (0 undoes every migration)")
 		}
 		if to < 0 {
@@ -122,7 +124,7 @@ required (0 undoes everything). Shards already at or below N are left alone.`
 			return err
 		}
 		bars := newHostBars(os.Stderr, "migrate "+string(dir))
-		res, err := shardmgr.Migrate(cmd.Context(), cfg, set, shardmgr.MigrateOptions{
+		res, err := migrate.Migrate(cmd.Context(), cfg, set, migrate.MigrateOptions{
 			Direction: dir, To: to, Workers: workers, FailFast: failFast, LockTimeout: lockTimeout,
 			Progress: bars.Update, Waiting: bars.Waiting, Logger: migrateLogger(),
 		})
@@ -144,7 +146,7 @@ required (0 undoes everything). Shards already at or below N are left alone.`
 
 // printMigrateResult prints what a migrate run did: counts, then every
 // shard that failed or was stopped. shardid init --dir prints the same.
-func printMigrateResult(w io.Writer, res *shardmgr.MigrateResult) {
+func printMigrateResult(w io.Writer, res *migrate.MigrateResult) {
 	changed, unchanged, failed, stopped := res.Counts()
 	target := fmt.Sprintf("version %d", res.Target)
 	if res.TargetName != "" {
@@ -207,7 +209,7 @@ some shard could not be read.`,
 		if err != nil {
 			return err
 		}
-		st, err := shardmgr.ReadMigrationStatus(cmd.Context(), cfg, set)
+		st, err := migrate.ReadMigrationStatus(cmd.Context(), cfg, set)
 		if err != nil {
 			return err
 		}
@@ -227,7 +229,7 @@ some shard could not be read.`,
 	return cmd
 }
 
-func printMigrationStatus(w io.Writer, set *shardmgr.MigrationSet, st *shardmgr.MigrationStatus) {
+func printMigrationStatus(w io.Writer, set *migrate.MigrationSet, st *migrate.MigrationStatus) {
 	sum := st.Summary()
 	hosts := map[string]bool{}
 	for _, s := range st.Shards {
@@ -278,7 +280,7 @@ func printMigrationStatus(w io.Writer, set *shardmgr.MigrationSet, st *shardmgr.
 	if len(sum.Unreadable) > 0 {
 		fmt.Fprintf(w, "unreadable (%d):\n", len(sum.Unreadable))
 		for _, id := range sum.Unreadable {
-			fmt.Fprintf(w, "  shard %d on %s: %s\n", id, st.Shards[id].Host, st.Shards[id].Error)
+			fmt.Fprintf(w, "  shard %d on %s: %s\n", id, st.Shards[id].Host, errorWithHint(st.Shards[id].Err))
 		}
 	}
 	if len(sum.Behind)+len(sum.Failed)+len(sum.Ahead)+len(sum.Unreadable) > 0 {
@@ -286,7 +288,7 @@ func printMigrationStatus(w io.Writer, set *shardmgr.MigrationSet, st *shardmgr.
 	}
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SHARDS\tHOST\tVERSION")
-	key := func(s shardmgr.ShardVersion) string {
+	key := func(s migrate.ShardVersion) string {
 		k := fmt.Sprintf("%s\t%d", s.Host, s.Version)
 		if s.Version < 0 {
 			k = s.Host + "\tunknown"
@@ -354,12 +356,12 @@ Nothing connects to a database: the cluster file gives the number of shards.`,
 	configPath := addClusterConfigFlag(cmd)
 	cmd.Flags().IntVar(&shard, "shard", 0, "logical shard id")
 	cmd.Flags().StringVar(&out, "out", "", "write files into this directory instead of printing")
-	cmd.Flags().StringVar(&format, "format", shardmgr.FormatTern, "file format with --out: tern or golang-migrate")
+	cmd.Flags().StringVar(&format, "format", migrate.FormatTern, "file format with --out: tern or golang-migrate")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if !cmd.Flags().Changed("shard") {
 			return usagef("--shard is required")
 		}
-		if format != shardmgr.FormatTern && format != shardmgr.FormatGolangMigrate {
+		if format != migrate.FormatTern && format != migrate.FormatGolangMigrate {
 			return usagef("--format %q: want tern or golang-migrate", format)
 		}
 		set, err := loadMigrationDir(cmd, *dirPath)
@@ -370,10 +372,10 @@ Nothing connects to a database: the cluster file gives the number of shards.`,
 		if err != nil {
 			return err
 		}
-		if shard < 0 || shard >= cfg.Shards {
-			return fmt.Errorf("%w: %d (the cluster has shards 0..%d)", shardmgr.ErrUnknownShard, shard, cfg.Shards-1)
+		if err := cfg.CheckShard(shard); err != nil {
+			return err
 		}
-		migs, err := set.Render(shard, shardmgr.ShardSchema(shard))
+		migs, err := set.Render(shard, shsql.DefaultSchema(shard))
 		if err != nil {
 			return err
 		}
@@ -390,7 +392,7 @@ Nothing connects to a database: the cluster file gives the number of shards.`,
 			}
 			return nil
 		}
-		paths, err := shardmgr.WriteRendered(out, format, migs)
+		paths, err := migrate.WriteRendered(out, format, migs)
 		if err != nil {
 			return err
 		}
@@ -423,10 +425,10 @@ layout is refused. Shards already current are left alone.`,
 		Args: cobra.NoArgs,
 	}
 	configPath := addClusterConfigFlag(cmd)
-	cmd.Flags().IntVar(&workers, "workers", shardmgr.DefaultMigrateWorkers, "connections per host upgrading shards in parallel")
+	cmd.Flags().IntVar(&workers, "workers", migrate.DefaultMigrateWorkers, "connections per host upgrading shards in parallel")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "report what would be upgraded, change nothing")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
-	cmd.Flags().DurationVar(&lockTimeout, "lock-timeout", 10*time.Second, "longest wait for the write lock on a shard's tables")
+	cmd.Flags().DurationVar(&lockTimeout, "lock-timeout", migrate.DefaultGeneratorLockTimeout, "longest wait for the write lock on a shard's tables")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if workers < 1 {
 			return usagef("--workers must be at least 1")
@@ -439,7 +441,7 @@ layout is refused. Shards already current are left alone.`,
 			return err
 		}
 		bars := newHostBars(os.Stderr, "generator")
-		res, err := shardmgr.UpgradeGenerators(cmd.Context(), cfg, shardmgr.GeneratorOptions{
+		res, err := migrate.UpgradeGenerators(cmd.Context(), cfg, migrate.GeneratorOptions{
 			Workers: workers, DryRun: dryRun, LockTimeout: lockTimeout,
 			Progress: bars.Update, Waiting: bars.Waiting, Logger: migrateLogger(),
 		})
@@ -462,8 +464,8 @@ layout is refused. Shards already current are left alone.`,
 		fmt.Fprintf(w, "generator: %s %d shards, %d already current, %d failed (%.2fs)\n", verb, up, unchanged, failed, res.Elapsed.Seconds())
 		for _, s := range res.Shards {
 			switch {
-			case s.Error != "":
-				fmt.Fprintf(w, "  shard %d on %s: failed: %s\n", s.ID, s.Host, s.Error)
+			case s.Err != nil:
+				fmt.Fprintf(w, "  shard %d on %s: failed: %s\n", s.ID, s.Host, s.Err)
 			case s.Upgraded:
 				fmt.Fprintf(w, "  shard %d on %s: %q -> %q", s.ID, s.Host, s.From, s.To)
 				if s.MaxID > 0 {

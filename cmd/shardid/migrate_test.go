@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stretchr/testify/require"
+	"github.com/shardid/shardid/shardmgr/migrate"
 
-	"github.com/shardid/shardid/shardmgr"
+	"github.com/stretchr/testify/require"
 )
 
 const sampleMigrations = "../../testdata/migrations"
@@ -146,25 +146,31 @@ func mustRead(t *testing.T, path string) string {
 func TestHostBars(t *testing.T) {
 	var buf bytes.Buffer
 	b := newHostBars(&buf, "migrate up")
-	require.False(t, b.on, "a buffer is not a terminal: nothing drawn")
-	b.Update(shardmgr.HostProgress{Host: "pg1", Done: 1, Total: 2})
-	b.Waiting(shardmgr.LockWait{Shard: 3, Host: "pg1", HolderPID: 42})
+	require.Nil(t, b.p, "a buffer is not a terminal: nothing drawn")
+	b.Update(migrate.HostProgress{Host: "pg1", Done: 1, Total: 2})
+	b.Waiting(migrate.LockWait{Shard: 3, Host: "pg1", HolderPID: 42})
 	require.Equal(t, "waiting for lock on shard 3 on pg1: another run (backend pid 42) holds it\n", buf.String())
 
-	// On a terminal: one line per host, redrawn in place, messages above.
-	buf.Reset()
-	b = newHostBars(&buf, "migrate up")
-	b.on = true
-	b.Update(shardmgr.HostProgress{Host: "pg2", Done: 0, Total: 4})
-	b.Update(shardmgr.HostProgress{Host: "pg1", Done: 4, Total: 4, Failed: 1})
-	require.Equal(t, "\r\x1b[Kmigrate up pg2 [..............................] 0/4\n"+
-		"\x1b[1A\r\x1b[Kmigrate up pg1 [##############################] 4/4, 1 failed\n"+
-		"\r\x1b[Kmigrate up pg2 [..............................] 0/4\n", buf.String())
 	buf.Reset()
 	for range 5 {
-		b.Waiting(shardmgr.LockWait{Shard: 7, Host: "pg2"})
+		b.Waiting(migrate.LockWait{Shard: 7, Host: "pg2"})
 	}
 	out := buf.String()
 	require.Equal(t, 3, strings.Count(out, "waiting for lock on shard 7 on pg2: another run holds it\n"))
 	require.Equal(t, 1, strings.Count(out, "more shards on pg2 are waiting for another run; not reporting each\n"))
+
+	// On a terminal (drawn here into a buffer): a bar per host, with its
+	// counts, and messages above the bars.
+	buf.Reset()
+	b = &hostBars{progress: newProgressOn(&buf, true), label: "migrate up", waits: map[string]int{}}
+	b.Update(migrate.HostProgress{Host: "pg2", Done: 0, Total: 4})
+	b.Update(migrate.HostProgress{Host: "pg1", Done: 4, Total: 4, Failed: 1})
+	b.Waiting(migrate.LockWait{Shard: 7, Host: "pg2"})
+	b.Done()
+	out = buf.String()
+	require.Contains(t, out, "migrate up pg1")
+	require.Contains(t, out, "4/4, 1 failed")
+	require.Contains(t, out, "migrate up pg2")
+	require.Contains(t, out, "0/4")
+	require.Contains(t, out, "waiting for lock on shard 7 on pg2: another run holds it\n")
 }

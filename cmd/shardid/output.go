@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"strings"
 )
@@ -12,16 +13,12 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " | ")), " ")
 }
 
-// isCobraUsage recognises cobra's own argument errors (unknown command,
-// wrong number of args), which are usage errors too.
+// isCobraUsage reports a usage error (exit 2): ours, a flag that does not
+// parse (SetFlagErrorFunc) or arguments a command refuses
+// (markUsageErrors), told apart by type, not by cobra's wording.
 func isCobraUsage(err error) bool {
-	msg := err.Error()
-	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand", "accepts ", "requires at least", "requires at most", "required flag", "invalid argument"} {
-		if strings.Contains(msg, p) {
-			return true
-		}
-	}
-	return false
+	var ue usageError
+	return errors.As(err, &ue)
 }
 
 func writeJSON(w io.Writer, v any) error {

@@ -4,15 +4,14 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
-	"github.com/spf13/cobra"
-	"golang.org/x/term"
+	"github.com/shardid/shardid/shardmgr/migrate"
 
-	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/rebalance"
+
+	"github.com/spf13/cobra"
 )
 
 func init() { commands = append(commands, newRebalanceCmd) }
@@ -38,10 +37,10 @@ flips the map. The old copy is kept renamed and fenced (--keep) until
 	return cmd
 }
 
-func parseBy(by string) (shardmgr.PlanBy, error) {
+func parseBy(by string) (rebalance.PlanBy, error) {
 	switch by {
 	case "count", "size":
-		return shardmgr.PlanBy(by), nil
+		return rebalance.PlanBy(by), nil
 	}
 	return "", usagef("--by %q: want count or size", by)
 }
@@ -64,7 +63,7 @@ The plan is deterministic.
 		Args: cobra.NoArgs,
 	}
 	configPath := addClusterConfigFlag(cmd)
-	cmd.Flags().StringVar(&by, "by", "count", "balance shard counts (count) or total relation size (size)")
+	cmd.Flags().StringVar(&by, "by", string(rebalance.ByCount), "balance shard counts (count) or total relation size (size)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the plan as JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		pb, err := parseBy(by)
@@ -75,7 +74,7 @@ The plan is deterministic.
 		if err != nil {
 			return err
 		}
-		plan, err := shardmgr.PlanRebalance(cmd.Context(), cfg, shardmgr.PlanOptions{By: pb})
+		plan, err := rebalance.PlanRebalance(cmd.Context(), cfg, rebalance.PlanOptions{By: pb})
 		if err != nil {
 			return err
 		}
@@ -88,7 +87,7 @@ The plan is deterministic.
 	return cmd
 }
 
-func printPlan(w io.Writer, plan *shardmgr.Plan) {
+func printPlan(w io.Writer, plan *rebalance.Plan) {
 	if len(plan.Moves) == 0 {
 		fmt.Fprintf(w, "balanced by %s: nothing to move\n\n", plan.By)
 	} else {
@@ -134,76 +133,31 @@ type moveFlags struct {
 }
 
 func (f *moveFlags) add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.mode, "mode", "online", "online (logical replication, short cut-over) or offline (fence, COPY, flip)")
+	cmd.Flags().StringVar(&f.mode, "mode", string(rebalance.MoveOnline), "online (logical replication, short cut-over) or offline (fence, COPY, flip)")
 	cmd.Flags().StringVar(&f.dir, "dir", "", "directory of the shards' tern migrations (needed when they were migrated)")
-	cmd.Flags().DurationVar(&f.keep, "keep", shardmgr.DefaultKeep, "keep the old copy, renamed and fenced, this long (0: drop it at once)")
+	cmd.Flags().DurationVar(&f.keep, "keep", rebalance.DefaultKeep, "keep the old copy, renamed and fenced, this long (0: drop it at once)")
 }
 
-func (f *moveFlags) options(cmd *cobra.Command) (shardmgr.MoveOptions, error) {
-	var o shardmgr.MoveOptions
+func (f *moveFlags) options(cmd *cobra.Command) (rebalance.MoveOptions, error) {
+	var o rebalance.MoveOptions
 	switch f.mode {
 	case "online", "offline":
-		o.Mode = shardmgr.MoveMode(f.mode)
+		o.Mode = rebalance.MoveMode(f.mode)
 	default:
 		return o, usagef("--mode %q: want online or offline", f.mode)
 	}
 	if f.keep < 0 {
 		return o, usagef("--keep must not be negative")
 	}
-	o.Keep = f.keep
-	if f.keep == 0 {
-		o.Keep = -1
-	}
+	o.Keep = &f.keep
 	if cmd.Flags().Changed("dir") {
-		set, err := shardmgr.LoadMigrationDir(f.dir)
+		set, err := migrate.LoadMigrationDir(f.dir)
 		if err != nil {
 			return o, err
 		}
 		o.Migrations = set
 	}
 	return o, nil
-}
-
-// moveProgress prints one line per phase of each move on w when w is a
-// terminal, and the lag or rows while a move copies, at most once a second.
-type moveProgress struct {
-	mu   sync.Mutex
-	w    io.Writer
-	on   bool
-	last map[int64]time.Time
-	seen map[int64]shardmgr.Phase
-}
-
-func newMoveProgress(w io.Writer) *moveProgress {
-	f, ok := w.(*os.File)
-	return &moveProgress{w: w, on: ok && term.IsTerminal(int(f.Fd())), last: map[int64]time.Time{}, seen: map[int64]shardmgr.Phase{}}
-}
-
-func (p *moveProgress) Update(mp shardmgr.MoveProgress) {
-	if !p.on {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.seen[mp.ID] == mp.Phase && time.Since(p.last[mp.ID]) < time.Second {
-		return
-	}
-	p.seen[mp.ID], p.last[mp.ID] = mp.Phase, time.Now()
-	var b strings.Builder
-	fmt.Fprintf(&b, "move %d: shard %d %s -> %s: %s", mp.ID, mp.Shard, mp.From, mp.To, mp.Phase)
-	if mp.Tables > 0 && mp.Phase == shardmgr.PhaseCatchup {
-		fmt.Fprintf(&b, ", %d/%d tables copied", mp.Synced, mp.Tables)
-	}
-	if mp.Rows > 0 {
-		fmt.Fprintf(&b, ", %d rows", mp.Rows)
-	}
-	if mp.Bytes > 0 {
-		fmt.Fprintf(&b, ", %s", byteSize(mp.Bytes))
-	}
-	if mp.Lag >= 0 {
-		fmt.Fprintf(&b, ", lag %s", byteSize(mp.Lag))
-	}
-	fmt.Fprintln(p.w, b.String())
 }
 
 func newRebalanceApplyCmd() *cobra.Command {
@@ -237,10 +191,10 @@ another manager is running is waited for the same way.`,
 		Args: cobra.NoArgs,
 	}
 	configPath := addClusterConfigFlag(cmd)
-	cmd.Flags().StringVar(&by, "by", "count", "balance shard counts (count) or total relation size (size)")
+	cmd.Flags().StringVar(&by, "by", string(rebalance.ByCount), "balance shard counts (count) or total relation size (size)")
 	cmd.Flags().IntVar(&parallel, "parallel", 1, "moves to run at once")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the summary as JSON")
-	cmd.Flags().DurationVar(&wait, "wait", shardmgr.DefaultApplyWait, "how long to wait for another manager's apply or move")
+	cmd.Flags().DurationVar(&wait, "wait", rebalance.DefaultApplyWait, "how long to wait for another manager's apply or move")
 	mf.add(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		pb, err := parseBy(by)
@@ -261,8 +215,10 @@ another manager is running is waited for the same way.`,
 		if err != nil {
 			return err
 		}
-		mo.Progress = newMoveProgress(os.Stderr).Update
-		res, err := shardmgr.Apply(cmd.Context(), cfg, shardmgr.ApplyOptions{Plan: shardmgr.PlanOptions{By: pb}, Parallel: parallel, Move: mo, Wait: wait})
+		bars := newMoveProgress(os.Stderr)
+		mo.Progress = bars.Update
+		res, err := rebalance.Apply(cmd.Context(), cfg, rebalance.ApplyOptions{Plan: rebalance.PlanOptions{By: pb}, Parallel: parallel, Move: mo, Wait: wait})
+		bars.Done()
 		if res != nil {
 			if asJSON {
 				if jerr := writeJSON(cmd.OutOrStdout(), res); jerr != nil && err == nil {
@@ -277,7 +233,7 @@ another manager is running is waited for the same way.`,
 	return cmd
 }
 
-func printMoves(w io.Writer, moves []*shardmgr.MoveResult) {
+func printMoves(w io.Writer, moves []*rebalance.MoveResult) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "MOVE\tSHARD\tFROM\tTO\tMODE\tPHASE\tROWS\tBYTES\tREFUSED\tTIME\tERROR")
 	for _, m := range moves {
@@ -285,15 +241,24 @@ func printMoves(w io.Writer, moves []*shardmgr.MoveResult) {
 			continue
 		}
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", m.ID, m.Shard, m.From, m.To, m.Mode, m.Phase, m.Rows, byteSize(m.Bytes),
-			time.Duration(m.RefusedMS)*time.Millisecond, (time.Duration(m.ElapsedMS) * time.Millisecond).Round(time.Millisecond), m.Error)
+			m.Refused.Round(time.Millisecond), m.Elapsed.Round(time.Millisecond), oneLine(errorWithHint(m.Err)))
 	}
 	tw.Flush()
 }
 
-func printApply(w io.Writer, res *shardmgr.ApplyResult) {
-	waited := (time.Duration(res.WaitedMS) * time.Millisecond).Round(time.Millisecond)
+// printHostChanges says that the command registered the cluster file's
+// hosts in the catalog (it ran init) before it moved anything.
+func printHostChanges(w io.Writer, changes []string) {
+	for _, c := range changes {
+		fmt.Fprintf(w, "catalog: %s (registered from the cluster file, as shardid init does)\n", c)
+	}
+}
+
+func printApply(w io.Writer, res *rebalance.ApplyResult) {
+	printHostChanges(w, res.HostChanges)
+	waited := res.Waited.Round(time.Millisecond)
 	if len(res.Moves) == 0 {
-		if res.WaitedMS > 0 {
+		if res.Waited > 0 {
 			fmt.Fprintf(w, "waited %s for another rebalance apply; it left nothing to do: balanced, nothing to move\n", waited)
 			return
 		}
@@ -304,15 +269,15 @@ func printApply(w io.Writer, res *shardmgr.ApplyResult) {
 	if len(res.FinishedByOthers) > 0 {
 		fmt.Fprintf(w, "\nmoves %v were finished by another manager while this run waited (%s): nothing left to do for them\n", res.FinishedByOthers, waited)
 	}
-	var worst int64
+	var worst time.Duration
 	for _, m := range res.Moves {
 		if m != nil {
-			worst = max(worst, m.RefusedMS)
+			worst = max(worst, m.Refused)
 		}
 	}
 	fmt.Fprintf(w, "\n%d moves (%d resumed) in %s, writes refused at most %s per shard; catalog generation %d\n",
-		len(res.Moves), res.Resumed, (time.Duration(res.ElapsedMS) * time.Millisecond).Round(time.Millisecond),
-		time.Duration(worst)*time.Millisecond, res.Generation)
+		len(res.Moves), res.Resumed, res.Elapsed.Round(time.Millisecond),
+		worst.Round(time.Millisecond), res.Generation)
 }
 
 func newRebalanceStatusCmd() *cobra.Command {
@@ -330,7 +295,7 @@ func newRebalanceStatusCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		recs, err := shardmgr.Moves(cmd.Context(), cfg, all)
+		recs, err := rebalance.Moves(cmd.Context(), cfg, all)
 		if err != nil {
 			return err
 		}
@@ -374,7 +339,7 @@ flipped the map cannot be aborted: move the shard back with 'shardid shard move'
 		if err != nil {
 			return err
 		}
-		res, err := shardmgr.AbortMove(cmd.Context(), cfg, shards)
+		res, err := rebalance.AbortMove(cmd.Context(), cfg, shards)
 		if asJSON && res != nil {
 			if jerr := writeJSON(cmd.OutOrStdout(), map[string]any{"aborted": res}); jerr != nil && err == nil {
 				err = jerr
@@ -408,7 +373,7 @@ up, or all of them with --all. --json prints
 		if err != nil {
 			return err
 		}
-		res, err := shardmgr.Cleanup(cmd.Context(), cfg, shardmgr.CleanupOptions{All: all})
+		res, err := rebalance.Cleanup(cmd.Context(), cfg, rebalance.CleanupOptions{All: all})
 		if res != nil {
 			if asJSON {
 				if jerr := writeJSON(cmd.OutOrStdout(), res); jerr != nil && err == nil {

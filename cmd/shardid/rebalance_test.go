@@ -102,8 +102,12 @@ func TestRebalanceCLI(t *testing.T) {
 		Generation       int64   `json:"generation"`
 		WaitedMS         int64   `json:"waited_ms"`
 		FinishedByOthers []int64 `json:"finished_by_others"`
+		// The host added to the file was registered (init) before the
+		// plan: apply says so.
+		HostChanges []string `json:"host_changes"`
 	}
 	decodeStrict(t, out, &res)
+	require.Equal(t, []string{"add host pg4"}, res.HostChanges)
 	require.Zero(t, res.WaitedMS, "no other manager: nothing waited for")
 	require.Len(t, res.Moves, 1)
 	require.Equal(t, "cleaned", res.Moves[0].Phase)

@@ -10,14 +10,9 @@ import (
 	"os"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
-	"github.com/shardid/shardid/idgen/segment"
 	"github.com/shardid/shardid/idgen/segment/httpapi"
-	"github.com/shardid/shardid/internal/pgdatabase"
-	"github.com/shardid/shardid/internal/pgsession"
-	"github.com/shardid/shardid/migrations"
 	"github.com/shardid/shardid/shardmgr"
 )
 
@@ -25,15 +20,11 @@ func init() { commands = append(commands, newServeCmd) }
 
 func newServeCmd() *cobra.Command {
 	var (
-		configPath string
-		listen     string
-		grace      time.Duration
-		heapMiB    int64
+		listen  string
+		grace   time.Duration
+		heapMiB int64
 	)
-	defaultConfig := shardmgr.DefaultConfigPath
-	if env := os.Getenv("SHARDID_CONFIG"); env != "" {
-		defaultConfig = env
-	}
+	var configPath *string
 	cmd := &cobra.Command{
 		Use:   "serve [--config FILE] [--listen ADDR]",
 		Short: "Serve business ids from the segments: section of the cluster file over HTTP",
@@ -60,10 +51,10 @@ file may hold only that section. See docs/schemes.md.`,
 			if heapMiB < 0 {
 				return usagef("--heap-mib must not be negative")
 			}
-			return serve(cmd.Context(), configPath, listen, grace, heapMiB<<20)
+			return serve(cmd.Context(), *configPath, listen, grace, heapMiB<<20)
 		},
 	}
-	cmd.Flags().StringVar(&configPath, "config", defaultConfig, "cluster file (env SHARDID_CONFIG)")
+	configPath = addClusterConfigFlag(cmd)
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8080", "address to serve HTTP on")
 	cmd.Flags().DurationVar(&grace, "grace", 10*time.Second, "how long shutdown waits for requests in flight")
 	cmd.Flags().Int64Var(&heapMiB, "heap-mib", httpapi.DefaultHeapLimit>>20, "collect garbage when the heap reaches this many MiB (GOGC=off, GOMEMLIMIT); 0 keeps Go's default; GOGC or GOMEMLIMIT in the environment win")
@@ -83,50 +74,11 @@ func serve(ctx context.Context, configPath, listen string, grace time.Duration, 
 	if seg == nil {
 		return serveSnowflakeOnly(ctx, configPath, cfg.Snowflake, listen, grace, logger)
 	}
-	if err := seg.ExpandEnv(os.LookupEnv); err != nil {
-		return fmt.Errorf("%s: %w", configPath, err)
-	}
-	if err := seg.Validate(); err != nil {
-		return fmt.Errorf("%s: %w", configPath, err)
-	}
-	pools := make([]*pgxpool.Pool, len(seg.Sources))
-	defer func() {
-		for _, p := range pools {
-			if p != nil {
-				p.Close()
-			}
-		}
-	}()
-	for i, dsn := range seg.Sources {
-		pc, err := pgsession.ParsePoolConfig(dsn)
-		if err != nil {
-			return fmt.Errorf("%s: segments.sources[%d]: %w", configPath, i, err)
-		}
-		// One loader per tag talks to a source at a time; a few
-		// connections are plenty, and a dead source must fail fast.
-		pc.MaxConns = 4
-		pc.ConnConfig.ConnectTimeout = 2 * time.Second
-		if pools[i], err = pgxpool.NewWithConfig(ctx, pc); err != nil {
-			return fmt.Errorf("segments.sources[%d]: %w", i, err)
-		}
-	}
-	alloc, err := segment.New(pools, seg.Tags,
-		segment.WithLogger(logger),
-		segment.WithPrepare(func(ctx context.Context, i int) error {
-			// Like init: a reachable server gets the database it lacks.
-			created, err := pgdatabase.Ensure(ctx, seg.Sources[i])
-			if err != nil {
-				return err
-			}
-			if created {
-				logger.Info("created segment source database", "source", i, "database", pools[i].Config().ConnConfig.Database)
-			}
-			return pgdatabase.Explain(migrations.Up(ctx, seg.Sources[i], migrations.Segment))
-		}))
+	alloc, closeAll, err := httpapi.OpenAllocator(ctx, seg, os.LookupEnv, logger)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", configPath, err)
 	}
-	defer alloc.Close()
+	defer closeAll()
 	h, err := httpapi.New(alloc, httpapi.WithLogger(logger))
 	if err != nil {
 		return err
@@ -148,7 +100,7 @@ func serve(ctx context.Context, configPath, listen string, grace time.Duration, 
 	if httpapi.LimitGC(heapLimit) {
 		gc = fmt.Sprintf("at %d MiB of heap", heapLimit>>20)
 	}
-	logger.Info("serving ids", "addr", ln.Addr().String(), "tags", alloc.Tags(), "sources", len(pools), "gc", gc)
+	logger.Info("serving ids", "addr", ln.Addr().String(), "tags", alloc.Tags(), "sources", len(seg.Sources), "gc", gc)
 	err = httpapi.Serve(ctx, ln, handler, grace)
 	if err == nil || errors.Is(err, context.Canceled) {
 		logger.Info("stopped")

@@ -4,9 +4,9 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/spf13/cobra"
+	"github.com/shardid/shardid/shardmgr/rebalance"
 
-	"github.com/shardid/shardid/shardmgr"
+	"github.com/spf13/cobra"
 )
 
 func init() { commands = append(commands, newShardCmd) }
@@ -59,15 +59,18 @@ primary key), for the whole copy. --json prints the move:
 		if err != nil {
 			return err
 		}
-		mo.Progress = newMoveProgress(os.Stderr).Update
-		res, err := shardmgr.MoveShard(cmd.Context(), cfg, shard, to, mo)
+		bars := newMoveProgress(os.Stderr)
+		mo.Progress = bars.Update
+		res, err := rebalance.MoveShard(cmd.Context(), cfg, shard, to, mo)
+		bars.Done()
 		if res != nil {
 			if asJSON {
 				if jerr := writeJSON(cmd.OutOrStdout(), res); jerr != nil && err == nil {
 					err = jerr
 				}
 			} else {
-				printMoves(cmd.OutOrStdout(), []*shardmgr.MoveResult{res})
+				printHostChanges(cmd.OutOrStdout(), res.HostChanges)
+				printMoves(cmd.OutOrStdout(), []*rebalance.MoveResult{res})
 			}
 		}
 		return err

@@ -5,9 +5,9 @@ import (
 	"io"
 	"text/tabwriter"
 
-	"github.com/spf13/cobra"
+	"github.com/shardid/shardid/shardmgr/install"
 
-	"github.com/shardid/shardid/shardmgr"
+	"github.com/spf13/cobra"
 )
 
 func init() { commands = append(commands, newStatusCmd) }
@@ -28,7 +28,7 @@ func newStatusCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		st, err := shardmgr.ClusterStatus(cmd.Context(), cfg)
+		st, err := install.ClusterStatus(cmd.Context(), cfg)
 		if err != nil {
 			return err
 		}
@@ -41,7 +41,7 @@ func newStatusCmd() *cobra.Command {
 	return cmd
 }
 
-func printStatus(w io.Writer, cluster string, st *shardmgr.Status) {
+func printStatus(w io.Writer, cluster string, st *install.Status) {
 	fmt.Fprintf(w, "cluster %s, generation %d, %d shards on %d hosts\n\n", cluster, st.Generation, len(st.Shards), len(st.Hosts))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "HOST\tSHARDS")

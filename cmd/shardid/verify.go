@@ -5,9 +5,9 @@ import (
 	"io"
 	"time"
 
-	"github.com/spf13/cobra"
+	"github.com/shardid/shardid/shardmgr/verify"
 
-	"github.com/shardid/shardid/shardmgr"
+	"github.com/spf13/cobra"
 )
 
 func init() { commands = append(commands, newVerifyCmd) }
@@ -15,7 +15,7 @@ func init() { commands = append(commands, newVerifyCmd) }
 func newVerifyCmd() *cobra.Command {
 	var (
 		asJSON bool
-		opts   shardmgr.VerifyOptions
+		opts   verify.VerifyOptions
 	)
 	cmd := &cobra.Command{
 		Use:   "verify [--config FILE] [--json] [--deep]",
@@ -46,7 +46,7 @@ Each problem names its check, shard, host and detail. --json prints
 		if err != nil {
 			return err
 		}
-		rep, err := shardmgr.Verify(cmd.Context(), cfg, opts)
+		rep, err := verify.Verify(cmd.Context(), cfg, opts)
 		if err != nil {
 			return err
 		}
@@ -65,7 +65,7 @@ Each problem names its check, shard, host and detail. --json prints
 	return cmd
 }
 
-func printVerify(w io.Writer, rep *shardmgr.Report) {
+func printVerify(w io.Writer, rep *verify.Report) {
 	for _, p := range rep.Problems {
 		fmt.Fprintf(w, "FAIL %s\n", p)
 	}

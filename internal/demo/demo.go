@@ -18,6 +18,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shardid/shardid/shardmgr/install"
+
+	"github.com/shardid/shardid/shardmgr/verify"
+
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/errgroup"
 
@@ -45,7 +49,7 @@ type Report struct {
 	Duplicates              int64
 	WrongShard              int64 // ids whose shard bits differ from the shard they are stored in
 	Samples                 []Sample
-	Verify                  *shardmgr.Report
+	Verify                  *verify.Report
 }
 
 // Sample is one stored id, decoded.
@@ -108,13 +112,13 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 	}
 
 	fmt.Fprintln(w, "shardid init: catalog, map, a schema and a generator per shard ...")
-	res, err := shardmgr.Init(ctx, cfg, shardmgr.InitOptions{})
+	res, err := install.Init(ctx, cfg, install.InitOptions{})
 	if err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(w, "  created %d databases, installed %d shards in %.2fs (generation %d)\n",
 		len(res.CreatedDatabases), res.Installed, res.Elapsed.Seconds(), res.Generation)
-	st, err := shardmgr.ClusterStatus(ctx, cfg)
+	st, err := install.ClusterStatus(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +153,7 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 	rep.Hosts = opts.Hosts
 
 	fmt.Fprintln(w, "shardid verify --deep ...")
-	if rep.Verify, err = shardmgr.Verify(ctx, cfg, shardmgr.VerifyOptions{Deep: true}); err != nil {
+	if rep.Verify, err = verify.Verify(ctx, cfg, verify.VerifyOptions{Deep: true}); err != nil {
 		return nil, err
 	}
 	printReport(w, rep)

@@ -3,7 +3,7 @@
 // out and for following the README.
 //
 // Up starts the servers (detached: they outlive the command), initialises
-// the cluster with shardmgr.Init and writes a cluster file pointing at
+// the cluster with install.Init and writes a cluster file pointing at
 // them; running it again finds the servers, starts those that are
 // stopped and changes nothing else. AddHost adds one more server to the
 // file, Status lists them, Down stops them and, with purge, removes their
@@ -27,6 +27,7 @@ import (
 
 	"github.com/shardid/shardid/internal/localpg"
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/install"
 )
 
 // Defaults for zero Options fields.
@@ -89,8 +90,8 @@ type UpResult struct {
 	Cluster
 	// ConfigWritten is true when this call wrote the cluster file.
 	ConfigWritten bool `json:"config_written"`
-	// Init is shardmgr.Init's result (nothing to do on a second Up).
-	Init *shardmgr.InitResult `json:"init"`
+	// Init is install.Init's result (nothing to do on a second Up).
+	Init *install.InitResult `json:"init"`
 }
 
 // ErrNoCluster is returned (wrapped) when Dir holds no local cluster.
@@ -224,7 +225,7 @@ func Up(ctx context.Context, opts Options) (*UpResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	res.Init, err = shardmgr.Init(ctx, cfg, shardmgr.InitOptions{Logger: opts.Logger})
+	res.Init, err = install.Init(ctx, cfg, install.InitOptions{Logger: opts.Logger})
 	if err != nil {
 		return res, fmt.Errorf("init: %w", err)
 	}
@@ -326,7 +327,7 @@ func AddHost(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := shardmgr.Init(ctx, cfg, shardmgr.InitOptions{Logger: opts.Logger}); err != nil {
+	if _, err := install.Init(ctx, cfg, install.InitOptions{Logger: opts.Logger}); err != nil {
 		return &srv, fmt.Errorf("init: %w", err)
 	}
 	return &srv, nil

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"errors"
+	"io/fs"
+
+	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/install"
+	"github.com/shardid/shardid/shardmgr/migrate"
+	"github.com/shardid/shardid/shardmgr/rebalance"
+)
+
+// hints maps the packages' sentinel errors to what to do next. The
+// packages are libraries: their errors say what went wrong and never name
+// a command or a flag; the CLI adds that here. The first match wins.
+var hints = []struct {
+	is   func(error) bool
+	hint string
+}{
+	{func(err error) bool { return errors.Is(err, shardmgr.ErrConfig) && errors.Is(err, fs.ErrNotExist) }, "use --config or SHARDID_CONFIG"},
+	{is(shardmgr.ErrNotInitialized), "run shardid init"},
+	{is(migrate.ErrShardSchemaMissing), "run shardid init"},
+	{is(migrate.ErrNoGenerator), "run shardid init"},
+	{is(migrate.ErrForeignGenerator), "run shardid verify"},
+	{is(migrate.ErrUnknownVersion), "wrong --dir?"},
+	{is(rebalance.ErrMigrationsNeeded), "pass the migrations directory (--dir)"},
+	{is(rebalance.ErrSourceFenced), "run shardid rebalance abort"},
+	{is(rebalance.ErrMoveOpen), "resume it with shardid rebalance apply, or shardid rebalance abort"},
+	{is(rebalance.ErrMoveFlipped), "move the shard back with shardid shard move"},
+	{is(rebalance.ErrGeneratorVariant), "run shardid migrate generator"},
+	{is(rebalance.ErrMigrationFailed), "see shardid migrate status"},
+	{is(rebalance.ErrTargetOccupied), "see shardid verify"},
+	{is(rebalance.ErrNoReplicaIdentity), "use --mode offline"},
+	{is(install.ErrHostInUse), "drain it first: drain: true, then shardid rebalance apply; a retired copy goes with shardid rebalance cleanup --all, an unfinished move with abort"},
+	{is(shardmgr.ErrUnknownHost), "a host must be in the cluster file and registered by shardid init"},
+}
+
+func is(target error) func(error) bool {
+	return func(err error) bool { return errors.Is(err, target) }
+}
+
+// hint is the advice for err, "" when there is none.
+func hint(err error) string {
+	if err == nil {
+		return ""
+	}
+	for _, h := range hints {
+		if h.is(err) {
+			return h.hint
+		}
+	}
+	return ""
+}
+
+// errorWithHint is err's message followed by its hint in parentheses.
+func errorWithHint(err error) string {
+	if err == nil {
+		return ""
+	}
+	if h := hint(err); h != "" {
+		return err.Error() + " (" + h + ")"
+	}
+	return err.Error()
+}

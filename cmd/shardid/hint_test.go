@@ -1,0 +1,29 @@
+package main
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/migrate"
+	"github.com/shardid/shardid/shardmgr/rebalance"
+)
+
+// The packages' errors carry no CLI advice; the CLI adds it from their
+// sentinels, wherever in the chain they are.
+func TestHints(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("shard 0 on pg4: move 1: %w: log", rebalance.ErrNoReplicaIdentity), "--mode offline"},
+		{fmt.Errorf("catalog: %w", shardmgr.ErrNotInitialized), "run shardid init"},
+		{&shardmgr.ShardErrors{Op: "migrate up", Errs: []error{fmt.Errorf("%w: x", migrate.ErrShardSchemaMissing)}}, "run shardid init"},
+		{fmt.Errorf("%w: %w", rebalance.ErrMigrationsNeeded, fmt.Errorf("version 2")), "--dir"},
+	} {
+		require.Contains(t, errorWithHint(tc.err), tc.want, "%v", tc.err)
+	}
+	require.Empty(t, hint(fmt.Errorf("plain")))
+}

@@ -1,0 +1,5 @@
+package shardmgr
+
+// CatalogChecks is the number of catalog checks r made, for the external
+// tests.
+func CatalogChecks(r *Router) int64 { return r.checks.Load() }

@@ -1,0 +1,16 @@
+// Package install creates and completes a shardid cluster from its cluster
+// file (Init): the databases named in the DSNs, the catalog (the
+// golang-migrate set migrations.Catalog), the balanced map of shards to
+// hosts, every host's own record (migrations.Host: shardid.host_info and
+// shardid.local_shards) and every shard's schema and generator; and it
+// reports the cluster's status (ClusterStatus) for shardid status.
+//
+// Init is idempotent: run again, it finishes what is missing and changes
+// nothing that is right. Before it records anything it asks the servers
+// whether two hosts are one database or a host belongs elsewhere.
+//
+// It must never replace a generator whose marker differs from the
+// catalog's, never change what is fixed once initialised (cluster name,
+// shard count, epoch), and never change the catalog's map except through
+// shardmgr/internal/catalog (one transaction, generation bumped).
+package install

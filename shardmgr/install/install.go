@@ -1,0 +1,518 @@
+package install
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/shardid/shardid/shardmgr/internal/catalog"
+
+	"github.com/shardid/shardid/shardmgr/migrate"
+
+	"github.com/shardid/shardid/shardmgr"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/shardid/shardid/idgen"
+	"github.com/shardid/shardid/migrations"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/internal/shardschema"
+	shsql "github.com/shardid/shardid/sql"
+	"golang.org/x/sync/errgroup"
+)
+
+// DefaultWorkers is how many connections per host install shards in
+// parallel unless InitOptions.Workers says.
+const DefaultWorkers = 4
+
+// InitOptions adjust Init. The zero value is fine.
+type InitOptions struct {
+	// Progress, when set, is called after each shard is checked or
+	// installed, with the number done so far and the total. Calls are
+	// serialised.
+	Progress func(done, total int)
+	// Workers is the number of connections per host that install shards
+	// in parallel. Zero means DefaultWorkers.
+	Workers int
+	// Logger receives progress messages. Nil discards them.
+	Logger *slog.Logger
+	// Migrations, when set, brings every shard to the migration version
+	// of the others after installing (MigrateShards), so that a shard Init
+	// created again gets the tables the rest have. Migrate adjusts that run
+	// (its Workers default to Workers).
+	Migrations *migrate.MigrationSet
+	Migrate    migrate.MigrateOptions
+}
+
+// InitResult is what Init did.
+type InitResult struct {
+	Cluster    string `json:"cluster"`
+	Generation int64  `json:"generation"`
+	// CreatedDatabases lists the databases Init created, as host:port/name.
+	CreatedDatabases []string `json:"created_databases"`
+	// CatalogCreated is true when this run created the cluster record.
+	CatalogCreated bool `json:"catalog_created"`
+	// CatalogChanges describes the catalog changes this run made.
+	CatalogChanges []string `json:"catalog_changes"`
+	// Installed counts the shards whose generator or host record this run
+	// installed; Unchanged those that were already right.
+	Installed int `json:"installed"`
+	Unchanged int `json:"unchanged"`
+	// Elapsed is the run's wall time (JSON: seconds).
+	Elapsed time.Duration `json:"-"`
+	// Migrated is the migration run, when InitOptions.Migrations was set.
+	Migrated *migrate.MigrateResult `json:"migrations,omitempty"`
+}
+
+// MarshalJSON writes the lists as [] when empty and Elapsed in seconds.
+func (r InitResult) MarshalJSON() ([]byte, error) {
+	type plain InitResult
+	p := plain(r)
+	if p.CreatedDatabases == nil {
+		p.CreatedDatabases = []string{}
+	}
+	if p.CatalogChanges == nil {
+		p.CatalogChanges = []string{}
+	}
+	return json.Marshal(struct {
+		plain
+		Seconds float64 `json:"seconds"`
+	}{p, r.Elapsed.Seconds()})
+}
+
+// Changed reports whether Init changed anything.
+func (r *InitResult) Changed() bool {
+	return len(r.CreatedDatabases) > 0 || r.CatalogCreated || len(r.CatalogChanges) > 0 || r.Installed > 0
+}
+
+// Init creates or completes the cluster described by cfg: the databases
+// named in the DSNs when missing, the catalog (migrations, cluster, hosts,
+// the balanced contiguous map of shards to hosts), every host's record and
+// every shard's schema and generator on its host, in parallel per host.
+//
+// Running it again is safe: it finishes what is missing and changes
+// nothing that is already right. It never replaces a generator whose
+// marker differs from what the catalog expects, and it refuses a cluster
+// file that contradicts the catalog on what is fixed once initialised
+// (cluster name, shard count, epoch) with an error wrapping
+// ErrClusterMismatch.
+func Init(ctx context.Context, cfg *shardmgr.Config, opts InitOptions) (*InitResult, error) {
+	start := time.Now()
+	if err := cfg.ValidateCluster(); err != nil {
+		return nil, err
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = DefaultWorkers
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	res := &InitResult{Cluster: cfg.Cluster}
+
+	// Databases first: the catalog and every host.
+	dbs, err := ensureDatabases(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	res.CreatedDatabases = dbs
+
+	// Every host is checked before the catalog records anything: two
+	// names for one database, or a database that belongs to another
+	// cluster or host, would leave a map that no command could repair.
+	if err := checkHostsDistinct(ctx, cfg); err != nil {
+		return nil, err
+	}
+	if err := checkHostRecords(ctx, cfg); err != nil {
+		return nil, err
+	}
+
+	// One init at a time per catalog: a second manager waits, then finds
+	// everything done. The lock is the session's, so it goes with a crash.
+	lock, err := pg.Connect(ctx, cfg.Catalog)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	defer lock.Close(context.WithoutCancel(ctx))
+	if _, err := lock.Exec(ctx, `SELECT pg_advisory_lock($1, 1)`, catalog.LockClass); err != nil {
+		return nil, fmt.Errorf("catalog: wait for another init: %w", err)
+	}
+	if err := migrations.Up(ctx, cfg.Catalog, migrations.Catalog); err != nil {
+		return nil, err
+	}
+	catalog, err := pg.OpenPool(ctx, cfg.Catalog, 2)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	defer catalog.Close()
+	m, created, changes, err := planCatalog(ctx, catalog, cfg)
+	if err != nil {
+		return nil, err
+	}
+	res.CatalogCreated, res.CatalogChanges, res.Generation = created, changes, m.Generation
+	for _, c := range changes {
+		log.Info("catalog", "change", c, "generation", m.Generation)
+	}
+
+	failures, err := installShards(ctx, cfg, m, opts, res)
+	if err != nil {
+		return nil, err
+	}
+	if len(failures) > 0 {
+		sort.Slice(failures, func(i, j int) bool { return failures[i].Error() < failures[j].Error() })
+		return res, &shardmgr.ShardErrors{Op: "init", Total: len(m.Shards), Errs: failures}
+	}
+	if opts.Migrations != nil {
+		if opts.Migrate.Workers == 0 {
+			opts.Migrate.Workers = opts.Workers
+		}
+		res.Migrated, err = migrate.MigrateShards(ctx, cfg, opts.Migrations, nil, opts.Migrate)
+	}
+	res.Elapsed = time.Since(start)
+	return res, err
+}
+
+// ensureDatabases creates the databases the cluster file names (the
+// catalog's and every host's) that do not exist yet, and returns them as
+// host:port/name.
+func ensureDatabases(ctx context.Context, cfg *shardmgr.Config, log *slog.Logger) ([]string, error) {
+	var out []string
+	dsns := []string{cfg.Catalog}
+	for _, h := range cfg.Hosts {
+		dsns = append(dsns, h.DSN)
+	}
+	seen := map[string]bool{}
+	for _, dsn := range dsns {
+		key, _ := pg.DatabaseKey(dsn)
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		created, err := ensureDatabase(ctx, dsn)
+		if err != nil {
+			return nil, err
+		}
+		if created {
+			log.Info("created database", "database", key)
+			out = append(out, key)
+		}
+	}
+	return out, nil
+}
+
+// installShards installs every host's record and shards, hosts in
+// parallel, counting in res what it installed and what was right, and
+// returns the shards that failed; a host-wide failure is the error.
+func installShards(ctx context.Context, cfg *shardmgr.Config, m *shardmgr.ShardMap, opts InitOptions, res *InitResult) ([]error, error) {
+	var (
+		mu       sync.Mutex
+		done     int
+		failures []error
+	)
+	progress := func(installed bool, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		done++
+		switch {
+		case err != nil:
+			failures = append(failures, err)
+		case installed:
+			res.Installed++
+		default:
+			res.Unchanged++
+		}
+		if opts.Progress != nil {
+			opts.Progress(done, len(m.Shards))
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	for _, h := range cfg.Hosts {
+		g.Go(func() error {
+			return installHost(gctx, cfg, m, h, opts.Workers, progress)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return failures, nil
+}
+
+// planCatalog creates the cluster in the catalog, or checks it against cfg
+// and records what cfg adds (hosts) through catalog.ChangeIf: one
+// transaction under the catalog lock that bumps the generation when
+// something changed.
+func planCatalog(ctx context.Context, pool *pgxpool.Pool, cfg *shardmgr.Config) (m *shardmgr.ShardMap, created bool, changes []string, err error) {
+	// Init holds the init lock, so no other manager creates the cluster
+	// meanwhile; the loop only covers a catalog created between the two
+	// transactions by a manager that did not take it.
+	for range 2 {
+		_, _, err = catalog.ChangeIf(ctx, pool, 0, func(tx pgx.Tx, gen int64) (string, error) {
+			cur, err := shardmgr.ReadMap(ctx, tx)
+			if err != nil {
+				return "", err
+			}
+			changes, err = reconcileCatalog(ctx, tx, cfg, cur, gen)
+			return strings.Join(changes, "; "), err
+		})
+		if !errors.Is(err, shardmgr.ErrNotInitialized) {
+			break
+		}
+		err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, 0)`, catalog.LockClass); err != nil {
+				return err
+			}
+			if _, err := shardmgr.ReadMap(ctx, tx); !errors.Is(err, shardmgr.ErrNotInitialized) {
+				return err // created meanwhile (nil: reconcile it), or unreadable
+			}
+			created = true
+			return createCluster(ctx, tx, cfg)
+		})
+		if err != nil || created {
+			break
+		}
+	}
+	if err != nil {
+		return nil, false, nil, fmt.Errorf("catalog: %w", err)
+	}
+	m, err = shardmgr.ReadMap(ctx, pool)
+	if err != nil {
+		return nil, false, nil, err
+	}
+	return m, created, changes, nil
+}
+
+func createCluster(ctx context.Context, tx pgx.Tx, cfg *shardmgr.Config) error {
+	l := idgen.DefaultLayout().Resolved()
+	if cfg.EpochMS != 0 {
+		l.Epoch = cfg.EpochMS
+	}
+	const gen = 1
+	if _, err := tx.Exec(ctx, `INSERT INTO shardid.cluster (name, shards, epoch_ms, time_bits, shard_bits, seq_bits, variant, generation)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, cfg.Cluster, cfg.Shards, l.Epoch, l.TimeBits, l.ShardBits, l.SeqBits, shsql.Safe, gen); err != nil {
+		return err
+	}
+	for _, h := range cfg.Hosts {
+		if _, err := tx.Exec(ctx, `INSERT INTO shardid.hosts (name, dsn, drain, added_generation) VALUES ($1, $2, $3, $4)`,
+			h.Name, h.RawDSN(), h.Drain, gen); err != nil {
+			return err
+		}
+	}
+	ranges := balancedRanges(cfg.Shards, len(cfg.Hosts))
+	rows := make([][]any, 0, cfg.Shards)
+	for i, r := range ranges {
+		for id := r[0]; id < r[1]; id++ {
+			rows = append(rows, []any{id, shsql.DefaultSchema(id), cfg.Hosts[i].Name, string(shardmgr.StateActive), int64(gen)})
+		}
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"shardid", "shards"},
+		[]string{"id", "schema_name", "host", "state", "changed_generation"}, pgx.CopyFromRows(rows)); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO shardid.changes (generation, what) VALUES ($1, $2)`, gen,
+		fmt.Sprintf("init cluster %s: %d shards on %d hosts", cfg.Cluster, cfg.Shards, len(cfg.Hosts)))
+	return err
+}
+
+// balancedRanges splits shards 0..n-1 into h contiguous [from, to) ranges
+// whose sizes differ by at most one, the larger ones first.
+func balancedRanges(n, h int) [][2]int {
+	out := make([][2]int, h)
+	from := 0
+	for i := range out {
+		size := n / h
+		if i < n%h {
+			size++
+		}
+		out[i] = [2]int{from, from + size}
+		from += size
+	}
+	return out
+}
+
+// reconcileCatalog checks cfg against an initialised catalog and records
+// what cfg adds: new hosts, changed DSNs or drain flags. What is fixed once
+// initialised must match.
+func reconcileCatalog(ctx context.Context, tx pgx.Tx, cfg *shardmgr.Config, cur *shardmgr.ShardMap, gen int64) ([]string, error) {
+	var bad []string
+	if cur.Cluster != cfg.Cluster {
+		bad = append(bad, fmt.Sprintf("the catalog holds cluster %q, the file names %q", cur.Cluster, cfg.Cluster))
+	}
+	if len(cur.Shards) != cfg.Shards {
+		bad = append(bad, fmt.Sprintf("the catalog has %d shards, the file says %d (fixed once initialised)", len(cur.Shards), cfg.Shards))
+	}
+	if cfg.EpochMS != 0 && cfg.EpochMS != cur.Layout.Epoch {
+		bad = append(bad, fmt.Sprintf("the catalog's epoch_ms is %d, the file says %d (fixed once initialised)", cur.Layout.Epoch, cfg.EpochMS))
+	}
+	// A host gone from the file leaves the catalog once it holds nothing:
+	// no shard (drain it first) and no unfinished move, whose retired copy
+	// would otherwise be left where no command looks (rebalance cleanup).
+	diffs := catalog.CompareHosts(cur, cfg)
+	var removed []string
+	inUse := false
+	for _, d := range diffs {
+		if d.Kind != catalog.HostRemoved {
+			continue
+		}
+		ch := d
+		if n := len(cur.ShardsOn(ch.Name)); n > 0 {
+			bad = append(bad, fmt.Sprintf("host %s holds %d shards in the catalog but is not in the file", ch.Name, n))
+			inUse = true
+			continue
+		}
+		var open int
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM shardid.moves
+			WHERE $1 IN (from_host, to_host) AND (`+catalog.OpenMoves+`
+			   OR (from_host = $1 AND retired_schema IS NOT NULL AND retired_dropped_at IS NULL))`, ch.Name).Scan(&open); err != nil {
+			return nil, err
+		}
+		if open > 0 {
+			bad = append(bad, fmt.Sprintf("host %s is not in the file but %d moves involving it are unfinished or keep a retired copy there", ch.Name, open))
+			inUse = true
+			continue
+		}
+		removed = append(removed, ch.Name)
+	}
+	if len(bad) > 0 {
+		if inUse {
+			return nil, fmt.Errorf("%w: %w: %s", shardmgr.ErrClusterMismatch, ErrHostInUse, strings.Join(bad, "; "))
+		}
+		return nil, fmt.Errorf("%w: %s", shardmgr.ErrClusterMismatch, strings.Join(bad, "; "))
+	}
+	var changes []string
+	for _, name := range removed {
+		changes = append(changes, fmt.Sprintf("remove host %s", name))
+	}
+	for _, d := range diffs {
+		switch d.Kind {
+		case catalog.HostAdded:
+			changes = append(changes, fmt.Sprintf("add host %s", d.Name))
+		case catalog.HostDSN:
+			changes = append(changes, fmt.Sprintf("host %s: new DSN", d.Name))
+		case catalog.HostDrain:
+			h, _ := cfg.Host(d.Name)
+			changes = append(changes, fmt.Sprintf("host %s: drain %t", d.Name, h.Drain))
+		}
+	}
+	if len(changes) == 0 {
+		return nil, nil
+	}
+	for _, name := range removed {
+		if _, err := tx.Exec(ctx, `DELETE FROM shardid.hosts WHERE name = $1`, name); err != nil {
+			return nil, err
+		}
+	}
+	for _, h := range cfg.Hosts {
+		if _, err := tx.Exec(ctx, `INSERT INTO shardid.hosts (name, dsn, drain, added_generation) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (name) DO UPDATE SET dsn = EXCLUDED.dsn, drain = EXCLUDED.drain
+			WHERE (hosts.dsn, hosts.drain) IS DISTINCT FROM (EXCLUDED.dsn, EXCLUDED.drain)`,
+			h.Name, h.RawDSN(), h.Drain, gen); err != nil {
+			return nil, err
+		}
+	}
+	return changes, nil
+}
+
+// installHost writes host h's record and installs the generators of the
+// shards the map places on it, with workers connections. Per-shard
+// failures go to progress; host-wide ones are returned.
+func installHost(ctx context.Context, cfg *shardmgr.Config, m *shardmgr.ShardMap, h shardmgr.Host, workers int, progress func(installed bool, err error)) error {
+	mine := m.ShardsOn(h.Name)
+	if err := migrations.Up(ctx, h.DSN, migrations.Host); err != nil {
+		return fmt.Errorf("host %s: %w", h.Name, err)
+	}
+	pool, err := pg.OpenPool(ctx, h.DSN, workers)
+	if err != nil {
+		return fmt.Errorf("host %s: %w", h.Name, err)
+	}
+	defer pool.Close()
+
+	var cluster, name string
+	err = pool.QueryRow(ctx, `INSERT INTO shardid.host_info (cluster, host) VALUES ($1, $2)
+		ON CONFLICT (id) DO UPDATE SET id = true RETURNING cluster, host`, cfg.Cluster, h.Name).Scan(&cluster, &name)
+	if err != nil {
+		return fmt.Errorf("host %s: record: %w", h.Name, err)
+	}
+	if cluster != cfg.Cluster || name != h.Name {
+		return fmt.Errorf("host %s: %w: its database belongs to cluster %q as host %q", h.Name, shardmgr.ErrClusterMismatch, cluster, name)
+	}
+
+	markers, err := shardschema.ReadMarkers(ctx, pool)
+	if err != nil {
+		return fmt.Errorf("host %s: %w", h.Name, err)
+	}
+	recorded := map[int]bool{}
+	rows, err := pool.Query(ctx, `SELECT shard FROM shardid.local_shards WHERE state <> 'fenced'`)
+	if err != nil {
+		return fmt.Errorf("host %s: %w", h.Name, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		return fmt.Errorf("host %s: %w", h.Name, err)
+	}
+	for _, id := range ids {
+		recorded[id] = true
+	}
+
+	work := make(chan int)
+	g, gctx := errgroup.WithContext(ctx)
+	for range workers {
+		g.Go(func() error {
+			for id := range work {
+				marker, present := markers[m.Shards[id].Schema]
+				installed, err := installShard(gctx, pool, m, id, present, marker, recorded[id])
+				if err != nil {
+					err = &shardmgr.ShardError{Shard: id, Host: h.Name, Err: err}
+				}
+				progress(installed, err)
+			}
+			return nil
+		})
+	}
+	for _, id := range mine {
+		select {
+		case work <- id:
+		case <-ctx.Done():
+		}
+	}
+	close(work)
+	_ = g.Wait()
+	return ctx.Err()
+}
+
+// installShard installs shard id's generator and host record unless both
+// are already right. A generator with a different marker is left alone.
+func installShard(ctx context.Context, pool *pgxpool.Pool, m *shardmgr.ShardMap, id int, present bool, marker string, recorded bool) (bool, error) {
+	p := catalog.GeneratorParams(m, id)
+	want, err := shsql.Marker(p)
+	if err != nil {
+		return false, err
+	}
+	if present && marker != want {
+		return false, fmt.Errorf("%w: a different generator is already installed (marker %q, want %q); init does not replace it", migrate.ErrForeignGenerator, marker, want)
+	}
+	if present && recorded {
+		return false, nil
+	}
+	ddl, err := shsql.Render(p)
+	if err != nil {
+		return false, err
+	}
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if !present {
+			if _, err := tx.Exec(ctx, ddl, pgx.QueryExecModeSimpleProtocol); err != nil {
+				return err
+			}
+		}
+		return shardschema.RecordLocalShard(ctx, tx, id, p.Schema, string(m.Shards[id].State), m.Generation)
+	})
+	if err != nil {
+		return false, err
+	}
+	return true, nil
+}

@@ -1,0 +1,177 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/shardid/shardid/shardmgr"
+
+	shsql "github.com/shardid/shardid/sql"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
+)
+
+// LockClass is the first key of the transaction-scoped advisory
+// lock that serialises catalog changes: 'shca'.
+const LockClass = 0x73686361
+
+// Change runs fn in one catalog transaction that holds the catalog
+// lock and the cluster row, checks that the generation is still want (0:
+// any), and bumps the generation with a record of what changed. It returns
+// the new generation. It is the one way the catalog's map changes
+// (invariant 3: every change bumps the generation in one transaction).
+func Change(ctx context.Context, pool *pgxpool.Pool, want int64, what string, fn func(tx pgx.Tx, gen int64) error) (int64, error) {
+	next, _, err := ChangeIf(ctx, pool, want, func(tx pgx.Tx, gen int64) (string, error) {
+		return what, fn(tx, gen)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("catalog change (%s): %w", what, err)
+	}
+	return next, nil
+}
+
+// ChangeIf is Change for a caller that learns what changes only inside
+// the transaction: fn returns the description of what it changed, and ""
+// when it changed nothing, in which case the generation stays. Errors
+// come back as fn and the catalog gave them.
+func ChangeIf(ctx context.Context, pool *pgxpool.Pool, want int64, fn func(tx pgx.Tx, gen int64) (what string, err error)) (gen int64, changed bool, err error) {
+	var next int64
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, 0)`, LockClass); err != nil {
+			return err
+		}
+		var cur int64
+		if err := tx.QueryRow(ctx, `SELECT generation FROM shardid.cluster FOR UPDATE`).Scan(&cur); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) || pg.IsUndefinedTable(err) {
+				return shardmgr.ErrNotInitialized
+			}
+			return err
+		}
+		if want != 0 && cur != want {
+			return &shardmgr.GenerationError{Want: want, Got: cur}
+		}
+		next = cur + 1
+		what, err := fn(tx, next)
+		if err != nil {
+			return err
+		}
+		if what == "" {
+			next = cur
+			return nil
+		}
+		changed = true
+		if _, err := tx.Exec(ctx, `UPDATE shardid.cluster SET generation = $1, updated_at = now()`, next); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO shardid.changes (generation, what) VALUES ($1, $2)`, next, what)
+		return err
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	return next, changed, nil
+}
+
+// SetShardState changes a shard's state in the catalog, guarded by the
+// generation the caller last read (want; 0 skips the guard). It returns
+// the new generation. Of two managers changing the catalog from the same
+// generation, exactly one wins; the other gets a *GenerationError.
+func SetShardState(ctx context.Context, catalog *pgxpool.Pool, shard int, state shardmgr.State, want int64) (int64, error) {
+	if !state.Valid() {
+		return 0, fmt.Errorf("shard %d: invalid state %q (active, read-only, moving)", shard, state)
+	}
+	return Change(ctx, catalog, want, fmt.Sprintf("shard %d -> %s", shard, state), func(tx pgx.Tx, gen int64) error {
+		tag, err := tx.Exec(ctx, `UPDATE shardid.shards SET state = $2, changed_generation = $3 WHERE id = $1`, shard, string(state), gen)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return &shardmgr.ShardError{Shard: shard, Err: shardmgr.ErrUnknownShard}
+		}
+		return nil
+	})
+}
+
+// ReadClusterMap reads the map from the catalog named in cfg.
+func ReadClusterMap(ctx context.Context, cfg *shardmgr.Config) (*shardmgr.ShardMap, error) {
+	pool, err := pg.OpenPool(ctx, cfg.Catalog, 1)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	defer pool.Close()
+	m, err := shardmgr.ReadMap(ctx, pool)
+	if err != nil {
+		if errors.Is(err, shardmgr.ErrNotInitialized) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	return m, nil
+}
+
+// GeneratorParams is what the catalog expects shard id's generator to be.
+func GeneratorParams(m *shardmgr.ShardMap, id int) shsql.Params {
+	return shsql.Params{
+		Shard: id, Schema: m.Shards[id].Schema, Variant: m.Variant, Epoch: m.Layout.Epoch,
+		TimeBits: m.Layout.TimeBits, ShardBits: m.Layout.ShardBits, SeqBits: m.Layout.SeqBits,
+	}
+}
+
+// Generation reads the catalog's current generation (an error wrapping
+// shardmgr.ErrNotInitialized when it holds no cluster).
+func Generation(ctx context.Context, q shardmgr.Querier) (int64, error) {
+	m, err := shardmgr.ReadMap(ctx, q)
+	if err != nil {
+		return 0, err
+	}
+	return m.Generation, nil
+}
+
+// OpenMoves is the SQL predicate on shardid.moves of an unfinished move:
+// the one the catalog's moves_open_shard_idx enforces one of per shard.
+const OpenMoves = `phase NOT IN ('cleaned', 'aborted')`
+
+// HostDiffKind is how a host of the cluster file differs from the catalog.
+type HostDiffKind int
+
+// The ways a cluster file's host can differ from the catalog's.
+const (
+	HostAdded   HostDiffKind = iota // in the file, not in the catalog
+	HostDSN                         // the catalog records another DSN
+	HostDrain                       // the catalog records another drain mark
+	HostRemoved                     // in the catalog, not in the file
+)
+
+// HostDiff is one host on which the cluster file and the catalog differ.
+type HostDiff struct {
+	Name string
+	Kind HostDiffKind
+}
+
+// CompareHosts compares the cluster file's hosts with the catalog's: the
+// file's hosts in its order, then the hosts only the catalog has, in the
+// catalog's order. It is the one comparison init, verify and the moves
+// make.
+func CompareHosts(m *shardmgr.ShardMap, cfg *shardmgr.Config) []HostDiff {
+	var out []HostDiff
+	for _, h := range cfg.Hosts {
+		ch, ok := m.Host(h.Name)
+		switch {
+		case !ok:
+			out = append(out, HostDiff{h.Name, HostAdded})
+		case ch.DSN != h.RawDSN():
+			out = append(out, HostDiff{h.Name, HostDSN})
+		case ch.Drain != h.Drain:
+			out = append(out, HostDiff{h.Name, HostDrain})
+		}
+	}
+	for _, ch := range m.Hosts {
+		if _, ok := cfg.Host(ch.Name); !ok {
+			out = append(out, HostDiff{ch.Name, HostRemoved})
+		}
+	}
+	return out
+}

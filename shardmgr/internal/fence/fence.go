@@ -1,0 +1,302 @@
+package fence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/internal/shardschema"
+	shsql "github.com/shardid/shardid/sql"
+)
+
+// A fence makes a copy of a shard refuse writes on its own host, so that an
+// application with a stale map (or none) cannot write to a copy that is
+// moving or has moved. It has two parts, both inside the shard's schema:
+//
+//   - a statement trigger shardid_fence on every table, BEFORE INSERT,
+//     UPDATE, DELETE and TRUNCATE, raising SQLSTATE SQLState. The
+//     router turns that error into ErrShardMoving, so writers see the same
+//     typed refusal whether their map is current or not. Logical
+//     replication's apply workers run with session_replication_role =
+//     replica and do not fire it, so a fenced target still receives the
+//     source's changes; the mover's own COPY sets shardid.fence_bypass.
+//   - on a source, the counter's MAXVALUE lowered to its last value, so
+//     next_id() itself fails there: no id can leave the old copy after its
+//     counter was carried to the new one.
+//
+// A retired copy (renamed shard_NNNN_moved_gG after the flip) keeps its
+// fence; its generator also stops working because its functions name the
+// old schema. The fence keeps honest programs out; a superuser can drop it.
+const (
+	// SQLState is the SQLSTATE a fenced shard's tables raise on a
+	// write.
+	SQLState = "SIDFN"
+	// fenceTrigger names the fence's trigger and trigger function.
+	fenceTrigger = "shardid_fence"
+	// Bypass is the setting that lets the mover write to a fenced
+	// target (SET LOCAL in its copy transaction).
+	Bypass = "shardid.fence_bypass"
+)
+
+// RetiredSchema is the name the old copy of a shard is kept under after a
+// move flipped the map at generation gen: shard_0005_moved_g12.
+func RetiredSchema(schema string, gen int64) string { return fmt.Sprintf("%s_moved_g%d", schema, gen) }
+
+// IsFenceError reports whether err is a fenced shard refusing a write.
+func IsFenceError(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == SQLState
+}
+
+// ShardTables lists the tables in schema (ordinary and partitioned),
+// quoted and schema-qualified, in name order.
+func ShardTables(ctx context.Context, q pg.Querier, schema string) ([]string, error) {
+	rows, err := q.Query(ctx, `SELECT c.relname FROM pg_catalog.pg_class c
+		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+		ORDER BY c.relname COLLATE "C"`, schema)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// Func writes schema's fence function: raising, or open (it lets
+// every write through). Swapping the body takes no lock on the tables, so
+// it cannot queue behind autovacuum or make writers queue behind it, and a
+// writer that takes its table lock after the swap committed runs the new
+// body. Raise below waits for the writers that took theirs before.
+func Func(ctx context.Context, tx pg.Execer, schema string, raise bool) error {
+	body := `RETURN NULL;`
+	if raise {
+		body = fmt.Sprintf(`IF pg_catalog.current_setting('%s', true) = 'on' THEN
+    RETURN NULL;
+  END IF;
+  RAISE EXCEPTION USING ERRCODE = '%s',
+    MESSAGE = pg_catalog.format('shard schema %%s is fenced: the shard is moving or has moved to another host', TG_TABLE_SCHEMA),
+    HINT = 'write through the shard map (shardid router); it names the shard''s current host';`, Bypass, SQLState)
+	}
+	_, err := tx.Exec(ctx, fmt.Sprintf(`CREATE OR REPLACE FUNCTION %s() RETURNS trigger
+LANGUAGE plpgsql AS $shardid$
+BEGIN
+  %s
+END
+$shardid$`, pgx.Identifier{schema, fenceTrigger}.Sanitize(), body))
+	if err != nil {
+		return fmt.Errorf("fence %s: %w", schema, err)
+	}
+	return nil
+}
+
+// Install creates the fence's trigger function in schema, raising or
+// open, and its trigger on every table of schema. It is idempotent. The
+// triggers take a lock on each table that waits for writers in flight
+// (and for autovacuum).
+func Install(ctx context.Context, tx pg.Execer, schema string, raise bool) error {
+	if err := Func(ctx, tx, schema, raise); err != nil {
+		return err
+	}
+	tables, err := ShardTables(ctx, tx, schema)
+	if err != nil {
+		return fmt.Errorf("fence %s: %w", schema, err)
+	}
+	return OnTables(ctx, tx, schema, tables)
+}
+
+// OnTables puts the fence's trigger on tables of schema; the fence
+// function must exist.
+func OnTables(ctx context.Context, tx pg.Execer, schema string, tables []string) error {
+	fn := pgx.Identifier{schema, fenceTrigger}.Sanitize()
+	for _, t := range tables {
+		if _, err := tx.Exec(ctx, fmt.Sprintf(`CREATE OR REPLACE TRIGGER %s BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s
+			FOR EACH STATEMENT EXECUTE FUNCTION %s()`, pgx.Identifier{fenceTrigger}.Sanitize(), pgx.Identifier{schema, t}.Sanitize(), fn)); err != nil {
+			return fmt.Errorf("fence %s.%s: %w", schema, t, err)
+		}
+	}
+	return nil
+}
+
+// NewTables puts the fence's trigger on the tables of a move's
+// incoming copy that lack it, all but the migration bookkeeping (which the
+// migration run itself writes to). A migration that builds the copy calls
+// it before each commit, so that no table of the copy is ever visible
+// without its fence.
+func NewTables(ctx context.Context, tx pg.Execer, schema string) error {
+	rows, err := tx.Query(ctx, `SELECT c.relname FROM pg_catalog.pg_class c
+		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND NOT c.relispartition AND c.relname <> ALL ($2)
+		AND NOT EXISTS (SELECT FROM pg_catalog.pg_trigger tg WHERE tg.tgrelid = c.oid AND tg.tgname = $3)
+		ORDER BY c.relname COLLATE "C"`, schema, []string{shardschema.VersionTable, shardschema.FailureTable}, fenceTrigger)
+	if err != nil {
+		return fmt.Errorf("fence %s: %w", schema, err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("fence %s: %w", schema, err)
+	}
+	return OnTables(ctx, tx, schema, tables)
+}
+
+// Installed reports whether every table of schema carries the fence
+// trigger.
+func Installed(ctx context.Context, q pg.Querier, schema string) (bool, error) {
+	var missing int
+	err := q.QueryRow(ctx, `SELECT count(*) FROM pg_catalog.pg_class c
+		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+		AND NOT EXISTS (SELECT FROM pg_catalog.pg_trigger tg WHERE tg.tgrelid = c.oid AND tg.tgname = $2 AND tg.tgenabled <> 'D')`,
+		schema, fenceTrigger).Scan(&missing)
+	return missing == 0, err
+}
+
+// Raise fences schema on db without waiting on a table lock: its
+// (open) fence function becomes the raising one, then it waits until every
+// transaction that held a write lock on one of schema's tables at that
+// moment has ended, so that none lands after the fence. Tables without the
+// trigger get it the locking way.
+func Raise(ctx context.Context, db *pgxpool.Pool, schema string, lockTimeout time.Duration) error {
+	var writers []string
+	err := pg.WithLockRetry(ctx, db, lockTimeout, 30, func(tx pgx.Tx) error {
+		ok, err := Installed(ctx, tx, schema)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return Install(ctx, tx, schema, true)
+		}
+		return Func(ctx, tx, schema, true)
+	})
+	if err != nil {
+		return err
+	}
+	// Read after the commit: a writer that locks a table from now on runs
+	// the raising body.
+	rows, err := db.Query(ctx, `SELECT DISTINCT l.virtualtransaction FROM pg_catalog.pg_locks l
+		JOIN pg_catalog.pg_class c ON c.oid = l.relation
+		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND l.mode = 'RowExclusiveLock' AND l.granted AND l.pid <> pg_catalog.pg_backend_pid()`, schema)
+	if err == nil {
+		writers, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if err != nil {
+		return err
+	}
+	// As long as taking the locks the fence once took could have lasted.
+	deadline := time.Now().Add(30 * lockTimeout)
+	for len(writers) > 0 {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("fence %s: transactions that were writing when the fence went up are still open after %v", schema, 30*lockTimeout)
+		}
+		var left int
+		if err := db.QueryRow(ctx, `SELECT count(*) FROM pg_catalog.pg_locks WHERE locktype = 'virtualxid' AND virtualxid = ANY($1) AND granted`, writers).Scan(&left); err != nil {
+			return err
+		}
+		if left == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// Remove drops the fence's triggers and function from schema. It is
+// idempotent.
+func Remove(ctx context.Context, tx pg.Execer, schema string) error {
+	tables, err := ShardTables(ctx, tx, schema)
+	if err != nil {
+		return fmt.Errorf("unfence %s: %w", schema, err)
+	}
+	for _, t := range tables {
+		if _, err := tx.Exec(ctx, fmt.Sprintf(`DROP TRIGGER IF EXISTS %s ON %s`,
+			pgx.Identifier{fenceTrigger}.Sanitize(), pgx.Identifier{schema, t}.Sanitize())); err != nil {
+			return fmt.Errorf("unfence %s.%s: %w", schema, t, err)
+		}
+	}
+	if _, err := tx.Exec(ctx, fmt.Sprintf(`DROP FUNCTION IF EXISTS %s()`, pgx.Identifier{schema, fenceTrigger}.Sanitize())); err != nil {
+		return fmt.Errorf("unfence %s: %w", schema, err)
+	}
+	return nil
+}
+
+// ClampCounter stops shard's counter in schema where it stands: under the
+// generator's exclusive lock it draws one value and lowers MAXVALUE to
+// it, so every later nextval fails. It returns that last value.
+func ClampCounter(ctx context.Context, tx pg.Execer, schema string, shard int) (int64, error) {
+	seq := pgx.Identifier{schema, shsql.CounterName}.Sanitize()
+	if _, err := tx.Exec(ctx, `SELECT pg_catalog.pg_advisory_xact_lock($1, $2)`, int64(shsql.LockClass), int64(shard)); err != nil {
+		return 0, err
+	}
+	var last, maxv int64
+	var called bool
+	if err := tx.QueryRow(ctx, `SELECT last_value, is_called, (SELECT seqmax FROM pg_catalog.pg_sequence WHERE seqrelid = $1::regclass) FROM `+seq, seq).
+		Scan(&last, &called, &maxv); err != nil {
+		return 0, err
+	}
+	if called && last == maxv {
+		return last, nil // already clamped
+	}
+	if err := tx.QueryRow(ctx, `SELECT pg_catalog.nextval($1::regclass)`, seq).Scan(&last); err != nil {
+		return 0, err
+	}
+	if !called && last == 0 {
+		// A fresh counter (an incoming copy's): MAXVALUE must stay above
+		// MINVALUE 0.
+		if err := tx.QueryRow(ctx, `SELECT pg_catalog.nextval($1::regclass)`, seq).Scan(&last); err != nil {
+			return 0, err
+		}
+	}
+	if _, err := tx.Exec(ctx, fmt.Sprintf(`ALTER SEQUENCE %s MAXVALUE %d`, seq, last)); err != nil {
+		return 0, err
+	}
+	return last, nil
+}
+
+// UnclampCounter gives schema's counter its MAXVALUE back.
+func UnclampCounter(ctx context.Context, tx pg.Execer, schema string, maxValue int64) error {
+	seq := pgx.Identifier{schema, shsql.CounterName}.Sanitize()
+	_, err := tx.Exec(ctx, fmt.Sprintf(`ALTER SEQUENCE %s MAXVALUE %d`, seq, maxValue))
+	return err
+}
+
+// RetiredCopy is a retired schema as a host holds it.
+type RetiredCopy struct {
+	Shard  int
+	Fenced bool // every table carries the fence trigger
+}
+
+// ReadRetired finds the retired copies of moved shards on a host, and
+// whether each is still fenced.
+func ReadRetired(ctx context.Context, q pg.Querier) (map[string]RetiredCopy, error) {
+	rows, err := q.Query(ctx, `SELECT n.nspname,
+			coalesce(bool_and(EXISTS (SELECT FROM pg_catalog.pg_trigger tg
+				WHERE tg.tgrelid = c.oid AND tg.tgname = $1 AND tg.tgenabled <> 'D')) FILTER (WHERE c.oid IS NOT NULL), true)
+		FROM pg_catalog.pg_namespace n
+		LEFT JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+		WHERE n.nspname ~ '^shard_[0-9]{4}_moved_g[0-9]+$'
+		GROUP BY n.nspname`, fenceTrigger)
+	if err != nil {
+		return nil, fmt.Errorf("read retired copies: %w", err)
+	}
+	out := map[string]RetiredCopy{}
+	var name string
+	var fenced bool
+	_, err = pgx.ForEachRow(rows, []any{&name, &fenced}, func() error {
+		var id int
+		fmt.Sscanf(name, "shard_%04d_", &id)
+		out[name] = RetiredCopy{Shard: id, Fenced: fenced}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read retired copies: %w", err)
+	}
+	return out, nil
+}

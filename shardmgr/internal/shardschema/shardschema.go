@@ -1,0 +1,158 @@
+package shardschema
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/shardid/shardid/idgen"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
+)
+
+// Tables a migrated shard keeps in its own schema.
+const (
+	// VersionTable is tern's version table, <schema>.schema_version
+	// (version int4 not null, one row), so the plain tern CLI agrees on
+	// the version: tern migrate --version-table shard_0005.schema_version.
+	VersionTable = "schema_version"
+	// FailureTable holds at most one row: the last migration that failed
+	// on the shard, or a disable-tx migration that is running or was
+	// interrupted. A successful step removes it.
+	FailureTable = "schema_version_failure"
+)
+
+// IDColumn is a column whose DEFAULT calls a shard's next_id().
+type IDColumn struct {
+	// Schema is the generator's schema: the shard the column's ids
+	// belong to.
+	Schema string
+	// Table (regclass text) and Column are quoted for SQL.
+	Table, Column string
+	// Partitioned is true for a partitioned parent (relkind p), whose
+	// rows live in its partitions.
+	Partitioned bool
+}
+
+func (c IDColumn) String() string { return c.Table + "." + c.Column }
+
+// IDColumns lists the columns whose DEFAULT calls the next_id() of
+// schema (every schema's when schema is ""), in the order of schema,
+// table, column.
+func IDColumns(ctx context.Context, q pg.Querier, schema string) ([]IDColumn, error) {
+	rows, err := q.Query(ctx, `SELECT gn.nspname, c.oid::pg_catalog.regclass::text, pg_catalog.quote_ident(a.attname), c.relkind = 'p'
+		FROM pg_catalog.pg_depend d
+		JOIN pg_catalog.pg_attrdef ad ON d.classid = 'pg_catalog.pg_attrdef'::pg_catalog.regclass AND d.objid = ad.oid
+		JOIN pg_catalog.pg_class c ON c.oid = ad.adrelid AND c.relkind IN ('r', 'p')
+		JOIN pg_catalog.pg_attribute a ON a.attrelid = ad.adrelid AND a.attnum = ad.adnum AND NOT a.attisdropped
+		JOIN pg_catalog.pg_proc p ON d.refclassid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.refobjid = p.oid
+		JOIN pg_catalog.pg_namespace gn ON gn.oid = p.pronamespace
+		WHERE p.proname = 'next_id' AND p.pronargs = 0 AND ($1 = '' OR gn.nspname = $1)
+		ORDER BY 1, 2, 3`, schema)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (IDColumn, error) {
+		var c IDColumn
+		return c, r.Scan(&c.Schema, &c.Table, &c.Column, &c.Partitioned)
+	})
+}
+
+// MaxID is the largest id stored in column c (nil when it holds none).
+func MaxID(ctx context.Context, q pg.Querier, c IDColumn) (*int64, error) {
+	only := "ONLY "
+	if c.Partitioned {
+		only = ""
+	}
+	var m *int64
+	err := q.QueryRow(ctx, fmt.Sprintf(`SELECT max(%s)::bigint FROM %s%s`, c.Column, only, c.Table)).Scan(&m)
+	return m, err
+}
+
+// MaxStoredID is the largest id in the columns of schema whose DEFAULT is
+// its generator (0 when none).
+func MaxStoredID(ctx context.Context, q pg.Querier, schema string) (int64, error) {
+	cols, err := IDColumns(ctx, q, schema)
+	if err != nil {
+		return 0, err
+	}
+	var out int64
+	for _, c := range cols {
+		m, err := MaxID(ctx, q, c)
+		if err != nil {
+			return 0, err
+		}
+		if m != nil {
+			out = max(out, *m)
+		}
+	}
+	return out, nil
+}
+
+// ShardOf returns the logical shard an id carries (-1 for a negative id,
+// which no generator makes).
+func ShardOf(l idgen.Layout, id int64) int {
+	p, err := l.Decompose(idgen.ID(id))
+	if err != nil {
+		return -1
+	}
+	return int(p.Shard)
+}
+
+// UnixMilli returns the time an id carries, in ms since the Unix epoch.
+func UnixMilli(l idgen.Layout, id int64) int64 {
+	p, err := l.Decompose(idgen.ID(id))
+	if err != nil {
+		return 0
+	}
+	return p.Time.UnixMilli()
+}
+
+// IDOfCounter is the id the safe generator derives from counter value c:
+// the counter's time and sequence parts with the shard bits between them.
+func IDOfCounter(l idgen.Layout, c int64, shard int) int64 {
+	l = l.Resolved()
+	seqMask := int64(1)<<l.SeqBits - 1
+	return (c>>l.SeqBits)<<(l.ShardBits+l.SeqBits) | int64(shard)<<l.SeqBits | (c & seqMask)
+}
+
+// ReadMarkers returns the marker comment of every next_id() generator on
+// a host, by schema ("" when it has no comment).
+func ReadMarkers(ctx context.Context, q pg.Querier) (map[string]string, error) {
+	rows, err := q.Query(ctx, `SELECT n.nspname, coalesce(pg_catalog.obj_description(p.oid, 'pg_proc'), '')
+		FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+		WHERE p.proname = 'next_id' AND p.pronargs = 0`)
+	if err != nil {
+		return nil, fmt.Errorf("read generators: %w", err)
+	}
+	out := map[string]string{}
+	var schema, comment string
+	_, err = pgx.ForEachRow(rows, []any{&schema, &comment}, func() error {
+		out[schema] = comment
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read generators: %w", err)
+	}
+	return out, nil
+}
+
+// RecordLocalShard records in the host's shardid.local_shards that it
+// holds shard in schema, in state, as of catalog generation gen.
+func RecordLocalShard(ctx context.Context, q pg.Execer, shard int, schema, state string, gen int64) error {
+	_, err := q.Exec(ctx, `INSERT INTO shardid.local_shards (shard, schema_name, state, generation) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (shard) DO UPDATE SET schema_name = EXCLUDED.schema_name, state = EXCLUDED.state, generation = EXCLUDED.generation`,
+		shard, schema, state, gen)
+	return err
+}
+
+// SchemaComment is the comment on schema (a move marks its incoming copy
+// with one), "" when it has none, and nil when there is no such schema.
+func SchemaComment(ctx context.Context, q pg.Querier, schema string) (*string, error) {
+	var comment *string
+	err := q.QueryRow(ctx, `SELECT coalesce(pg_catalog.obj_description(oid, 'pg_namespace'), '') FROM pg_catalog.pg_namespace WHERE nspname = $1`, schema).Scan(&comment)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	return comment, err
+}

@@ -1,0 +1,14 @@
+// Package migrate runs per-shard migrations: tern files, written once and
+// rendered for every shard with text/template (and sprig), applied to each
+// shard's schema on its host, hosts in parallel, with tern's own version
+// table so the plain tern CLI agrees. It loads and renders migration sets
+// (LoadMigrationSet, Render, WriteRendered for the tern and golang-migrate
+// CLIs), runs them up or down (Migrate, MigrateShards, MigrateShardOn),
+// reads each shard's state (ReadMigrationStatus) and upgrades the shards'
+// generators in place (UpgradeGenerators).
+//
+// A failed migration rolls back on its shard and is reported with the
+// shard, the host and the error (*MigrationError inside a
+// *shardmgr.ShardErrors); the other shards go on. It must never migrate a
+// shard that is moving, and never reset a generator's counter.
+package migrate

@@ -1,0 +1,322 @@
+package migrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/internal/fence"
+	"github.com/shardid/shardid/shardmgr/internal/ternsplit"
+)
+
+// failedShard is the result of a shard that stopped at version with err.
+func failedShard(sh shardmgr.Shard, host string, version int, mig *RenderedMigration, dir Direction, err error) ShardMigration {
+	me := &MigrationError{Shard: sh.ID, Host: host, Version: version, Err: err, Message: err.Error()}
+	if mig != nil {
+		me.Migration, me.Direction = mig.Name, dir
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		me.SQLState = pe.Code
+		me.Message = pgMessage(pe)
+	}
+	var step *noTxStepError
+	if errors.As(err, &step) {
+		me.Partial = true
+		me.Message = fmt.Sprintf("statement %d of %d: %s", step.index+1, step.of, me.Message)
+	}
+	return ShardMigration{ID: sh.ID, Host: host, From: version, To: version, Err: me}
+}
+
+// pgMessage is a PostgreSQL error on one line: severity, message, and
+// where it points in the SQL.
+func pgMessage(pe *pgconn.PgError) string {
+	msg := pe.Severity + ": " + pe.Message
+	if pe.Detail != "" {
+		msg += " (" + pe.Detail + ")"
+	}
+	if pe.Position > 0 {
+		msg += fmt.Sprintf(" at character %d", pe.Position)
+	}
+	return msg
+}
+
+// noTxStepError is a statement of a disable-tx migration that failed after
+// the statements before it committed.
+type noTxStepError struct {
+	index, of int
+	err       error
+}
+
+func (e *noTxStepError) Error() string { return e.err.Error() }
+
+func (e *noTxStepError) Unwrap() error { return e.err }
+
+// migrateShard moves one shard to target under its lock. A failure is in
+// the result's Err, and recorded in the shard's FailureTable.
+func migrateShard(ctx context.Context, conn *pgx.Conn, host string, sh shardmgr.Shard, migs []RenderedMigration, target int, dir Direction, lockTimeout time.Duration, waiting func(LockWait), stop *atomic.Bool, incoming bool) ShardMigration {
+	unlock, err := lockShard(ctx, conn, host, sh.ID, waiting)
+	if err != nil {
+		return failedShard(sh, host, -1, nil, "", fmt.Errorf("lock: %w", err))
+	}
+	defer unlock()
+	cur, err := prepareShard(ctx, conn, sh.Schema)
+	if err != nil {
+		return failedShard(sh, host, -1, nil, "", err)
+	}
+	res := ShardMigration{ID: sh.ID, Host: host, From: cur, To: cur}
+	if cur > len(migs) {
+		return failedShard(sh, host, cur, nil, "", fmt.Errorf("%w: the shard is at version %d but the set has %d migrations", ErrUnknownVersion, cur, len(migs)))
+	}
+	for (dir == Up && cur < target) || (dir == Down && cur > target) {
+		if stop.Load() {
+			res.Stopped = true
+			return res
+		}
+		var (
+			mig  *RenderedMigration
+			sql  string
+			noTx bool
+			next int
+		)
+		if dir == Up {
+			mig, next = &migs[cur], cur+1
+			sql, noTx = mig.Up, mig.UpNoTx
+		} else {
+			mig, next = &migs[cur-1], cur-1
+			sql, noTx = mig.Down, mig.DownNoTx
+			if sql == "" {
+				r := failedShard(sh, host, cur, mig, dir, ErrIrreversible)
+				r.From = res.From
+				return r
+			}
+		}
+		if err := applyStep(ctx, conn, sh.Schema, cur, next, mig.Name, dir, sql, noTx, lockTimeout, incoming); err != nil {
+			r := failedShard(sh, host, cur, mig, dir, err)
+			r.From, r.Applied = res.From, res.Applied
+			if ctx.Err() == nil {
+				recordFailure(ctx, conn, sh.Schema, r.Err)
+			}
+			return r
+		}
+		cur = next
+		res.To = cur
+		res.Applied++
+	}
+	return res
+}
+
+// lockShard takes the shard's migration lock on conn: first without
+// waiting, then, when another run holds it, saying so and waiting. The
+// returned function releases it.
+func lockShard(ctx context.Context, conn *pgx.Conn, host string, shard int, waiting func(LockWait)) (func(), error) {
+	var ok bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, $2)`, migrateLockClass, int32(shard)).Scan(&ok); err != nil {
+		return nil, err
+	}
+	if !ok {
+		var pid int
+		_ = conn.QueryRow(ctx, `SELECT pid FROM pg_catalog.pg_locks
+			WHERE locktype = 'advisory' AND granted AND objsubid = 2
+			  AND classid::bigint = $1 AND objid::bigint = $2
+			  AND database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())
+			LIMIT 1`, int64(migrateLockClass), int64(shard)).Scan(&pid)
+		waiting(LockWait{Shard: shard, Host: host, HolderPID: pid})
+		if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1, $2)`, migrateLockClass, int32(shard)); err != nil {
+			return nil, err
+		}
+	}
+	return func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(uctx, `SELECT pg_advisory_unlock($1, $2)`, migrateLockClass, int32(shard)); err != nil {
+			// A session lock must not outlive the run: closing the
+			// connection releases it.
+			conn.Close(uctx)
+		}
+	}, nil
+}
+
+// prepareShard checks that the shard's schema exists, creates its version
+// and failure tables when missing and returns its version.
+func prepareShard(ctx context.Context, conn *pgx.Conn, schema string) (int, error) {
+	vt, ft := pgx.Identifier{schema, VersionTable}.Sanitize(), pgx.Identifier{schema, FailureTable}.Sanitize()
+	var hasSchema, hasVT, hasFT bool
+	if err := conn.QueryRow(ctx, `SELECT to_regnamespace($1) IS NOT NULL, to_regclass($2) IS NOT NULL, to_regclass($3) IS NOT NULL`,
+		pgx.Identifier{schema}.Sanitize(), vt, ft).Scan(&hasSchema, &hasVT, &hasFT); err != nil {
+		return 0, err
+	}
+	if !hasSchema {
+		return 0, fmt.Errorf("%w: no schema %s", ErrShardSchemaMissing, schema)
+	}
+	if !hasVT {
+		// tern's own statements, so that tern and shardid share the table.
+		if _, err := conn.Exec(ctx, fmt.Sprintf(`create table if not exists %s(version int4 not null);
+			insert into %s(version) select 0 where 0=(select count(*) from %s);`, vt, vt, vt)); err != nil {
+			return 0, fmt.Errorf("create %s: %w", vt, err)
+		}
+	}
+	if !hasFT {
+		if _, err := conn.Exec(ctx, fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
+			id        boolean     PRIMARY KEY DEFAULT true CHECK (id),
+			version   int4        NOT NULL,
+			migration text        NOT NULL,
+			direction text        NOT NULL,
+			state     text        NOT NULL CHECK (state IN ('failed', 'running')),
+			partial   boolean     NOT NULL,
+			sqlstate  text        NOT NULL,
+			message   text        NOT NULL,
+			at        timestamptz NOT NULL DEFAULT now())`, ft)); err != nil {
+			return 0, fmt.Errorf("create %s: %w", ft, err)
+		}
+	}
+	rows, err := conn.Query(ctx, `SELECT version FROM `+vt)
+	if err != nil {
+		return 0, err
+	}
+	versions, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return 0, err
+	}
+	if len(versions) != 1 {
+		return 0, fmt.Errorf("%s has %d rows, want one", vt, len(versions))
+	}
+	return int(versions[0]), nil
+}
+
+// applyStep runs one migration's half on the shard at version cur and sets
+// the version to next in the same transaction. A disable-tx half runs
+// statement by statement; a row in the failure table says so while it runs
+// and stays if it is interrupted.
+//
+// On a move's incoming copy (incoming) every step writes past the fence and
+// fences the tables it made before it commits.
+func applyStep(ctx context.Context, conn *pgx.Conn, schema string, cur, next int, name string, dir Direction, sql string, noTx bool, lockTimeout time.Duration, incoming bool) error {
+	vt, ft := pgx.Identifier{schema, VersionTable}.Sanitize(), pgx.Identifier{schema, FailureTable}.Sanitize()
+	setTimeout := ""
+	if lockTimeout > 0 {
+		setTimeout = fmt.Sprintf("SET LOCAL lock_timeout = %d", max(lockTimeout.Milliseconds(), 1))
+	}
+	if noTx {
+		if _, err := conn.Exec(ctx, `INSERT INTO `+ft+` (version, migration, direction, state, partial, sqlstate, message)
+			VALUES ($1, $2, $3, 'running', true, '', 'running without a transaction; if no run holds the shard, it was interrupted')
+			ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version, migration = EXCLUDED.migration, direction = EXCLUDED.direction,
+			  state = EXCLUDED.state, partial = EXCLUDED.partial, sqlstate = EXCLUDED.sqlstate, message = EXCLUDED.message, at = now()`,
+			cur, name, string(dir)); err != nil {
+			return err
+		}
+		if setTimeout != "" {
+			// Session-wide here (each statement commits on its own);
+			// RESET ALL below or the deferred RESET puts it back.
+			if _, err := conn.Exec(ctx, strings.Replace(setTimeout, "SET LOCAL", "SET", 1)); err != nil {
+				return err
+			}
+			defer conn.Exec(context.WithoutCancel(ctx), `RESET lock_timeout`)
+		}
+		stmts := ternsplit.Split(sql)
+		for i, s := range stmts {
+			var err error
+			if incoming {
+				err = incomingStatement(ctx, conn, schema, s)
+			} else {
+				_, err = conn.Exec(ctx, s)
+			}
+			if err != nil {
+				return &noTxStepError{index: i, of: len(stmts), err: err}
+			}
+		}
+	}
+	// A migration may SET search_path or other settings; the version
+	// update must not depend on them (tern resets them too). The finishing
+	// statements travel with COMMIT in one round trip.
+	finish := fmt.Sprintf(`RESET ALL; UPDATE %s SET version = %d; DELETE FROM %s`, vt, next, ft)
+	if noTx {
+		// One simple query is one implicit transaction: atomic.
+		_, err := conn.Exec(ctx, finish)
+		return err
+	}
+	begin := `BEGIN`
+	if setTimeout != "" {
+		begin += "; " + setTimeout
+	}
+	if incoming {
+		begin += fmt.Sprintf("; SET LOCAL %s = on", fence.Bypass)
+	}
+	if _, err := conn.Exec(ctx, begin); err != nil {
+		return err
+	}
+	if _, err := conn.Exec(ctx, sql); err != nil {
+		rollback(ctx, conn)
+		return err
+	}
+	if incoming {
+		if err := fence.NewTables(ctx, conn, schema); err != nil {
+			rollback(ctx, conn)
+			return err
+		}
+	}
+	if _, err := conn.Exec(ctx, finish+`; COMMIT`); err != nil {
+		rollback(ctx, conn)
+		return err
+	}
+	return nil
+}
+
+// incomingStatement runs one statement of a disable-tx migration on a
+// move's incoming copy: in a transaction of its own that fences the tables
+// it made before it commits, unless PostgreSQL refuses the statement in a
+// transaction block (CREATE INDEX CONCURRENTLY, VACUUM), which makes no
+// table; that one runs alone.
+func incomingStatement(ctx context.Context, conn *pgx.Conn, schema, stmt string) error {
+	if _, err := conn.Exec(ctx, fmt.Sprintf("BEGIN; SET LOCAL %s = on", fence.Bypass)); err != nil {
+		return err
+	}
+	_, err := conn.Exec(ctx, stmt)
+	if err == nil {
+		err = fence.NewTables(ctx, conn, schema)
+	}
+	if err == nil {
+		_, err = conn.Exec(ctx, "COMMIT")
+		return err
+	}
+	rollback(ctx, conn)
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != pgerrcode.ActiveSQLTransaction {
+		return err
+	}
+	if _, err := conn.Exec(ctx, stmt); err != nil {
+		return err
+	}
+	return fence.NewTables(ctx, conn, schema)
+}
+
+// rollback ends a failed transaction on conn, or closes conn when it
+// cannot, so that the connection never carries a transaction on.
+func rollback(ctx context.Context, conn *pgx.Conn) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if _, err := conn.Exec(rctx, `ROLLBACK`); err != nil {
+		conn.Close(rctx)
+	}
+}
+
+// recordFailure writes a shard's failure where MigrationStatus reads it.
+// It is best effort: the run reports the failure anyway.
+func recordFailure(ctx context.Context, conn *pgx.Conn, schema string, e *MigrationError) {
+	if conn.IsClosed() {
+		return
+	}
+	ft := pgx.Identifier{schema, FailureTable}.Sanitize()
+	_, _ = conn.Exec(ctx, `INSERT INTO `+ft+` (version, migration, direction, state, partial, sqlstate, message)
+		VALUES ($1, $2, $3, 'failed', $4, $5, $6)
+		ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version, migration = EXCLUDED.migration, direction = EXCLUDED.direction,
+		  state = EXCLUDED.state, partial = EXCLUDED.partial, sqlstate = EXCLUDED.sqlstate, message = EXCLUDED.message, at = now()`,
+		e.Version, e.Migration, string(e.Direction), e.Partial, e.SQLState, e.Message)
+}

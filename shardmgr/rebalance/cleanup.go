@@ -1,0 +1,126 @@
+package rebalance
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/internal/fence"
+	"github.com/shardid/shardid/shardmgr/internal/shardschema"
+)
+
+// CleanupOptions adjust Cleanup.
+type CleanupOptions struct {
+	// All drops every retired copy, also those still inside their keep
+	// period.
+	All bool
+}
+
+// RetiredCopy is a moved shard's old copy that Cleanup dropped.
+type RetiredCopy struct {
+	MoveID int64  `json:"move"`
+	Shard  int    `json:"shard"`
+	Host   string `json:"host"`
+	Schema string `json:"schema"`
+}
+
+// CleanupResult is what Cleanup did. JSON: {"dropped":[...],"kept":N}.
+type CleanupResult struct {
+	Dropped []RetiredCopy `json:"dropped"`
+	// Kept counts retired copies still inside their keep period.
+	Kept int `json:"kept"`
+}
+
+// Cleanup drops the retired copies (shard_NNNN_moved_gG on the old host)
+// of finished moves whose keep period has passed, or all of them with
+// opts.All.
+func Cleanup(ctx context.Context, cfg *shardmgr.Config, opts CleanupOptions) (*CleanupResult, error) {
+	if err := cfg.ValidateCluster(); err != nil {
+		return nil, err
+	}
+	mo, err := newMover(ctx, cfg, MoveOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer mo.close()
+	recs, err := readMoves(ctx, mo.catalog, `phase = 'cleaned' AND retired_schema IS NOT NULL AND retired_dropped_at IS NULL`)
+	if err != nil {
+		return nil, err
+	}
+	res := &CleanupResult{Dropped: []RetiredCopy{}}
+	now := time.Now()
+	for _, rec := range recs {
+		if !opts.All && rec.keepUntil != nil && rec.keepUntil.After(now) {
+			res.Kept++
+			continue
+		}
+		src, err := mo.pool(ctx, rec.From)
+		if err != nil {
+			return res, err
+		}
+		if _, err := src.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{rec.Retired}.Sanitize()+` CASCADE`); err != nil {
+			return res, fmt.Errorf("host %s: drop %s: %w", rec.From, rec.Retired, err)
+		}
+		if _, err := mo.catalog.Exec(ctx, `UPDATE shardid.moves SET retired_dropped_at = pg_catalog.clock_timestamp() WHERE id = $1`, rec.ID); err != nil {
+			return res, fmt.Errorf("move %d: %w", rec.ID, err)
+		}
+		res.Dropped = append(res.Dropped, RetiredCopy{MoveID: rec.ID, Shard: rec.Shard, Host: rec.From, Schema: rec.Retired})
+	}
+	return res, nil
+}
+
+// cleanup records the shard as the target's own, removes the replication
+// objects and retires the source's copy: renamed and still fenced, or
+// dropped when it is not to be kept.
+func (mo *mover) cleanup(ctx context.Context, mv *move) error {
+	src, dst := mv.src, mv.dst
+	gen := *mv.flipGen
+	if err := shardschema.RecordLocalShard(ctx, dst, mv.Shard, mv.Schema, "active", gen); err != nil {
+		return fmt.Errorf("target %s: %w", mv.To, err)
+	}
+	if _, err := dst.Exec(ctx, fmt.Sprintf(`COMMENT ON SCHEMA %s IS NULL`, pgx.Identifier{mv.Schema}.Sanitize())); err != nil {
+		return fmt.Errorf("target %s: %w", mv.To, err)
+	}
+	// The flip left the target's fence and change log open; their
+	// triggers go now, writes flowing.
+	if err := mo.dropMoveTriggers(ctx, dst, mv.MoveRecord); err != nil {
+		return fmt.Errorf("target %s: %w", mv.To, err)
+	}
+	if err := dropReplication(ctx, src, dst, mv.MoveRecord); err != nil {
+		return err
+	}
+	retired := fence.RetiredSchema(mv.Schema, gen)
+	drop := mv.keep < 0
+	err := pgx.BeginFunc(ctx, src, func(tx pgx.Tx) error {
+		var has bool
+		if err := tx.QueryRow(ctx, `SELECT to_regnamespace($1) IS NOT NULL`, pgx.Identifier{mv.Schema}.Sanitize()).Scan(&has); err != nil {
+			return err
+		}
+		if has {
+			if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = 0`); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, fmt.Sprintf(`ALTER SCHEMA %s RENAME TO %s`, pgx.Identifier{mv.Schema}.Sanitize(), pgx.Identifier{retired}.Sanitize())); err != nil {
+				return err
+			}
+		}
+		if drop {
+			if _, err := tx.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{retired}.Sanitize()+` CASCADE`); err != nil {
+				return err
+			}
+		}
+		_, err := tx.Exec(ctx, `DELETE FROM shardid.local_shards WHERE shard = $1 AND schema_name = $2`, mv.Shard, mv.Schema)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("source %s: retire %s: %w", mv.From, mv.Schema, err)
+	}
+	extra := `retired_schema = $3, finished_at = pg_catalog.clock_timestamp(), keep_until = pg_catalog.clock_timestamp() + $4 * interval '1 millisecond'`
+	if drop {
+		extra += `, retired_dropped_at = pg_catalog.clock_timestamp()`
+	}
+	mv.Retired = retired
+	return setPhase(ctx, mo.catalog, mv.MoveRecord, PhaseCleaned, extra, retired, max(mv.keep.Milliseconds(), 0))
+}

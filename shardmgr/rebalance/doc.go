@@ -1,0 +1,16 @@
+// Package rebalance moves whole logical shards between hosts: it plans a
+// balance (PlanRebalance), runs the plan (Apply) or one move (MoveShard),
+// lists the moves' journal (Moves), rolls an unfinished move back
+// (AbortMove) and drops moved shards' retired copies (Cleanup).
+//
+// A move is a table of phases per mode (phases in move_phases.go): the
+// target's schema is built, the rows copied with logical replication
+// (online) or COPY (offline), the source fenced for a short cut-over, the
+// copy checked table by table, the counter carried over so no id repeats,
+// and the catalog flipped. Every phase is recorded in the catalog's
+// journal, so a move resumes where it stopped.
+//
+// It must never leave two writable copies of a shard, never flip a copy
+// whose rows or checksums differ from the source's, and never register
+// hosts or run init without saying so in its result.
+package rebalance

@@ -1,0 +1,43 @@
+package rebalance
+
+import "errors"
+
+// Sentinel errors of the package; test with errors.Is. They say what went
+// wrong, never which command to run next (the CLI adds that).
+var (
+	// ErrMigrationsNeeded: the shard was migrated, so building it on the
+	// target needs the migrations directory it was migrated with.
+	ErrMigrationsNeeded = errors.New("the shard is at a migration version above 0 and no migrations were given")
+	// ErrMoveCheck: the target's copy does not match the source's (row counts,
+	// checksums, tables or migration version); nothing was flipped.
+	ErrMoveCheck = errors.New("the copy does not match the source")
+	// ErrMoveBusy: another manager is running or aborting the move.
+	ErrMoveBusy = errors.New("another manager is working on this move")
+	// ErrMoveOpen: the shard already has a move that has not finished.
+	ErrMoveOpen = errors.New("the shard has an unfinished move")
+	// ErrMoveFlipped: the move already flipped the map, so it cannot be
+	// aborted; move the shard back like any other move.
+	ErrMoveFlipped = errors.New("the move already flipped the map")
+	// ErrNoMove: there is no unfinished move to act on.
+	ErrNoMove = errors.New("no unfinished move")
+	// ErrNoTargetHost: every host of the cluster file is draining, so there
+	// is nowhere to move shards to.
+	ErrNoTargetHost = errors.New("no host to move shards to (every host is draining)")
+	// ErrApplyBusy: another manager kept working for longer than
+	// ApplyOptions.Wait.
+	ErrApplyBusy = errors.New("another manager is still working")
+	// ErrSourceFenced: a move failed and left its source fenced (writes
+	// refused) because giving it back failed too; abort the move.
+	ErrSourceFenced = errors.New("the source stays fenced")
+	// ErrGeneratorVariant: the cluster's generator is not the safe one,
+	// whose counter a move carries over.
+	ErrGeneratorVariant = errors.New("the cluster's generator cannot be moved")
+	// ErrMigrationFailed: the source shard has a failed migration recorded.
+	ErrMigrationFailed = errors.New("a failed migration is recorded")
+	// ErrTargetOccupied: the target host already has a schema of the
+	// shard's name that this move did not make.
+	ErrTargetOccupied = errors.New("the target already holds the shard's schema")
+	// ErrNoReplicaIdentity: an online move needs every table to have a
+	// primary key or replica identity to follow changes.
+	ErrNoReplicaIdentity = errors.New("tables without a primary key or replica identity cannot follow changes online")
+)

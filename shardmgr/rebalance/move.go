@@ -1,0 +1,480 @@
+package rebalance
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/shardid/shardid/shardmgr/internal/catalog"
+
+	"github.com/shardid/shardid/shardmgr/migrate"
+
+	"github.com/shardid/shardid/shardmgr/install"
+
+	"github.com/shardid/shardid/shardmgr"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/shardid/shardid/migrations"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
+)
+
+// DefaultKeep is how long a moved shard's old copy is kept, renamed and
+// fenced, before shardid rebalance cleanup drops it.
+const DefaultKeep = 24 * time.Hour
+
+// MoveOptions adjust a move. The zero value moves online, keeps the old
+// copy for DefaultKeep, and needs no migrations directory for shards that
+// were never migrated.
+type MoveOptions struct {
+	// Mode is MoveOnline (the zero value) or MoveOffline. A resumed move
+	// keeps the mode it started with.
+	Mode MoveMode
+	// Migrations is the directory of the shard's tern migrations: the
+	// target's schema is built by running them up to the source's version.
+	// Needed when that version is above 0.
+	Migrations *migrate.MigrationSet
+	// Keep is how long the source's old copy is kept, renamed
+	// shard_NNNN_moved_gG and fenced, before Cleanup drops it: zero (or
+	// less) drops it as soon as the move is done. Nil means DefaultKeep.
+	Keep *time.Duration
+	// CatchupDelay is how quickly a change on the source must show up on
+	// the target before an online move cuts over: about how long the
+	// cut-over then refuses writes. Zero means 100ms.
+	CatchupDelay time.Duration
+	// CutoverTimeout bounds the cut-over, while writes are refused: when
+	// the target has not received every change by then, the move gives up,
+	// lifts the fence and leaves the source serving. Zero means 30s.
+	CutoverTimeout time.Duration
+	// LockTimeout bounds each wait for a table lock when the fence goes up
+	// (the attempt is retried). Zero means 1s.
+	LockTimeout time.Duration
+	// ConnInfo returns the libpq connection string the target's server
+	// uses to reach the source host for logical replication. Nil builds one
+	// from the host's DSN in the cluster file (host, port, dbname, user,
+	// password, sslmode).
+	ConnInfo func(source shardmgr.Host) (string, error)
+	// Progress, when set, is called as a move advances. Calls for one move
+	// are serialised; several moves may call it concurrently.
+	Progress func(MoveProgress)
+	// Logger receives a line per phase. Nil discards them.
+	Logger *slog.Logger
+
+	// stopAfter, in tests, stops the move right after it recorded this
+	// phase, as a crash there would.
+	stopAfter Phase
+	// afterScans, in tests, runs after an online move scanned both hosts
+	// before its fence.
+	afterScans func(ctx context.Context, src, dst *pgxpool.Pool) error
+	// flipCatalog, in tests, runs in the flip's catalog transaction after
+	// the target was opened; an error fails the flip there.
+	flipCatalog func() error
+}
+
+// MoveProgress is where one move stands.
+type MoveProgress struct {
+	MoveRef
+	Phase Phase // the phase being worked towards
+	// Step is Phase's place among the Steps phases of the move's mode
+	// (1..Steps), for a progress bar.
+	Step, Steps int
+	Tables      int   // tables of the shard
+	Synced      int   // tables whose initial copy is done (online)
+	Rows        int64 // rows copied or verified so far
+	Bytes       int64 // the shard's size on the source
+	Lag         int64 // replication lag in bytes of WAL (online), -1 when unknown
+}
+
+// MoveResult is what one move did. JSON has the fields below.
+type MoveResult struct {
+	MoveRef
+	Mode  MoveMode `json:"mode"`
+	Phase Phase    `json:"phase"`
+	Rows  int64    `json:"rows"`
+	Bytes int64    `json:"bytes"`
+	// Refused is how long writes to the shard were refused: from the
+	// catalog marking it moving to the flip (JSON: refused_ms).
+	Refused time.Duration `json:"-"`
+	// Elapsed is the time this run spent on the move (JSON: elapsed_ms).
+	Elapsed time.Duration `json:"-"`
+	// Generation is the catalog generation of the flip.
+	Generation    int64  `json:"generation"`
+	RetiredSchema string `json:"retired_schema,omitempty"`
+	// HostChanges, from MoveShard, are the catalog changes made to
+	// register the cluster file's hosts first (see ApplyResult).
+	HostChanges []string `json:"host_changes,omitempty"`
+	// Err is why this run of the move failed (JSON: its message, "error").
+	Err error `json:"-"`
+}
+
+// MarshalJSON writes the durations in milliseconds under their keys of
+// old (refused_ms, elapsed_ms) and Err as its message under "error".
+func (r MoveResult) MarshalJSON() ([]byte, error) {
+	type plain MoveResult
+	return json.Marshal(struct {
+		plain
+		RefusedMS int64  `json:"refused_ms"`
+		ElapsedMS int64  `json:"elapsed_ms"`
+		Error     string `json:"error,omitempty"`
+	}{plain(r), r.Refused.Milliseconds(), r.Elapsed.Milliseconds(), oneLine(r.Err)})
+}
+
+// oneLine is err as the journal records it, "" for nil.
+func oneLine(err error) string {
+	if err == nil {
+		return ""
+	}
+	return pg.OneLine(err)
+}
+
+// errStopped is returned by the stopAfter test hook.
+var errStopped = errors.New("stopped after phase (test)")
+
+// mover runs moves of one cluster; it holds the catalog pool and a pool
+// per host.
+type mover struct {
+	cfg     *shardmgr.Config
+	catalog *pgxpool.Pool
+	m       *shardmgr.ShardMap
+	opts    MoveOptions
+	log     *slog.Logger
+
+	mu    sync.Mutex
+	pools map[string]*pgxpool.Pool
+}
+
+// openCatalogForMoves upgrades the catalog (the journal is migration 010)
+// and opens a pool on it.
+func openCatalogForMoves(ctx context.Context, cfg *shardmgr.Config) (*pgxpool.Pool, error) {
+	if err := migrations.Up(ctx, cfg.Catalog, migrations.Catalog); err != nil {
+		return nil, err
+	}
+	pool, err := pg.OpenPool(ctx, cfg.Catalog, 8)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	return pool, nil
+}
+
+// keepOf is how long a move's old copy is kept: DefaultKeep unless the
+// options say.
+func keepOf(opts MoveOptions) time.Duration {
+	if opts.Keep == nil {
+		return DefaultKeep
+	}
+	return max(*opts.Keep, 0)
+}
+
+func newMover(ctx context.Context, cfg *shardmgr.Config, opts MoveOptions) (*mover, error) {
+	if opts.Mode == "" {
+		opts.Mode = MoveOnline
+	}
+	if opts.Mode != MoveOnline && opts.Mode != MoveOffline {
+		return nil, fmt.Errorf("move mode %q: want online or offline", opts.Mode)
+	}
+	if opts.CatchupDelay <= 0 {
+		opts.CatchupDelay = 100 * time.Millisecond
+	}
+	if opts.CutoverTimeout <= 0 {
+		opts.CutoverTimeout = 30 * time.Second
+	}
+	if opts.LockTimeout <= 0 {
+		opts.LockTimeout = time.Second
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	catalog, err := openCatalogForMoves(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	m, err := shardmgr.ReadMap(ctx, catalog)
+	if err != nil {
+		catalog.Close()
+		return nil, err
+	}
+	return &mover{cfg: cfg, catalog: catalog, m: m, opts: opts, log: log, pools: map[string]*pgxpool.Pool{}}, nil
+}
+
+func (mo *mover) close() {
+	mo.mu.Lock()
+	defer mo.mu.Unlock()
+	for _, p := range mo.pools {
+		p.Close()
+	}
+	mo.catalog.Close()
+}
+
+// pool returns the pool of host name from the cluster file.
+func (mo *mover) pool(ctx context.Context, name string) (*pgxpool.Pool, error) {
+	mo.mu.Lock()
+	defer mo.mu.Unlock()
+	if p, ok := mo.pools[name]; ok {
+		return p, nil
+	}
+	h, ok := mo.cfg.Host(name)
+	if !ok {
+		return nil, fmt.Errorf("host %s: %w (not in the cluster file)", name, shardmgr.ErrUnknownHost)
+	}
+	p, err := pg.OpenPool(ctx, h.DSN, 8)
+	if err != nil {
+		return nil, fmt.Errorf("host %s: %w", name, err)
+	}
+	mo.pools[name] = p
+	return p, nil
+}
+
+// MoveShard moves logical shard shard to host to, online unless
+// opts.Mode says offline, and returns what it did. Hosts new in the
+// cluster file are registered first (as shardid init does). A shard with
+// an unfinished move to the same host resumes it; to another host it is
+// ErrMoveOpen.
+//
+// Any failure before the flip leaves the source serving as before (the
+// fence is lifted when the cut-over fails) and the target's copy
+// removable with AbortMove; the journal records the error. After the
+// flip, moving the shard back is a move like any other.
+func MoveShard(ctx context.Context, cfg *shardmgr.Config, shard int, to string, opts MoveOptions) (*MoveResult, error) {
+	if err := cfg.ValidateCluster(); err != nil {
+		return nil, err
+	}
+	h, ok := cfg.Host(to)
+	if !ok {
+		return nil, fmt.Errorf("move shard %d to %s: %w (not in the cluster file %s)", shard, to, shardmgr.ErrUnknownHost, cfg.Path)
+	}
+	if h.Drain {
+		return nil, fmt.Errorf("move shard %d to %s: the host is marked drain in %s", shard, to, cfg.Path)
+	}
+	if err := cfg.CheckShard(shard); err != nil {
+		return nil, err
+	}
+	mo, err := newMover(ctx, cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer mo.close()
+	registered, err := mo.registerHosts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	open, err := readMoves(ctx, mo.catalog, `shard = $1 AND `+catalog.OpenMoves, shard)
+	if err != nil {
+		return nil, err
+	}
+	var rec *MoveRecord
+	if len(open) > 0 {
+		rec = open[0]
+		if rec.To != to {
+			return nil, &shardmgr.ShardError{Shard: shard, Err: fmt.Errorf("%w: move %d to %s is in phase %s", ErrMoveOpen, rec.ID, rec.To, rec.Phase)}
+		}
+	} else {
+		from := mo.m.Shards[shard].Host
+		if from == to {
+			return nil, fmt.Errorf("shard %d is already on %s", shard, to)
+		}
+		recs, err := mo.journal(ctx, []PlannedMove{{Shard: shard, From: from, To: to}})
+		if err != nil {
+			return nil, err
+		}
+		rec = recs[0]
+	}
+	res, err := mo.run(ctx, rec)
+	if res != nil {
+		res.HostChanges = registered
+	}
+	return res, err
+}
+
+// registerHosts runs Init when the cluster file names hosts the catalog
+// does not know, or changes a host's DSN or drain mark: Init registers them
+// and prepares the new hosts' records, and the mover reads the map again.
+// It returns the catalog changes Init made, for the caller to report: a
+// move never registers hosts silently.
+func (mo *mover) registerHosts(ctx context.Context) ([]string, error) {
+	for _, d := range catalog.CompareHosts(mo.m, mo.cfg) {
+		if d.Kind == catalog.HostRemoved {
+			continue
+		}
+		res, err := install.Init(ctx, mo.cfg, install.InitOptions{})
+		if err != nil {
+			return nil, err
+		}
+		if mo.m, err = shardmgr.ReadMap(ctx, mo.catalog); err != nil {
+			return nil, err
+		}
+		return res.CatalogChanges, nil
+	}
+	return nil, nil
+}
+
+// journal records planned moves in one catalog transaction, after
+// checking them against the map.
+func (mo *mover) journal(ctx context.Context, moves []PlannedMove) ([]*MoveRecord, error) {
+	var out []*MoveRecord
+	err := pgx.BeginFunc(ctx, mo.catalog, func(tx pgx.Tx) error {
+		out = out[:0]
+		m, err := shardmgr.ReadMap(ctx, tx)
+		if err != nil {
+			return err
+		}
+		for _, pm := range moves {
+			if pm.Shard < 0 || pm.Shard >= len(m.Shards) {
+				return &shardmgr.ShardError{Shard: pm.Shard, Err: shardmgr.ErrUnknownShard}
+			}
+			s := m.Shards[pm.Shard]
+			if s.Host != pm.From {
+				return &shardmgr.ShardError{Shard: pm.Shard, Err: fmt.Errorf("the catalog places it on %s, not %s (plan again)", s.Host, pm.From)}
+			}
+			if s.State != shardmgr.StateActive {
+				return &shardmgr.ShardError{Shard: pm.Shard, Host: s.Host, Err: fmt.Errorf("shard is %s, not active", s.State)}
+			}
+			if _, ok := m.Host(pm.To); !ok {
+				return fmt.Errorf("host %s: %w", pm.To, shardmgr.ErrUnknownHost)
+			}
+			rec, err := journalMove(ctx, tx, pm.Shard, pm.From, pm.To, mo.opts.Mode, s.Schema, pm.Bytes, keepOf(mo.opts))
+			if err != nil {
+				return err
+			}
+			out = append(out, rec)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("journal moves: %w", err)
+	}
+	return out, nil
+}
+
+func (mo *mover) progress(rec *MoveRecord, p MoveProgress) {
+	if mo.opts.Progress == nil {
+		return
+	}
+	p.MoveRef = rec.MoveRef
+	p.Steps = len(phases[rec.Mode]) - 1
+	p.Step = slices.Index(steps(rec.Mode), p.Phase)
+	if p.Bytes == 0 {
+		p.Bytes = rec.Bytes
+	}
+	mo.opts.Progress(p)
+}
+
+// moveLockClass is the first key of the session advisory lock, on the
+// catalog, that a manager holds while it runs or aborts a move (the second
+// key is the move's id): 'shmv'.
+const moveLockClass int32 = 0x73686d76
+
+// lockMove takes the move's lock on a connection of its own, so that two
+// managers never work on one move at once; the returned function releases
+// it. The lock goes with the session if the process dies.
+func (mo *mover) lockMove(ctx context.Context, rec *MoveRecord) (func(), error) {
+	conn, err := pg.Connect(ctx, mo.cfg.Catalog)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	var ok bool
+	if err := conn.QueryRow(ctx, `SELECT pg_catalog.pg_try_advisory_lock($1, $2)`, moveLockClass, int32(rec.ID)).Scan(&ok); err != nil || !ok {
+		conn.Close(context.WithoutCancel(ctx))
+		if err == nil {
+			err = fmt.Errorf("move %d of shard %d: %w", rec.ID, rec.Shard, ErrMoveBusy)
+		}
+		return nil, err
+	}
+	return func() { conn.Close(context.WithoutCancel(ctx)) }, nil
+}
+
+// run takes the move from its journaled phase to the end of its mode's
+// phase table, one step at a time, each recorded in the journal. A failed
+// step leaves the shard as safe as the phase it failed from allows; see
+// failed.
+func (mo *mover) run(ctx context.Context, rec *MoveRecord) (*MoveResult, error) {
+	start := time.Now()
+	unlock, err := mo.lockMove(ctx, rec)
+	if err != nil {
+		return &MoveResult{MoveRef: rec.MoveRef, Mode: rec.Mode, Phase: rec.Phase, Err: err}, err
+	}
+	defer unlock()
+	// Re-read the journal under the lock: another manager may have moved
+	// it on since it was read.
+	fresh, err := readMoves(ctx, mo.catalog, `id = $1`, rec.ID)
+	if err != nil {
+		return nil, err
+	}
+	*rec = *fresh[0]
+	mv := &move{MoveRecord: rec}
+	res := func() *MoveResult {
+		r := &MoveResult{MoveRef: rec.MoveRef, Mode: rec.Mode, Phase: rec.Phase,
+			Rows: rec.Rows, Bytes: rec.Bytes, Elapsed: time.Since(start), RetiredSchema: rec.Retired}
+		if rec.refusedMS != nil {
+			r.Refused = time.Duration(*rec.refusedMS) * time.Millisecond
+		}
+		if rec.flipGen != nil {
+			r.Generation = *rec.flipGen
+		}
+		return r
+	}
+	for rec.Phase.Open() {
+		if mo.opts.stopAfter != "" && rec.Phase == mo.opts.stopAfter {
+			return res(), errStopped
+		}
+		next, ok := nextStep(rec.Mode, rec.Phase)
+		if !ok {
+			return res(), fmt.Errorf("move %d: phase %s is not one of a %s move", rec.ID, rec.Phase, rec.Mode)
+		}
+		mo.progress(rec, MoveProgress{Phase: next.phase, Lag: -1})
+		mo.log.Info("move", "id", rec.ID, "shard", rec.Shard, "from", rec.From, "to", rec.To, "phase", next.phase)
+		err := mo.open(ctx, mv)
+		if err == nil {
+			err = next.run(mo, ctx, mv)
+		}
+		if err != nil {
+			err = &shardmgr.ShardError{Shard: rec.Shard, Host: rec.To, Err: fmt.Errorf("move %d (%s -> %s), phase %s: %w", rec.ID, rec.From, rec.To, next.phase, err)}
+			err = mo.failed(ctx, mv, next, err)
+			recordError(ctx, mo.catalog, rec, err)
+			return res(), err
+		}
+	}
+	mo.log.Info("move done", "id", rec.ID, "shard", rec.Shard, "to", rec.To, "elapsed", time.Since(start))
+	return res(), nil
+}
+
+// failed leaves a move whose step towards next failed as safe as it can,
+// and returns the error to record. Three cases, in this order:
+//   - the flip's acknowledgement was lost: the flip may have committed,
+//     and then the target serves and the source must stay fenced; the
+//     journal says which;
+//   - the flip opened the target but failed in the catalog (targetOpened):
+//     the target is fenced again before the source is given back, or both
+//     copies would take writes;
+//   - the source refuses writes in the phase the move is in (fencedAfter):
+//     it is given back, and the move set back to a phase before the fence,
+//     rather than leave the shard unwritable until someone notices.
+func (mo *mover) failed(ctx context.Context, mv *move, next step, err error) error {
+	if next.phase == PhaseFlipped {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		fresh, rerr := readMoves(rctx, mo.catalog, `id = $1`, mv.ID)
+		cancel()
+		if rerr != nil || fresh[0].Phase.flipped() {
+			if rerr == nil {
+				*mv.MoveRecord = *fresh[0]
+			}
+			return err
+		}
+	}
+	if mv.targetOpened {
+		if ferr := mo.refenceTarget(ctx, mv); ferr != nil {
+			return errors.Join(err, fmt.Errorf("%w: the target's copy was opened and fencing it again failed: %w", ErrSourceFenced, ferr))
+		}
+	}
+	if sourceFenced(mv.Mode, mv.Phase) {
+		if uerr := mo.unfenceSource(ctx, mv); uerr != nil {
+			return errors.Join(err, fmt.Errorf("%w: lifting the fence failed too: %w", ErrSourceFenced, uerr))
+		}
+	}
+	return err
+}

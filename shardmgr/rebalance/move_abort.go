@@ -1,0 +1,212 @@
+package rebalance
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/internal/catalog"
+	"github.com/shardid/shardid/shardmgr/internal/fence"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/internal/shardschema"
+)
+
+// AbortResult is what AbortMove rolled back.
+type AbortResult struct {
+	MoveRef
+	// Phase is the phase the move had reached.
+	Phase Phase `json:"phase"`
+}
+
+// AbortMove rolls back the unfinished moves of the given shards (nil:
+// every unfinished move): the target's copy, subscription, replication
+// slot and publication are dropped, the source's fence lifted, its
+// counter given back its range, and the catalog's state set back to
+// active. A move that already flipped the map is ErrMoveFlipped; with no
+// unfinished move it is ErrNoMove.
+func AbortMove(ctx context.Context, cfg *shardmgr.Config, shards []int) ([]AbortResult, error) {
+	if err := cfg.ValidateCluster(); err != nil {
+		return nil, err
+	}
+	mo, err := newMover(ctx, cfg, MoveOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer mo.close()
+	open, err := readMoves(ctx, mo.catalog, catalog.OpenMoves)
+	if err != nil {
+		return nil, err
+	}
+	if shards != nil {
+		want := map[int]bool{}
+		for _, s := range shards {
+			want[s] = true
+		}
+		var sel []*MoveRecord
+		for _, rec := range open {
+			if want[rec.Shard] {
+				sel = append(sel, rec)
+				delete(want, rec.Shard)
+			}
+		}
+		if len(want) > 0 {
+			var ids []int
+			for s := range want {
+				ids = append(ids, s)
+			}
+			sort.Ints(ids)
+			return nil, fmt.Errorf("shards %v: %w", ids, ErrNoMove)
+		}
+		open = sel
+	}
+	if len(open) == 0 {
+		return nil, ErrNoMove
+	}
+	out := []AbortResult{}
+	for _, rec := range open {
+		if rec.Phase.flipped() {
+			return out, &shardmgr.ShardError{Shard: rec.Shard, Host: rec.To, Err: fmt.Errorf("move %d: %w", rec.ID, ErrMoveFlipped)}
+		}
+		if err := mo.abort(ctx, rec); err != nil {
+			return out, &shardmgr.ShardError{Shard: rec.Shard, Err: fmt.Errorf("abort move %d (%s -> %s): %w", rec.ID, rec.From, rec.To, err)}
+		}
+		out = append(out, AbortResult{MoveRef: rec.MoveRef, Phase: rec.Phase})
+	}
+	return out, nil
+}
+
+func (mo *mover) abort(ctx context.Context, rec *MoveRecord) error {
+	unlock, err := mo.lockMove(ctx, rec)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	fresh, err := readMoves(ctx, mo.catalog, `id = $1`, rec.ID)
+	if err != nil {
+		return err
+	}
+	if *rec = *fresh[0]; !rec.Phase.Open() || rec.Phase.flipped() {
+		return fmt.Errorf("move %d is now in phase %s", rec.ID, rec.Phase)
+	}
+	mv := &move{MoveRecord: rec}
+	if err := mo.open(ctx, mv); err != nil {
+		return err
+	}
+	src, dst := mv.src, mv.dst
+	// The change log's triggers first, the gentle way: the source may be
+	// serving.
+	mo.dropDeltas(ctx, rec)
+	if err := dropReplication(ctx, src, dst, rec); err != nil {
+		return err
+	}
+	comment, err := shardschema.SchemaComment(ctx, dst, rec.Schema)
+	if err != nil {
+		return fmt.Errorf("target %s: %w", rec.To, err)
+	}
+	err = pgx.BeginFunc(ctx, dst, func(tx pgx.Tx) error {
+		if comment != nil && *comment == incomingComment(rec) {
+			if _, err := tx.Exec(ctx, `DROP SCHEMA `+pgx.Identifier{rec.Schema}.Sanitize()+` CASCADE`); err != nil {
+				return err
+			}
+		}
+		_, err := tx.Exec(ctx, `DELETE FROM shardid.local_shards WHERE shard = $1 AND state = 'fenced'`, rec.Shard)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("target %s: drop the copy: %w", rec.To, err)
+	}
+	if err := mo.unfenceSourceHost(ctx, src, rec); err != nil {
+		return fmt.Errorf("source %s: lift the fence: %w", rec.From, err)
+	}
+	_, err = catalog.Change(ctx, mo.catalog, 0, fmt.Sprintf("abort move %d: shard %d stays on %s", rec.ID, rec.Shard, rec.From), func(tx pgx.Tx, gen int64) error {
+		if _, err := tx.Exec(ctx, `UPDATE shardid.shards SET state = 'active', changed_generation = $3
+			WHERE id = $1 AND host = $2 AND state = 'moving'`, rec.Shard, rec.From, gen); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `UPDATE shardid.moves SET phase = 'aborted', finished_at = pg_catalog.clock_timestamp(),
+			updated_at = pg_catalog.clock_timestamp() WHERE id = $1`, rec.ID)
+		return err
+	})
+	return err
+}
+
+// unfenceSource gives a fenced source back: fence down, counter running,
+// the catalog's state active, and the journal at the phase before the
+// fence. The catalog is changed last, so that routers send writes only to
+// a source that takes them.
+func (mo *mover) unfenceSource(ctx context.Context, mv *move) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if err := mo.open(ctx, mv); err != nil {
+		return err
+	}
+	src := mv.src
+	if err := mo.unfenceSourceHost(ctx, src, mv.MoveRecord); err != nil {
+		return err
+	}
+	mo.dropDeltas(ctx, mv.MoveRecord)
+	back, err := backTo(mv.Mode, mv.Phase)
+	if err != nil {
+		return err
+	}
+	_, err = catalog.Change(ctx, mo.catalog, 0, fmt.Sprintf("move %d: shard %d back to active on %s", mv.ID, mv.Shard, mv.From), func(tx pgx.Tx, gen int64) error {
+		if _, err := tx.Exec(ctx, `UPDATE shardid.shards SET state = 'active', changed_generation = $3
+			WHERE id = $1 AND host = $2 AND state = 'moving'`, mv.Shard, mv.From, gen); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `UPDATE shardid.moves SET phase = $2, fenced_at = NULL, updated_at = pg_catalog.clock_timestamp() WHERE id = $1`, mv.ID, string(back))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	mv.Phase = back
+	return nil
+}
+
+// dropMoveTriggers drops the fence's and the change log's triggers from a
+// host's copy of the shard once no VACUUM works on its tables: DDL that
+// takes the tables' locks, each try holding writers back for at most
+// LockTimeout.
+func (mo *mover) dropMoveTriggers(ctx context.Context, db *pgxpool.Pool, rec *MoveRecord) error {
+	return pg.WithTablesIdle(ctx, db, rec.Schema, func() error {
+		return pg.WithLockRetry(ctx, db, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
+			if err := dropDelta(ctx, tx, rec); err != nil {
+				return err
+			}
+			return fence.Remove(ctx, tx, rec.Schema)
+		})
+	})
+}
+
+func (mo *mover) unfenceSourceHost(ctx context.Context, src *pgxpool.Pool, rec *MoveRecord) error {
+	var has bool
+	if err := src.QueryRow(ctx, `SELECT to_regnamespace($1) IS NOT NULL`, pgx.Identifier{rec.Schema}.Sanitize()).Scan(&has); err != nil || !has {
+		return err
+	}
+	// Writes first, by function swaps and the counter's range (no table
+	// lock); then the triggers go, as far as the tables let them.
+	err := pg.WithLockRetry(ctx, src, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
+		if err := muteDelta(ctx, tx, rec); err != nil {
+			return err
+		}
+		if err := fence.Func(ctx, tx, rec.Schema, false); err != nil {
+			return err
+		}
+		if rec.counterMax != nil {
+			return fence.UnclampCounter(ctx, tx, rec.Schema, *rec.counterMax)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := mo.dropMoveTriggers(ctx, src, rec); err != nil {
+		mo.log.Warn("the source takes writes again; its open fence and change-log triggers stay until the move is run or aborted again", "id", rec.ID, "host", rec.From, "err", err)
+	}
+	return nil
+}

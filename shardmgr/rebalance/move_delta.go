@@ -1,0 +1,359 @@
+package rebalance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/shardid/shardid/shardmgr/internal/fence"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"golang.org/x/sync/errgroup"
+)
+
+// An online move checks the copy without scanning it while writes are
+// refused. Before the fence, each table is scanned on both hosts (count
+// and checksum, as compareTables does), each scan at a snapshot of its
+// own; from a moment before those scans, a row trigger on each host logs
+// every change to the table — the row count's change and the checksum's —
+// in the move's delta table, in the changing transaction itself. Under the
+// fence, with the target caught up, a table's count and checksum on a host
+// are its scan's plus the logged changes that scan's snapshot did not see
+// (pg_visible_in_snapshot on the logging transaction's id), so comparing
+// the two hosts costs a pass over the few changes made since the scans,
+// not over the table. Each host's figures come from its own rows: the
+// source's from the writers' rows, the target's from what its apply worker
+// stored (the trigger is ENABLE ALWAYS there, so replicated changes fire
+// it).
+//
+// A TRUNCATE, which row triggers do not see, is logged as a marker and
+// sends the check back to full scans under the fence, as does a move
+// resumed after the fence went up (the scans' snapshots are kept in
+// memory only).
+
+const (
+	// deltaTrigger names the row trigger that logs changes, and
+	// deltaTruncate the statement trigger that logs a TRUNCATE.
+	deltaTrigger  = "shardid_delta"
+	deltaTruncate = "shardid_delta_truncate"
+)
+
+// checksumSettings fix what a row's text looks like, for the tables whose
+// checksum is taken over their rows' text.
+var checksumSettings = [][2]string{
+	{"TimeZone", "UTC"}, {"DateStyle", "ISO, MDY"}, {"IntervalStyle", "postgres"},
+	{"extra_float_digits", "1"}, {"bytea_output", "hex"},
+}
+
+// rowHash is the 64-bit hash of row that checksums sum: the row's own
+// hashing when every column type has an extended hash function, its text's
+// otherwise.
+func rowHash(row string, text bool) string {
+	if text {
+		return `pg_catalog.hashtextextended(` + row + `::text, 0)`
+	}
+	return `pg_catalog.hash_record_extended(` + row + `, 0)`
+}
+
+// deltaTable is the move's change log on a host, in its shardid schema.
+func deltaTable(rec *MoveRecord) string {
+	return pgx.Identifier{"shardid", rec.replName + "_delta"}.Sanitize()
+}
+
+// deltaFunc is the trigger function that logs a change, hashing rows as
+// records or as text.
+func deltaFunc(rec *MoveRecord, text bool) string {
+	suffix := "_delta_rec"
+	if text {
+		suffix = "_delta_txt"
+	}
+	return pgx.Identifier{"shardid", rec.replName + suffix}.Sanitize()
+}
+
+// hashesAsText reports whether table's rows must be hashed as text: some
+// column type has no extended hash function. It hashes a row of NULLs,
+// which still looks every column's function up.
+func hashesAsText(ctx context.Context, db *pgxpool.Pool, table string) (bool, error) {
+	var h int64
+	err := db.QueryRow(ctx, fmt.Sprintf(`SELECT pg_catalog.hash_record_extended(pg_catalog.jsonb_populate_record(NULL::%s, '{}'), 0)`, table)).Scan(&h)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return true, nil
+	}
+	return false, err
+}
+
+// installDelta creates the move's delta table and trigger functions on a
+// host and the triggers on every table; onTarget makes them fire for the
+// apply worker. It is idempotent.
+func (mo *mover) installDelta(ctx context.Context, db *pgxpool.Pool, rec *MoveRecord, tables []string, text map[string]bool, onTarget bool) error {
+	if _, err := db.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+deltaTable(rec)+` (
+		tbl text NOT NULL,
+		xid pg_catalog.xid8 NOT NULL DEFAULT pg_catalog.pg_current_xact_id(),
+		n int,     -- change of the row count; NULL marks a TRUNCATE
+		h numeric  -- change of the checksum
+	)`); err != nil {
+		return err
+	}
+	for _, asText := range []bool{false, true} {
+		var set []string
+		if asText {
+			for _, s := range checksumSettings {
+				set = append(set, fmt.Sprintf("SET %s = %s", s[0], pg.QuoteLiteral(s[1])))
+			}
+		}
+		if _, err := db.Exec(ctx, fmt.Sprintf(`CREATE OR REPLACE FUNCTION %[1]s() RETURNS trigger LANGUAGE plpgsql %[2]s AS $shardid$
+BEGIN
+  IF TG_OP = 'INSERT' THEN
+    INSERT INTO %[3]s (tbl, n, h) VALUES (TG_TABLE_NAME, 1, %[4]s);
+  ELSIF TG_OP = 'UPDATE' THEN
+    INSERT INTO %[3]s (tbl, n, h) VALUES (TG_TABLE_NAME, 0, %[4]s::numeric - %[5]s);
+  ELSIF TG_OP = 'DELETE' THEN
+    INSERT INTO %[3]s (tbl, n, h) VALUES (TG_TABLE_NAME, -1, -(%[5]s)::numeric);
+  ELSE
+    INSERT INTO %[3]s (tbl) VALUES (TG_TABLE_NAME);
+  END IF;
+  RETURN NULL;
+END
+$shardid$`, deltaFunc(rec, asText), strings.Join(set, " "), deltaTable(rec), rowHash("NEW", asText), rowHash("OLD", asText))); err != nil {
+			return err
+		}
+	}
+	lockTimeout := mo.opts.LockTimeout
+	if onTarget {
+		// Only the apply worker waits behind these locks on the target:
+		// wait past deadlock_timeout, which cancels an autovacuum in the
+		// way (likely right after the initial copy).
+		lockTimeout = max(lockTimeout, 5*time.Second)
+	}
+	install := func() error {
+		return pg.WithLockRetry(ctx, db, lockTimeout, 30, func(tx pgx.Tx) error {
+			if !onTarget {
+				// The fence, open for now: raising it under the cut-over
+				// is then a function swap (fence.Raise).
+				if err := fence.Install(ctx, tx, rec.Schema, false); err != nil {
+					return err
+				}
+			}
+			return mo.deltaTriggers(ctx, tx, rec, tables, text, onTarget)
+		})
+	}
+	if onTarget {
+		return install()
+	}
+	return pg.WithTablesIdle(ctx, db, rec.Schema, install)
+}
+
+// deltaTriggers creates the move's change-log triggers on tables.
+func (mo *mover) deltaTriggers(ctx context.Context, tx pgx.Tx, rec *MoveRecord, tables []string, text map[string]bool, onTarget bool) error {
+	for _, t := range tables {
+		qt := pgx.Identifier{rec.Schema, t}.Sanitize()
+		fn := deltaFunc(rec, text[t])
+		stmts := []string{
+			fmt.Sprintf(`CREATE OR REPLACE TRIGGER %s AFTER INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW EXECUTE FUNCTION %s()`, deltaTrigger, qt, fn),
+			fmt.Sprintf(`CREATE OR REPLACE TRIGGER %s AFTER TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION %s()`, deltaTruncate, qt, fn),
+		}
+		if onTarget {
+			stmts = append(stmts, fmt.Sprintf(`ALTER TABLE %s ENABLE ALWAYS TRIGGER %s, ENABLE ALWAYS TRIGGER %s`, qt, deltaTrigger, deltaTruncate))
+		}
+		for _, sql := range stmts {
+			if _, err := tx.Exec(ctx, sql); err != nil {
+				return fmt.Errorf("%s: %w", qt, err)
+			}
+		}
+	}
+	return nil
+}
+
+// muteDelta makes the move's trigger functions on a host log nothing, if
+// they exist: a function swap, without the table locks dropping the
+// triggers takes.
+func muteDelta(ctx context.Context, tx pg.Execer, rec *MoveRecord) error {
+	for _, asText := range []bool{false, true} {
+		fn := deltaFunc(rec, asText)
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT pg_catalog.to_regprocedure($1) IS NOT NULL`, fn+"()").Scan(&exists); err != nil {
+			return err
+		}
+		if !exists {
+			continue
+		}
+		if _, err := tx.Exec(ctx, `CREATE OR REPLACE FUNCTION `+fn+`() RETURNS trigger LANGUAGE plpgsql AS $shardid$ BEGIN RETURN NULL; END $shardid$`); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dropDelta removes the move's triggers (with their functions) and delta
+// table from a host. It is idempotent.
+func dropDelta(ctx context.Context, db pg.Execer, rec *MoveRecord) error {
+	_, err := db.Exec(ctx, fmt.Sprintf(`DROP FUNCTION IF EXISTS %s(), %s() CASCADE`, deltaFunc(rec, false), deltaFunc(rec, true)))
+	if err == nil {
+		_, err = db.Exec(ctx, `DROP TABLE IF EXISTS `+deltaTable(rec))
+	}
+	return err
+}
+
+// dropDeltas takes a move's change logging away from both hosts, as far
+// as they answer: a move that stops before its fence must not leave the
+// source logging every write.
+func (mo *mover) dropDeltas(ctx context.Context, rec *MoveRecord) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	for _, host := range []string{rec.From, rec.To} {
+		db, err := mo.pool(ctx, host)
+		if err == nil {
+			err = pg.WithLockRetry(ctx, db, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error { return muteDelta(ctx, tx, rec) })
+		}
+		if err == nil {
+			err = pg.WithTablesIdle(ctx, db, rec.Schema, func() error {
+				return pg.WithLockRetry(ctx, db, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error { return dropDelta(ctx, tx, rec) })
+			})
+		}
+		if err != nil {
+			mo.log.Warn("could not remove a move's change log (abort or resume the move)", "id", rec.ID, "host", host, "err", err)
+		}
+	}
+}
+
+// scanSum is one table's count and checksum on one host, and the snapshot
+// they were taken at.
+type scanSum struct {
+	tableSum
+	snapshot string
+}
+
+// prescan is what an online move measured before its fence.
+type prescan struct {
+	tables []string
+	text   map[string]bool
+	sums   [][2]scanSum // per table: source, target
+}
+
+// scanTable counts and checksums table in one statement, and returns the
+// statement's snapshot with them.
+func scanTable(ctx context.Context, db *pgxpool.Pool, table string, text bool) (scanSum, error) {
+	var s scanSum
+	err := pgx.BeginTxFunc(ctx, db, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if text {
+			for _, set := range checksumSettings {
+				if _, err := tx.Exec(ctx, `SELECT pg_catalog.set_config($1, $2, true)`, set[0], set[1]); err != nil {
+					return err
+				}
+			}
+		}
+		return tx.QueryRow(ctx, fmt.Sprintf(`SELECT (SELECT pg_catalog.pg_current_snapshot())::text, count(*), coalesce(sum(%s), 0)::text FROM ONLY %s t`,
+			rowHash("t", text), table)).Scan(&s.snapshot, &s.rows, &s.sum)
+	})
+	return s, err
+}
+
+// prescan installs the delta triggers on both hosts and scans every table
+// on both. On an error it takes the triggers away again.
+func (mo *mover) prescan(ctx context.Context, src, dst *pgxpool.Pool, rec *MoveRecord) (_ *prescan, err error) {
+	tables, err := dataTables(ctx, src, rec.Schema)
+	if err != nil {
+		return nil, fmt.Errorf("source %s: %w", rec.From, err)
+	}
+	ps := &prescan{tables: tables, text: map[string]bool{}, sums: make([][2]scanSum, len(tables))}
+	for _, t := range tables {
+		if ps.text[t], err = hashesAsText(ctx, src, pgx.Identifier{rec.Schema, t}.Sanitize()); err != nil {
+			return nil, fmt.Errorf("source %s: %w", rec.From, err)
+		}
+	}
+	defer func() {
+		if err != nil {
+			mo.dropDeltas(ctx, rec)
+		}
+	}()
+	if err := mo.installDelta(ctx, src, rec, tables, ps.text, false); err != nil {
+		return nil, fmt.Errorf("source %s: log changes: %w", rec.From, err)
+	}
+	if err := mo.installDelta(ctx, dst, rec, tables, ps.text, true); err != nil {
+		return nil, fmt.Errorf("target %s: log changes: %w", rec.To, err)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for i, t := range tables {
+		qt := pgx.Identifier{rec.Schema, t}.Sanitize()
+		for side, db := range []*pgxpool.Pool{src, dst} {
+			g.Go(func() error {
+				s, err := scanTable(gctx, db, qt, ps.text[t])
+				if err != nil {
+					return fmt.Errorf("checksum %s: %w", qt, err)
+				}
+				ps.sums[i][side] = s
+				return nil
+			})
+		}
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return ps, nil
+}
+
+// compareDelta compares every table's count and checksum on both hosts
+// now, from the prescan and the changes logged since, and returns the rows
+// counted. ok is false when a table was truncated since: then only full
+// scans can tell.
+func compareDelta(ctx context.Context, src, dst *pgxpool.Pool, rec *MoveRecord, ps *prescan) (rows int64, ok bool, err error) {
+	now := make([][2]tableSum, len(ps.tables))
+	var truncated atomic.Bool
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for i, t := range ps.tables {
+		for side, db := range []*pgxpool.Pool{src, dst} {
+			g.Go(func() error {
+				s := ps.sums[i][side]
+				var truncates int64
+				err := db.QueryRow(gctx, `SELECT count(*) FILTER (WHERE n IS NULL), $2::bigint + coalesce(sum(n), 0), ($3::numeric + coalesce(sum(h), 0))::text
+					FROM `+deltaTable(rec)+` WHERE tbl = $1 AND NOT pg_catalog.pg_visible_in_snapshot(xid, $4::pg_catalog.pg_snapshot)`,
+					t, s.rows, s.sum, s.snapshot).Scan(&truncates, &now[i][side].rows, &now[i][side].sum)
+				if err != nil {
+					return fmt.Errorf("changes to %s.%s: %w", rec.Schema, t, err)
+				}
+				if truncates > 0 {
+					truncated.Store(true)
+				}
+				return nil
+			})
+		}
+	}
+	if err := g.Wait(); err != nil {
+		return 0, false, err
+	}
+	if truncated.Load() {
+		return 0, false, nil
+	}
+	rows, err = sameSums(ps.tables, now)
+	return rows, true, err
+}
+
+// sameSums compares each table's source and target figures and returns the
+// source's rows.
+func sameSums(tables []string, sums [][2]tableSum) (int64, error) {
+	var rows int64
+	var bad []string
+	for i, t := range tables {
+		s, d := sums[i][0], sums[i][1]
+		if s != d {
+			bad = append(bad, fmt.Sprintf("%s: source %d rows (checksum %s), target %d rows (checksum %s)", t, s.rows, s.sum, d.rows, d.sum))
+		}
+		rows += s.rows
+	}
+	if len(bad) > 0 {
+		return 0, fmt.Errorf("%w: %s", ErrMoveCheck, strings.Join(bad, "; "))
+	}
+	return rows, nil
+}
+
+// sameTables reports whether the prescan covered exactly tables.
+func (ps *prescan) sameTables(tables []string) bool { return slices.Equal(ps.tables, tables) }

@@ -1,0 +1,166 @@
+package rebalance
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/shardid/shardid/shardmgr/internal/catalog"
+	"github.com/shardid/shardid/shardmgr/internal/fence"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
+)
+
+// prepareCutover, for an online move, scans the copy on both hosts before
+// the fence (see move_delta.go) and then waits until the target is close
+// behind the source again, which the scans may have slowed. Should it
+// fail, the change logging it started is taken away.
+func (mo *mover) prepareCutover(ctx context.Context, mv *move) (err error) {
+	src, dst := mv.src, mv.dst
+	t0 := time.Now()
+	ps, err := mo.prescan(ctx, src, dst, mv.MoveRecord)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			mo.dropDeltas(ctx, mv.MoveRecord)
+		}
+	}()
+	mo.log.Info("scanned before the fence", "id", mv.ID, "tables", len(ps.tables), "took", time.Since(t0))
+	if mo.opts.afterScans != nil {
+		if err := mo.opts.afterScans(ctx, src, dst); err != nil {
+			return err
+		}
+	}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		near, err := mo.closeEnough(ctx, src, dst, mv.MoveRecord)
+		if err != nil {
+			return err
+		}
+		if near {
+			mv.prescan = ps
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// fence marks the shard moving in the catalog (routers refuse writes) and
+// fences the source (stale writers are refused too, and its counter
+// stops).
+func (mo *mover) fence(ctx context.Context, mv *move) error {
+	src := mv.src
+	if mv.Mode == MoveOnline {
+		if err := mo.prepareCutover(ctx, mv); err != nil {
+			return err
+		}
+	}
+	_, err := catalog.Change(ctx, mo.catalog, 0, fmt.Sprintf("move %d: shard %d moving %s -> %s", mv.ID, mv.Shard, mv.From, mv.To), func(tx pgx.Tx, gen int64) error {
+		tag, err := tx.Exec(ctx, `UPDATE shardid.shards SET state = 'moving', changed_generation = $3
+			WHERE id = $1 AND host = $2 AND state IN ('active', 'moving')`, mv.Shard, mv.From, gen)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() != 1 {
+			return fmt.Errorf("shard %d is no longer active on %s in the catalog", mv.Shard, mv.From)
+		}
+		_, err = tx.Exec(ctx, `UPDATE shardid.moves SET fenced_at = coalesce(fenced_at, pg_catalog.clock_timestamp()) WHERE id = $1`, mv.ID)
+		return err
+	})
+	if err != nil {
+		mo.dropDeltas(ctx, mv.MoveRecord)
+		return err
+	}
+	err = fence.Raise(ctx, src, mv.Schema, mo.opts.LockTimeout)
+	if err == nil {
+		err = pg.WithLockRetry(ctx, src, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
+			_, err := fence.ClampCounter(ctx, tx, mv.Schema, mv.Shard)
+			return err
+		})
+	}
+	if err != nil {
+		// The catalog says moving: the caller lifts that.
+		mv.Phase = PhaseFenced
+		return fmt.Errorf("source %s: %w", mv.From, err)
+	}
+	return setPhase(ctx, mo.catalog, mv.MoveRecord, PhaseFenced, "")
+}
+
+// flip lifts the target's fence and points the catalog at it; the
+// journal's phase changes in the same catalog transaction.
+func (mo *mover) flip(ctx context.Context, mv *move) error {
+	dst := mv.dst
+	// Function swaps and the counter's range only: no table lock to wait
+	// for while writes are refused. Cleanup drops the triggers.
+	err := pg.WithLockRetry(ctx, dst, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
+		if err := muteDelta(ctx, tx, mv.MoveRecord); err != nil {
+			return err
+		}
+		if err := fence.Func(ctx, tx, mv.Schema, false); err != nil {
+			return err
+		}
+		if mv.counterMax == nil {
+			return fmt.Errorf("move %d: the journal has no counter range (phase schema not recorded)", mv.ID)
+		}
+		return fence.UnclampCounter(ctx, tx, mv.Schema, *mv.counterMax)
+	})
+	if err != nil {
+		return fmt.Errorf("target %s: %w", mv.To, err)
+	}
+	mv.targetOpened = true
+	var refused int64
+	gen, err := catalog.Change(ctx, mo.catalog, 0, fmt.Sprintf("move %d: shard %d %s -> %s", mv.ID, mv.Shard, mv.From, mv.To), func(tx pgx.Tx, gen int64) error {
+		if mo.opts.flipCatalog != nil {
+			if err := mo.opts.flipCatalog(); err != nil {
+				return err
+			}
+		}
+		tag, err := tx.Exec(ctx, `UPDATE shardid.shards SET host = $2, state = 'active', changed_generation = $4
+			WHERE id = $1 AND host = $3 AND state = 'moving'`, mv.Shard, mv.To, mv.From, gen)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() != 1 {
+			return fmt.Errorf("shard %d is no longer moving from %s in the catalog", mv.Shard, mv.From)
+		}
+		return tx.QueryRow(ctx, `UPDATE shardid.moves SET phase = 'flipped', flip_generation = $2, updated_at = pg_catalog.clock_timestamp(),
+				refused_ms = (extract(epoch FROM pg_catalog.clock_timestamp() - fenced_at) * 1000)::bigint
+			WHERE id = $1 AND phase = 'verified' RETURNING refused_ms`, mv.ID, gen).Scan(&refused)
+	})
+	if err != nil {
+		return err
+	}
+	mv.Phase, mv.flipGen, mv.refusedMS = PhaseFlipped, &gen, &refused
+	mo.log.Info("flipped", "id", mv.ID, "shard", mv.Shard, "to", mv.To, "generation", gen, "refused", time.Duration(refused)*time.Millisecond)
+	return nil
+}
+
+// refenceTarget raises the target's fence and stops its counter again
+// after a flip that opened them and then failed in the catalog.
+func (mo *mover) refenceTarget(ctx context.Context, mv *move) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if err := mo.open(ctx, mv); err != nil {
+		return err
+	}
+	dst := mv.dst
+	err := pg.WithLockRetry(ctx, dst, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
+		if err := fence.Func(ctx, tx, mv.Schema, true); err != nil {
+			return err
+		}
+		_, err := fence.ClampCounter(ctx, tx, mv.Schema, mv.Shard)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("target %s: %w", mv.To, err)
+	}
+	mv.targetOpened = false
+	return nil
+}

@@ -1,0 +1,190 @@
+package rebalance
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/shardid/shardid/shardmgr"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/shardid/shardid/shardmgr/internal/catalog"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
+)
+
+// MoveMode is how a move copies a shard.
+type MoveMode string
+
+// Move modes.
+const (
+	// MoveOnline copies with logical replication while the shard keeps
+	// taking writes; writes are refused only for the cut-over.
+	MoveOnline MoveMode = "online"
+	// MoveOffline fences the shard, copies it with COPY and flips: writes
+	// are refused for the whole copy. For hosts without logical
+	// replication, or tables without a primary key.
+	MoveOffline MoveMode = "offline"
+)
+
+// Phase is the last step a move completed, as the journal records it.
+type Phase string
+
+// Phases of a move. An online move goes planned, schema, copy, catchup,
+// fenced, verified, flipped, cleaned; an offline one planned, schema,
+// fenced, copy, verified, flipped, cleaned. Aborted ends a move that was
+// rolled back before its flip.
+const (
+	PhasePlanned  Phase = "planned"  // journaled, nothing done
+	PhaseSchema   Phase = "schema"   // the target holds the schema at the source's version, fenced and empty
+	PhaseCopy     Phase = "copy"     // online: publication and subscription made; offline: rows copied
+	PhaseCatchup  Phase = "catchup"  // online: initial copy done, following changes closely
+	PhaseFenced   Phase = "fenced"   // the shard is moving in the catalog and the source refuses writes
+	PhaseVerified Phase = "verified" // the target has every row, counts and checksums agree, counter carried
+	PhaseFlipped  Phase = "flipped"  // the catalog places the shard on the target, which takes writes
+	PhaseCleaned  Phase = "cleaned"  // replication objects gone, the source copy retired
+	PhaseAborted  Phase = "aborted"  // rolled back; the source serves as before
+)
+
+// Open reports whether a move in this phase still has work to do.
+func (p Phase) Open() bool { return p != PhaseCleaned && p != PhaseAborted }
+
+// flipped reports whether the map already points at the target.
+func (p Phase) flipped() bool { return p == PhaseFlipped || p == PhaseCleaned }
+
+// MoveRef names a move: its journal id, the shard and the two hosts.
+type MoveRef struct {
+	ID    int64  `json:"id"`
+	Shard int    `json:"shard"`
+	From  string `json:"from"`
+	To    string `json:"to"`
+}
+
+// MoveRecord is one row of the move journal.
+type MoveRecord struct {
+	MoveRef
+	Mode     MoveMode   `json:"mode"`
+	Phase    Phase      `json:"phase"`
+	Schema   string     `json:"schema"`
+	Retired  string     `json:"retired_schema,omitempty"`
+	Version  int        `json:"version"`
+	Bytes    int64      `json:"bytes"`
+	Rows     int64      `json:"rows"`
+	Error    string     `json:"error,omitempty"`
+	Started  time.Time  `json:"started"`
+	Finished *time.Time `json:"finished,omitempty"`
+
+	replName   string
+	counterMax *int64
+	refusedMS  *int64
+	keep       time.Duration
+	keepUntil  *time.Time
+	flipGen    *int64
+}
+
+const moveColumns = `id, shard, from_host, to_host, mode, phase, schema_name, coalesce(retired_schema, ''), coalesce(version, 0),
+	bytes, rows_copied, error, created_at, finished_at, repl_name, counter_max, refused_ms, keep_ms, keep_until, flip_generation`
+
+func scanMove(row pgx.CollectableRow) (*MoveRecord, error) {
+	var r MoveRecord
+	var keepMS int64
+	err := row.Scan(&r.ID, &r.Shard, &r.From, &r.To, &r.Mode, &r.Phase, &r.Schema, &r.Retired, &r.Version,
+		&r.Bytes, &r.Rows, &r.Error, &r.Started, &r.Finished, &r.replName, &r.counterMax, &r.refusedMS, &keepMS, &r.keepUntil, &r.flipGen)
+	r.keep = time.Duration(keepMS) * time.Millisecond
+	return &r, err
+}
+
+// readMoves reads journal rows matching where (a SQL condition on
+// shardid.moves, with args), oldest first.
+func readMoves(ctx context.Context, q shardmgr.Querier, where string, args ...any) ([]*MoveRecord, error) {
+	rows, err := q.Query(ctx, `SELECT `+moveColumns+` FROM shardid.moves WHERE `+where+` ORDER BY id`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read move journal: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, scanMove)
+	if err != nil {
+		return nil, fmt.Errorf("read move journal: %w", err)
+	}
+	return out, nil
+}
+
+// Moves reads the move journal of the cluster's catalog: every move when
+// all is true, else those not yet finished.
+func Moves(ctx context.Context, cfg *shardmgr.Config, all bool) ([]*MoveRecord, error) {
+	pool, err := openCatalogForMoves(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer pool.Close()
+	if all {
+		return readMoves(ctx, pool, `true`)
+	}
+	return readMoves(ctx, pool, catalog.OpenMoves)
+}
+
+// journalMove records a new move of shard in phase planned. It fails with
+// ErrMoveOpen when the shard already has an open move.
+func journalMove(ctx context.Context, tx pgx.Tx, shard int, from, to string, mode MoveMode, schema string, bytes int64, keep time.Duration) (*MoveRecord, error) {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, err
+	}
+	var id int64
+	err := tx.QueryRow(ctx, `INSERT INTO shardid.moves (shard, from_host, to_host, mode, repl_name, schema_name, bytes, keep_ms)
+		VALUES ($1, $2, $3, $4, 'pending-' || gen_random_uuid(), $5, $6, $7) RETURNING id`,
+		shard, from, to, string(mode), schema, bytes, keepMS(keep)).Scan(&id)
+	if err != nil {
+		if pg.IsUniqueViolation(err) {
+			return nil, &shardmgr.ShardError{Shard: shard, Err: ErrMoveOpen}
+		}
+		return nil, err
+	}
+	// Replication slots are per server and several clusters (or tests)
+	// may share one: the name carries a random part.
+	repl := fmt.Sprintf("shardid_m%d_%s", id, hex.EncodeToString(b[:]))
+	if _, err := tx.Exec(ctx, `UPDATE shardid.moves SET repl_name = $2 WHERE id = $1`, id, repl); err != nil {
+		return nil, err
+	}
+	rows, err := tx.Query(ctx, `SELECT `+moveColumns+` FROM shardid.moves WHERE id = $1`, id)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectExactlyOneRow(rows, scanMove)
+}
+
+// keepMS is keep as the journal records it: -1 for "drop at once".
+func keepMS(keep time.Duration) int64 {
+	if keep <= 0 {
+		return -1 // the journal's mark for "drop at once"
+	}
+	return keep.Milliseconds()
+}
+
+// setPhase records that move mv completed phase next (from its current
+// phase), with extra assignments ("bytes = $3", args) in the same update.
+func setPhase(ctx context.Context, q pg.Execer, mv *MoveRecord, next Phase, extra string, args ...any) error {
+	sql := `UPDATE shardid.moves SET phase = $2, error = '', updated_at = pg_catalog.clock_timestamp()`
+	if extra != "" {
+		sql += ", " + extra
+	}
+	sql += fmt.Sprintf(` WHERE id = $1 AND phase = $%d`, len(args)+3)
+	tag, err := q.Exec(ctx, sql, append(append([]any{mv.ID, string(next)}, args...), string(mv.Phase))...)
+	if err != nil {
+		return fmt.Errorf("move %d: journal phase %s: %w", mv.ID, next, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("move %d: journal phase %s: the move is no longer in phase %s (another manager?)", mv.ID, next, mv.Phase)
+	}
+	mv.Phase = next
+	return nil
+}
+
+// recordError writes why a move stopped. Best effort.
+func recordError(ctx context.Context, pool *pgxpool.Pool, mv *MoveRecord, err error) {
+	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	mv.Error = pg.OneLine(err)
+	_, _ = pool.Exec(c, `UPDATE shardid.moves SET error = $2, updated_at = pg_catalog.clock_timestamp() WHERE id = $1`, mv.ID, mv.Error)
+}

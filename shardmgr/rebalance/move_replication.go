@@ -1,0 +1,346 @@
+package rebalance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
+)
+
+// startReplication publishes the shard's tables on the source and
+// subscribes the target to them, which copies the rows and then follows
+// every change.
+func (mo *mover) startReplication(ctx context.Context, mv *move) error {
+	src, dst := mv.src, mv.dst
+	tables, err := dataTables(ctx, src, mv.Schema)
+	if err != nil {
+		return fmt.Errorf("source %s: %w", mv.From, err)
+	}
+	name := pgx.Identifier{mv.replName}.Sanitize()
+	var hasPub bool
+	if err := src.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_catalog.pg_publication WHERE pubname = $1)`, mv.replName).Scan(&hasPub); err != nil {
+		return fmt.Errorf("source %s: %w", mv.From, err)
+	}
+	for _, db := range []*pgxpool.Pool{src, dst} {
+		if err := createMarkTable(ctx, db, mv.MoveRecord); err != nil {
+			return fmt.Errorf("mark table: %w", err)
+		}
+	}
+	if !hasPub {
+		names := []string{markTable(mv.MoveRecord)}
+		for _, t := range tables {
+			names = append(names, pgx.Identifier{mv.Schema, t}.Sanitize())
+		}
+		if _, err := src.Exec(ctx, `CREATE PUBLICATION `+name+` FOR TABLE `+strings.Join(names, ", ")); err != nil {
+			return fmt.Errorf("source %s: create publication: %w", mv.From, err)
+		}
+	}
+	hasSub, err := subscriptionExists(ctx, dst, mv.replName)
+	if err != nil {
+		return fmt.Errorf("target %s: %w", mv.To, err)
+	}
+	if hasSub {
+		return setPhase(ctx, mo.catalog, mv.MoveRecord, PhaseCopy, "")
+	}
+	// The slot is made here rather than by CREATE SUBSCRIPTION: that
+	// would wait forever when both hosts are databases of one server (the
+	// slot waits for the transaction creating it). A slot left by an
+	// earlier attempt is reused.
+	if _, err := src.Exec(ctx, `SELECT pg_catalog.pg_create_logical_replication_slot($1, 'pgoutput')
+		WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_replication_slots WHERE slot_name = $1)`, mv.replName); err != nil {
+		return fmt.Errorf("source %s: create replication slot: %w", mv.From, err)
+	}
+	h, _ := mo.cfg.Host(mv.From)
+	conninfo, err := mo.connInfo(h)
+	if err != nil {
+		return fmt.Errorf("source %s: %w", mv.From, err)
+	}
+	err = pgx.BeginFunc(ctx, dst, func(tx pgx.Tx) error {
+		if err := quietStatementLog(ctx, tx); err != nil {
+			mo.log.Warn("the mover's role may not keep CREATE SUBSCRIPTION out of the target's server log: should it fail, the log shows the source's password",
+				"id", mv.ID, "host", mv.To, "err", err)
+		}
+		_, err := tx.Exec(ctx, fmt.Sprintf(`CREATE SUBSCRIPTION %s CONNECTION %s PUBLICATION %s WITH (slot_name = %s, create_slot = false, copy_data = true)`,
+			name, pg.QuoteLiteral(conninfo), name, pg.QuoteLiteral(mv.replName)))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("target %s: create subscription: %w", mv.To, err)
+	}
+	return setPhase(ctx, mo.catalog, mv.MoveRecord, PhaseCopy, "")
+}
+
+// quietStatementLog keeps the statements of tx out of the server's log,
+// for a statement that carries a password (CREATE SUBSCRIPTION's
+// conninfo): the text of a failed statement (log_min_error_statement), of
+// every DDL (log_statement) or of a slow one (log_min_duration_statement),
+// and pg_stat_statements' copy. These are superuser settings (or granted
+// with GRANT SET ON PARAMETER): when the role may not set them, tx is
+// left as it was and the error says so.
+func quietStatementLog(ctx context.Context, tx pgx.Tx) error {
+	return pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error { // a savepoint
+		_, err := sp.Exec(ctx, `SET LOCAL log_min_error_statement = panic; SET LOCAL log_statement = none;
+			SET LOCAL log_min_duration_statement = -1; SET LOCAL pg_stat_statements.track_utility = off`)
+		return err
+	})
+}
+
+func (mo *mover) connInfo(h shardmgr.Host) (string, error) {
+	if mo.opts.ConnInfo != nil {
+		return mo.opts.ConnInfo(h)
+	}
+	return libpqConnInfo(h.DSN)
+}
+
+// libpqConnInfo turns a DSN (URL or keywords, perhaps with pgx-only
+// settings) into a libpq keyword string for CREATE SUBSCRIPTION.
+func libpqConnInfo(dsn string) (string, error) {
+	pc, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		return "", fmt.Errorf("cannot parse DSN: %w", err)
+	}
+	for _, v := range []string{pc.Host, pc.Database, pc.User, pc.Password} {
+		if strings.ContainsRune(v, 0) {
+			return "", errors.New("cannot parse DSN: a NUL byte in a value")
+		}
+	}
+	kv := func(k, v string) string {
+		return k + "='" + strings.ReplaceAll(strings.ReplaceAll(v, `\`, `\\`), `'`, `\'`) + "'"
+	}
+	parts := []string{kv("host", pc.Host), kv("port", fmt.Sprint(pc.Port)), kv("dbname", pc.Database), kv("user", pc.User)}
+	if pc.Password != "" {
+		parts = append(parts, kv("password", pc.Password))
+	}
+	mode := "disable"
+	if pc.TLSConfig != nil {
+		mode = "require"
+		for _, f := range pc.Fallbacks {
+			if f.TLSConfig == nil {
+				mode = "prefer"
+			}
+		}
+	}
+	parts = append(parts, kv("sslmode", mode))
+	return strings.Join(parts, " "), nil
+}
+
+func subscriptionExists(ctx context.Context, q shardmgr.Querier, name string) (bool, error) {
+	var ok bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_catalog.pg_subscription
+		WHERE subname = $1 AND subdbid = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database()))`, name).Scan(&ok)
+	return ok, err
+}
+
+// dropSlot drops replication slot name on the source when it exists,
+// ending the walsender that still holds it.
+func dropSlot(ctx context.Context, q pg.Execer, name string) error {
+	for i := 0; ; i++ {
+		var exists, active bool
+		var pid *int32
+		err := q.QueryRow(ctx, `SELECT true, active, active_pid FROM pg_catalog.pg_replication_slots WHERE slot_name = $1`, name).Scan(&exists, &active, &pid)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if active && pid != nil {
+			if i > 50 {
+				return fmt.Errorf("replication slot %s stays in use by process %d", name, *pid)
+			}
+			if i > 10 {
+				_, _ = q.Exec(ctx, `SELECT pg_catalog.pg_terminate_backend($1)`, *pid)
+			}
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		_, err = q.Exec(ctx, `SELECT pg_catalog.pg_drop_replication_slot($1)`, name)
+		var pe *pgconn.PgError
+		if err != nil && errors.As(err, &pe) && (pe.Code == pgerrcode.ObjectInUse || pe.Code == pgerrcode.UndefinedObject) && i <= 50 { // in use, or just gone
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		return err
+	}
+}
+
+// dropReplication removes a move's subscription, slot, publication, mark
+// tables and change logs. It is idempotent.
+func dropReplication(ctx context.Context, src, dst *pgxpool.Pool, rec *MoveRecord) error {
+	if err := dropSubscription(ctx, dst, rec.replName); err != nil {
+		return fmt.Errorf("target %s: %w", rec.To, err)
+	}
+	if err := dropSlot(ctx, src, rec.replName); err != nil {
+		return fmt.Errorf("source %s: %w", rec.From, err)
+	}
+	if _, err := src.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{rec.replName}.Sanitize()); err != nil {
+		return fmt.Errorf("source %s: %w", rec.From, err)
+	}
+	for _, db := range []*pgxpool.Pool{src, dst} {
+		if _, err := db.Exec(ctx, `DROP TABLE IF EXISTS `+markTable(rec)); err != nil {
+			return fmt.Errorf("drop mark table: %w", err)
+		}
+		if err := dropDelta(ctx, db, rec); err != nil {
+			return fmt.Errorf("drop change log: %w", err)
+		}
+	}
+	return nil
+}
+
+// dropSubscription removes the target's subscription without touching
+// the source (its slot is dropped there separately, so that a source that
+// is unreachable does not block the target).
+func dropSubscription(ctx context.Context, q pg.Execer, name string) error {
+	ok, err := subscriptionExists(ctx, q, name)
+	if err != nil || !ok {
+		return err
+	}
+	n := pgx.Identifier{name}.Sanitize()
+	for _, sql := range []string{`ALTER SUBSCRIPTION ` + n + ` DISABLE`, `ALTER SUBSCRIPTION ` + n + ` SET (slot_name = NONE)`, `DROP SUBSCRIPTION ` + n} {
+		if _, err := q.Exec(ctx, sql); err != nil {
+			return fmt.Errorf("drop subscription %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// replicationLag is how far the source's WAL is ahead of what the target
+// confirmed, in bytes.
+func replicationLag(ctx context.Context, src shardmgr.Querier, slot string) (int64, error) {
+	var lag *int64
+	err := src.QueryRow(ctx, `SELECT (pg_catalog.pg_current_wal_lsn() - confirmed_flush_lsn)::bigint
+		FROM pg_catalog.pg_replication_slots WHERE slot_name = $1`, slot).Scan(&lag)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("replication slot %s is missing on the source", slot)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if lag == nil {
+		return -1, nil
+	}
+	return *lag, nil
+}
+
+// catchUp waits for the initial copy of every table and for the lag to
+// fall under CatchupLag.
+func (mo *mover) catchUp(ctx context.Context, mv *move) error {
+	src, dst := mv.src, mv.dst
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var tables, ready int
+		var errs int64
+		err := dst.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE r.srsubstate = 'r'),
+				coalesce((SELECT apply_error_count + sync_error_count FROM pg_catalog.pg_stat_subscription_stats st WHERE st.subid = s.oid), 0)
+			FROM pg_catalog.pg_subscription s LEFT JOIN pg_catalog.pg_subscription_rel r ON r.srsubid = s.oid
+			WHERE s.subname = $1 AND s.subdbid = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())
+			GROUP BY s.oid`, mv.replName).Scan(&tables, &ready, &errs)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("target %s: subscription %s is missing", mv.To, mv.replName)
+		}
+		if err != nil {
+			return fmt.Errorf("target %s: %w", mv.To, err)
+		}
+		if errs > 0 {
+			return fmt.Errorf("target %s: logical replication reported %d errors (see the target server's log)", mv.To, errs)
+		}
+		lag, err := replicationLag(ctx, src, mv.replName)
+		if err != nil {
+			return fmt.Errorf("source %s: %w", mv.From, err)
+		}
+		// Rows on the target so far, from its statistics (they trail by
+		// up to a second): progress only.
+		var rows int64
+		_ = dst.QueryRow(ctx, `SELECT coalesce(sum(n_tup_ins), 0)::bigint FROM pg_catalog.pg_stat_user_tables WHERE schemaname = $1`, mv.Schema).Scan(&rows)
+		mo.progress(mv.MoveRecord, MoveProgress{Phase: PhaseCatchup, Tables: tables, Synced: ready, Rows: rows, Lag: lag})
+		if ready == tables {
+			near, err := mo.closeEnough(ctx, src, dst, mv.MoveRecord)
+			if err != nil {
+				return err
+			}
+			if near {
+				return setPhase(ctx, mo.catalog, mv.MoveRecord, PhaseCatchup, "")
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// closeEnough reports whether a change on the source shows up on the
+// target within CatchupDelay: the cut-over then waits about that long with
+// writes refused.
+func (mo *mover) closeEnough(ctx context.Context, src, dst *pgxpool.Pool, rec *MoveRecord) (bool, error) {
+	t0 := time.Now()
+	n, err := bumpMark(ctx, src, rec)
+	if err != nil {
+		return false, fmt.Errorf("source %s: %w", rec.From, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, mo.opts.CatchupDelay)
+	err = waitMark(wctx, dst, rec, n)
+	cancel()
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	return err == nil && time.Since(t0) <= mo.opts.CatchupDelay, nil
+}
+
+// markTable is the one-row table a move publishes beside the shard's
+// tables, in the shardid schema of both hosts: a change to it after the
+// fence that shows up on the target proves that every change committed
+// before it was applied there, as the apply worker applies transactions in
+// commit order.
+func markTable(rec *MoveRecord) string { return pgx.Identifier{"shardid", rec.replName}.Sanitize() }
+
+// createMarkTable creates the move's mark table on a host.
+func createMarkTable(ctx context.Context, db pg.Execer, rec *MoveRecord) error {
+	_, err := db.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+markTable(rec)+` (id boolean PRIMARY KEY DEFAULT true CHECK (id), n bigint NOT NULL)`)
+	return err
+}
+
+// bumpMark changes the move's mark on the source and returns its value.
+func bumpMark(ctx context.Context, src *pgxpool.Pool, rec *MoveRecord) (int64, error) {
+	mark := markTable(rec)
+	var n int64
+	err := src.QueryRow(ctx, `INSERT INTO `+mark+` (n) VALUES (1) ON CONFLICT (id) DO UPDATE SET n = `+mark+`.n + 1 RETURNING n`).Scan(&n)
+	return n, err
+}
+
+// waitMark waits until the target shows mark n.
+func waitMark(ctx context.Context, dst *pgxpool.Pool, rec *MoveRecord, n int64) error {
+	for {
+		var got *int64
+		if err := dst.QueryRow(ctx, `SELECT max(n) FROM `+markTable(rec)).Scan(&got); err != nil {
+			return err
+		}
+		if got != nil && *got >= n {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// flushWAL makes what the target's apply worker committed (asynchronously)
+// durable: a synchronous commit flushes the WAL before it.
+func flushWAL(ctx context.Context, db *pgxpool.Pool) error {
+	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = on; SELECT pg_catalog.txid_current()`)
+		return err
+	})
+}

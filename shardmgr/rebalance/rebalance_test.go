@@ -1,0 +1,132 @@
+package rebalance
+
+import (
+	"testing"
+
+	"github.com/shardid/shardid/shardmgr/install"
+
+	"github.com/shardid/shardid/shardmgr"
+
+	"github.com/stretchr/testify/require"
+)
+
+func hostCounts(m *shardmgr.ShardMap) map[string]int {
+	out := map[string]int{}
+	for _, s := range m.Shards {
+		out[s.Host]++
+	}
+	return out
+}
+
+// The README's flow in Go: add a host to the cluster file, plan, apply
+// (interrupted, then resumed), then drain a host.
+func TestRebalanceAddHostThenDrain(t *testing.T) {
+	t.Parallel()
+	cfg := moveCluster(t, 12)
+	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
+	rows := map[int]int{}
+	for s := range 12 {
+		routeLikes(t, r, s, 20+s)
+		rows[s] = 20 + s
+	}
+	before := clusterMap(t, cfg)
+
+	// Planning changes nothing, and says the same twice.
+	plan, err := PlanRebalance(ctx(t), cfg, PlanOptions{})
+	require.NoError(t, err)
+	require.Len(t, plan.Moves, 3)
+	for _, mv := range plan.Moves {
+		require.Equal(t, "pg4", mv.To)
+		require.Positive(t, mv.Bytes)
+	}
+	again, err := PlanRebalance(ctx(t), cfg, PlanOptions{})
+	require.NoError(t, err)
+	require.Equal(t, plan.Moves, again.Moves)
+	bySize, err := PlanRebalance(ctx(t), cfg, PlanOptions{By: BySize})
+	require.NoError(t, err)
+	require.NotEmpty(t, bySize.Moves)
+	for _, mv := range bySize.Moves {
+		require.Equal(t, "pg4", mv.To)
+	}
+	after := clusterMap(t, cfg)
+	require.Equal(t, before.Generation, after.Generation)
+	_, known := after.Host("pg4")
+	require.False(t, known, "planning registers nothing")
+
+	// Apply, interrupted with the moves fenced: writes to them are refused
+	// until the next apply resumes them.
+	opts := ApplyOptions{Parallel: 2, Move: MoveOptions{Migrations: sampleSet(t)}}
+	opts.Move.stopAfter = PhaseFenced
+	res, err := Apply(ctx(t), cfg, opts)
+	var me *shardmgr.ShardErrors
+	require.ErrorAs(t, err, &me)
+	require.Len(t, me.Errs, 3)
+	require.Len(t, res.Moves, 3)
+	for _, mv := range res.Moves {
+		require.Equal(t, PhaseFenced, mv.Phase)
+		require.ErrorIs(t, r.Tx(ctx(t), mv.Shard, nil), shardmgr.ErrShardMoving)
+	}
+	opts.Move.stopAfter = ""
+	res, err = Apply(ctx(t), cfg, opts)
+	require.NoError(t, err)
+	require.Equal(t, 3, res.Resumed)
+	require.Len(t, res.Moves, 3)
+	for _, mv := range res.Moves {
+		require.Equal(t, PhaseCleaned, mv.Phase)
+		require.Equal(t, "pg4", mv.To)
+	}
+	require.Equal(t, map[string]int{"pg1": 3, "pg2": 3, "pg3": 3, "pg4": 3}, hostCounts(clusterMap(t, cfg)))
+	for s, n := range rows {
+		require.Len(t, likeIDs(t, cfg, s), n, "shard %d", s)
+	}
+	requireVerifyOK(t, cfg)
+
+	// Balanced: nothing to do.
+	res, err = Apply(ctx(t), cfg, opts)
+	require.NoError(t, err)
+	require.Empty(t, res.Moves)
+
+	// Drain pg2: its three shards go, one to each other host.
+	cfg.Hosts[1].Drain = true
+	plan, err = PlanRebalance(ctx(t), cfg, PlanOptions{})
+	require.NoError(t, err)
+	require.Len(t, plan.Moves, 3)
+	res, err = Apply(ctx(t), cfg, ApplyOptions{Parallel: 3, Move: MoveOptions{Migrations: sampleSet(t), Mode: MoveOffline}})
+	require.NoError(t, err)
+	require.Len(t, res.Moves, 3)
+	m := clusterMap(t, cfg)
+	require.Equal(t, map[string]int{"pg1": 4, "pg3": 4, "pg4": 4}, hostCounts(m))
+	h, _ := m.Host("pg2")
+	require.True(t, h.Drain)
+	for s, n := range rows {
+		require.Len(t, likeIDs(t, cfg, s), n, "shard %d", s)
+	}
+	requireVerifyOK(t, cfg)
+
+	cl, err := Cleanup(ctx(t), cfg, CleanupOptions{})
+	require.NoError(t, err)
+	require.Empty(t, cl.Dropped)
+	require.Equal(t, 6, cl.Kept)
+	// The drained host leaves the cluster file: refused while moves off it
+	// still keep retired copies there, done once they are cleaned up.
+	drained := cfg.Hosts[1]
+	cfg.Hosts = append(cfg.Hosts[:1:1], cfg.Hosts[2:]...)
+	_, err = install.Init(ctx(t), cfg, install.InitOptions{})
+	require.ErrorIs(t, err, shardmgr.ErrClusterMismatch)
+	require.ErrorContains(t, err, "host pg2 is not in the file but")
+	require.ErrorContains(t, err, "keep a retired copy there")
+	cfg.Hosts = append(cfg.Hosts[:1:1], append([]shardmgr.Host{drained}, cfg.Hosts[1:]...)...)
+
+	cl, err = Cleanup(ctx(t), cfg, CleanupOptions{All: true})
+	require.NoError(t, err)
+	require.Len(t, cl.Dropped, 6)
+	requireVerifyOK(t, cfg)
+
+	cfg.Hosts = append(cfg.Hosts[:1:1], cfg.Hosts[2:]...)
+	ir, err := install.Init(ctx(t), cfg, install.InitOptions{})
+	require.NoError(t, err)
+	require.Contains(t, ir.CatalogChanges, "remove host pg2")
+	_, ok := clusterMap(t, cfg).Host("pg2")
+	require.False(t, ok, "pg2 left the catalog")
+	requireVerifyOK(t, cfg)
+}
