@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"slices"
 
-	shsql "github.com/shardid/shardid/sql"
-
 	"github.com/jackc/pgx/v5"
+
 	"github.com/shardid/shardid/idgen"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
+	shsql "github.com/shardid/shardid/sql"
 )
 
 // State is a logical shard's state in the catalog.

@@ -14,12 +14,13 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"go.yaml.in/yaml/v3"
+
 	"github.com/shardid/shardid/idgen/segment"
 	"github.com/shardid/shardid/idgen/snowflake"
 	"github.com/shardid/shardid/shardmgr/internal/limits"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 	shsql "github.com/shardid/shardid/sql"
-	"go.yaml.in/yaml/v3"
 )
 
 // DefaultConfigPath is where commands look for the cluster file when

@@ -7,16 +7,14 @@ import (
 	"sync"
 	"testing"
 
-	shcatalog "github.com/shardid/shardid/shardmgr/internal/catalog"
-
-	"github.com/shardid/shardid/shardmgr/install"
-
-	"github.com/shardid/shardid/shardmgr"
-	"github.com/shardid/shardid/shardmgr/verify"
-
 	"github.com/jackc/pgx/v5"
-	"github.com/shardid/shardid/idgen"
 	"github.com/stretchr/testify/require"
+
+	"github.com/shardid/shardid/idgen"
+	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/install"
+	shcatalog "github.com/shardid/shardid/shardmgr/internal/catalog"
+	"github.com/shardid/shardid/shardmgr/verify"
 )
 
 func TestRouterByKeyAndByID(t *testing.T) {

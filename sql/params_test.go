@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
-	shsql "github.com/shardid/shardid/sql"
 	"github.com/stretchr/testify/require"
+
+	shsql "github.com/shardid/shardid/sql"
 )
 
 // An epoch or schema that would render SQL whose every call fails, or

@@ -7,13 +7,11 @@ import (
 	"os"
 	"strings"
 
-	"github.com/shardid/shardid/shardmgr/migrate"
-
-	"github.com/shardid/shardid/shardmgr/install"
-
 	"github.com/spf13/cobra"
 
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/install"
+	"github.com/shardid/shardid/shardmgr/migrate"
 )
 
 func init() { commands = append(commands, newInitCmd) }

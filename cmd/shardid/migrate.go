@@ -9,11 +9,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	shsql "github.com/shardid/shardid/sql"
+	"github.com/spf13/cobra"
 
 	"github.com/shardid/shardid/shardmgr/migrate"
-
-	"github.com/spf13/cobra"
+	shsql "github.com/shardid/shardid/sql"
 )
 
 func init() { commands = append(commands, newMigrateCmd) }

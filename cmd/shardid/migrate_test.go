@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shardid/shardid/shardmgr/migrate"
-
 	"github.com/stretchr/testify/require"
+
+	"github.com/shardid/shardid/shardmgr/migrate"
 )
 
 const sampleMigrations = "../../testdata/migrations"

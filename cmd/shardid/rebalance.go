@@ -7,11 +7,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/shardid/shardid/shardmgr/migrate"
-
-	"github.com/shardid/shardid/shardmgr/rebalance"
-
 	"github.com/spf13/cobra"
+
+	"github.com/shardid/shardid/shardmgr/migrate"
+	"github.com/shardid/shardid/shardmgr/rebalance"
 )
 
 func init() { commands = append(commands, newRebalanceCmd) }

@@ -13,10 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/shardid/shardid/idgen/segment"
 	"github.com/shardid/shardid/idgen/segment/httpapi"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
-	"github.com/stretchr/testify/require"
 )
 
 // TestMain stops the local PostgreSQL servers the tests of this package

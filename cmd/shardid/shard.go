@@ -4,9 +4,9 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/shardid/shardid/shardmgr/rebalance"
-
 	"github.com/spf13/cobra"
+
+	"github.com/shardid/shardid/shardmgr/rebalance"
 )
 
 func init() { commands = append(commands, newShardCmd) }

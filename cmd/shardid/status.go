@@ -5,9 +5,9 @@ import (
 	"io"
 	"text/tabwriter"
 
-	"github.com/shardid/shardid/shardmgr/install"
-
 	"github.com/spf13/cobra"
+
+	"github.com/shardid/shardid/shardmgr/install"
 )
 
 func init() { commands = append(commands, newStatusCmd) }

@@ -5,9 +5,9 @@ import (
 	"io"
 	"time"
 
-	"github.com/shardid/shardid/shardmgr/verify"
-
 	"github.com/spf13/cobra"
+
+	"github.com/shardid/shardid/shardmgr/verify"
 )
 
 func init() { commands = append(commands, newVerifyCmd) }

@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shardid/shardid/idgen/segment"
 	"github.com/stretchr/testify/require"
+
+	"github.com/shardid/shardid/idgen/segment"
 )
 
 func TestConcurrentIDsAreUnique(t *testing.T) {

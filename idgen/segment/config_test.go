@@ -4,9 +4,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shardid/shardid/idgen/segment"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/shardid/shardid/idgen/segment"
 )
 
 // The shape the cluster file must accept (issue 6, section 4).

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/shardid/shardid/idgen/segment"
 	"github.com/shardid/shardid/migrations"
 )

@@ -4,8 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shardid/shardid/idgen/segment"
 	"github.com/stretchr/testify/require"
+
+	"github.com/shardid/shardid/idgen/segment"
 )
 
 var day = time.Date(2026, 11, 29, 23, 59, 0, 0, time.UTC)

@@ -7,10 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/shardid/shardid/idgen/segment"
 	"github.com/shardid/shardid/internal/localpg"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
-	"github.com/stretchr/testify/require"
 )
 
 // transitions records the breaker states one source went through.

@@ -3,9 +3,10 @@ package segment_test
 import (
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/shardid/shardid/idgen/segment"
 	"github.com/shardid/shardid/migrations"
-	"github.com/stretchr/testify/require"
 )
 
 // drain takes ids until the allocator refuses, returning them and the error.

@@ -18,16 +18,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/shardid/shardid/shardmgr/install"
-
-	"github.com/shardid/shardid/shardmgr/verify"
-
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/shardid/shardid/idgen"
 	"github.com/shardid/shardid/internal/localpg"
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/install"
+	"github.com/shardid/shardid/shardmgr/verify"
 )
 
 // Options of a demo run. Zero values mean 3 hosts, 64 shards, 8 sessions

@@ -19,10 +19,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/shardid/shardid/internal/pgsession"
-
 	"github.com/shardid/shardid/idgen/segment"
 	"github.com/shardid/shardid/idgen/snowflake"
+	"github.com/shardid/shardid/internal/pgsession"
 	"github.com/shardid/shardid/migrations"
 	shsql "github.com/shardid/shardid/sql"
 )

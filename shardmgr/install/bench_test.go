@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/verify"
-
-	"github.com/jackc/pgx/v5"
 	shsql "github.com/shardid/shardid/sql"
 )
 

@@ -7,11 +7,11 @@ import (
 	"math/rand/v2"
 	"strings"
 
-	"github.com/shardid/shardid/shardmgr"
-
 	"github.com/jackc/pgx/v5"
-	"github.com/shardid/shardid/shardmgr/internal/pg"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
 
 // checkHostsDistinct refuses a cluster file whose hosts reach one database

@@ -8,11 +8,11 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/shardid/shardid/shardmgr"
+	"github.com/stretchr/testify/require"
 
 	"github.com/shardid/shardid/internal/localpg"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
-	"github.com/stretchr/testify/require"
+	"github.com/shardid/shardid/shardmgr"
 )
 
 // One database under two names passes the cluster file's checks (the

@@ -11,20 +11,19 @@ import (
 	"sync"
 	"time"
 
-	"github.com/shardid/shardid/shardmgr/internal/catalog"
-
-	"github.com/shardid/shardid/shardmgr/migrate"
-
-	"github.com/shardid/shardid/shardmgr"
-
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/errgroup"
+
 	"github.com/shardid/shardid/idgen"
+	"github.com/shardid/shardid/internal/pgdatabase"
 	"github.com/shardid/shardid/migrations"
+	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 	"github.com/shardid/shardid/shardmgr/internal/shardschema"
+	"github.com/shardid/shardid/shardmgr/migrate"
 	shsql "github.com/shardid/shardid/sql"
-	"golang.org/x/sync/errgroup"
 )
 
 // DefaultWorkers is how many connections per host install shards in
@@ -194,7 +193,7 @@ func ensureDatabases(ctx context.Context, cfg *shardmgr.Config, log *slog.Logger
 			continue
 		}
 		seen[key] = true
-		created, err := ensureDatabase(ctx, dsn)
+		created, err := pgdatabase.Ensure(ctx, dsn)
 		if err != nil {
 			return nil, err
 		}

@@ -3,10 +3,10 @@ package install
 import (
 	"testing"
 
-	"github.com/shardid/shardid/shardmgr"
-
-	"github.com/shardid/shardid/shardmgr/internal/shardschema"
 	"github.com/stretchr/testify/require"
+
+	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/internal/shardschema"
 )
 
 func TestBalancedRanges(t *testing.T) {

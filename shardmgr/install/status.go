@@ -3,9 +3,8 @@ package install
 import (
 	"context"
 
-	"github.com/shardid/shardid/shardmgr/internal/catalog"
-
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/internal/catalog"
 )
 
 // Status is the map as `shardid status --json` prints it:

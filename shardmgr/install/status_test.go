@@ -4,12 +4,11 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/shardid/shardid/shardmgr/internal/catalog"
+	"github.com/stretchr/testify/require"
 
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	"github.com/shardid/shardid/shardmgr/verify"
-
-	"github.com/stretchr/testify/require"
 )
 
 func TestStatusJSONShape(t *testing.T) {

@@ -10,11 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/shardid/shardid/shardmgr/internal/catalog"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/shardid/shardid/shardmgr"
-
-	"github.com/jackc/pgx/v5"
+	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	"github.com/shardid/shardid/shardmgr/internal/shardschema"
 )
 

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shardid/shardid/shardmgr/migrate"
-
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/shardid/shardid/shardmgr/migrate"
 )
 
 // BenchmarkMigrate1024Shards is the figure harness of docs/migrations.md:

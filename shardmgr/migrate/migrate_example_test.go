@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"log"
 
-	"github.com/shardid/shardid/shardmgr/migrate"
-
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/migrate"
 )
 
 // Apply a directory of tern migrations to every shard of the cluster and

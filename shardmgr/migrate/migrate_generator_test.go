@@ -6,18 +6,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shardid/shardid/shardmgr"
-	"github.com/shardid/shardid/shardmgr/internal/catalog"
-
-	"github.com/shardid/shardid/shardmgr/install"
-	"github.com/shardid/shardid/shardmgr/migrate"
-
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	shsql "github.com/shardid/shardid/sql"
 	"github.com/stretchr/testify/require"
+
+	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/install"
+	"github.com/shardid/shardid/shardmgr/internal/catalog"
+	"github.com/shardid/shardid/shardmgr/migrate"
+	shsql "github.com/shardid/shardid/sql"
 )
 
 // futureID is an id of shard made at now+ahead, sequence seq: stored ids

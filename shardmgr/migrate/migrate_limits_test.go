@@ -7,11 +7,10 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"github.com/shardid/shardid/shardmgr/migrate"
+	"github.com/stretchr/testify/require"
 
 	"github.com/shardid/shardid/shardmgr"
-
-	"github.com/stretchr/testify/require"
+	"github.com/shardid/shardid/shardmgr/migrate"
 )
 
 // Migration files are read with a limit too, by shardid and by tern's

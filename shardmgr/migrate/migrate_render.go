@@ -14,10 +14,10 @@ import (
 	"sync"
 	"text/template"
 
-	"github.com/shardid/shardid/shardmgr"
-
 	"github.com/Masterminds/sprig/v3"
 	"github.com/jackc/tern/v2/migrate"
+
+	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/limits"
 	shsql "github.com/shardid/shardid/sql"
 )

@@ -7,12 +7,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shardid/shardid/shardmgr/migrate"
-
 	"github.com/jackc/pgx/v5"
-	"github.com/shardid/shardid/internal/localpg/pgtest"
-	shsql "github.com/shardid/shardid/sql"
 	"github.com/stretchr/testify/require"
+
+	"github.com/shardid/shardid/internal/localpg/pgtest"
+	"github.com/shardid/shardid/shardmgr/migrate"
+	shsql "github.com/shardid/shardid/sql"
 )
 
 // buildCLI builds the command pkg of the modules pinned in go.mod into dir

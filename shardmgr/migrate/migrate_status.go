@@ -11,13 +11,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/shardid/shardid/shardmgr/internal/catalog"
+	"github.com/jackc/pgx/v5"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/shardid/shardid/shardmgr"
-
-	"github.com/jackc/pgx/v5"
+	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
-	"golang.org/x/sync/errgroup"
 )
 
 // MigrationStatus is every shard's version, as `shardid migrate status

@@ -11,21 +11,19 @@ import (
 	"testing/fstest"
 	"time"
 
-	"github.com/shardid/shardid/shardmgr/internal/catalog"
-
-	"github.com/shardid/shardid/shardmgr/migrate"
-
-	"github.com/shardid/shardid/shardmgr"
-
 	gomigrate "github.com/golang-migrate/migrate/v4"
 	_ "github.com/golang-migrate/migrate/v4/database/pgx/v5"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	ternmigrate "github.com/jackc/tern/v2/migrate"
-	"github.com/shardid/shardid/internal/localpg/pgtest"
-	shsql "github.com/shardid/shardid/sql"
 	"github.com/stretchr/testify/require"
+
+	"github.com/shardid/shardid/internal/localpg/pgtest"
+	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/internal/catalog"
+	"github.com/shardid/shardid/shardmgr/migrate"
+	shsql "github.com/shardid/shardid/sql"
 )
 
 func sampleSet(t testing.TB) *migrate.MigrationSet {

@@ -9,9 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
-	"golang.org/x/sync/errgroup"
 )
 
 // ApplyOptions adjust Apply. The zero value plans by count and runs one

@@ -8,11 +8,9 @@ import (
 	"os"
 	"time"
 
-	"github.com/shardid/shardid/shardmgr/migrate"
-
-	"github.com/shardid/shardid/shardmgr/rebalance"
-
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/migrate"
+	"github.com/shardid/shardid/shardmgr/rebalance"
 )
 
 // After adding a host to the cluster file, an operator's tool plans the

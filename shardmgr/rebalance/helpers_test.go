@@ -4,16 +4,15 @@ import (
 	"context"
 	"testing"
 
-	"github.com/shardid/shardid/shardmgr/migrate"
-
-	"github.com/shardid/shardid/shardmgr/install"
-
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
 	"github.com/shardid/shardid/internal/localpg"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/install"
 	"github.com/shardid/shardid/shardmgr/internal/clustertest"
-	"github.com/stretchr/testify/require"
+	"github.com/shardid/shardid/shardmgr/migrate"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

@@ -10,18 +10,15 @@ import (
 	"sync"
 	"time"
 
-	"github.com/shardid/shardid/shardmgr/internal/catalog"
-
-	"github.com/shardid/shardid/shardmgr/migrate"
-
-	"github.com/shardid/shardid/shardmgr/install"
-
-	"github.com/shardid/shardid/shardmgr"
-
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/shardid/shardid/migrations"
+	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/install"
+	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/migrate"
 )
 
 // DefaultKeep is how long a moved shard's old copy is kept, renamed and

@@ -8,18 +8,18 @@ import (
 	"slices"
 	"strings"
 
-	shsql "github.com/shardid/shardid/sql"
-
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/errgroup"
+
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	"github.com/shardid/shardid/shardmgr/internal/fence"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 	"github.com/shardid/shardid/shardmgr/internal/shardschema"
 	"github.com/shardid/shardid/shardmgr/migrate"
-	"golang.org/x/sync/errgroup"
+	shsql "github.com/shardid/shardid/sql"
 )
 
 // incomingComment marks a target schema as this move's, so that a resumed

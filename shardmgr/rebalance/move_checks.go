@@ -10,8 +10,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/shardid/shardid/shardmgr/migrate"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/shardid/shardid/shardmgr/migrate"
 )
 
 // verifyCopy makes sure the target has every change (online: the slot

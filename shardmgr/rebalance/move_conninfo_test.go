@@ -9,16 +9,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shardid/shardid/shardmgr/migrate"
-
-	"github.com/shardid/shardid/shardmgr"
-
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/shardid/shardid/internal/localpg/pgtest"
-	"github.com/shardid/shardid/shardmgr/internal/pg"
 	"github.com/stretchr/testify/require"
+
+	"github.com/shardid/shardid/internal/localpg/pgtest"
+	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/migrate"
 )
 
 // Strings that break out of a literal quoted for the wrong

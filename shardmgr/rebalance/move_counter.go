@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 
-	shsql "github.com/shardid/shardid/sql"
-
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/shardid/shardid/shardmgr/internal/fence"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 	"github.com/shardid/shardid/shardmgr/internal/shardschema"
+	shsql "github.com/shardid/shardid/sql"
 )
 
 // carryCounter raises the target's counter past the source's last value

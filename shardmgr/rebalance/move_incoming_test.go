@@ -11,13 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shardid/shardid/shardmgr/migrate"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
 
 	"github.com/shardid/shardid/shardmgr"
-
-	"github.com/jackc/pgx/v5"
 	"github.com/shardid/shardid/shardmgr/internal/fence"
-	"github.com/stretchr/testify/require"
+	"github.com/shardid/shardid/shardmgr/migrate"
 )
 
 // hammer inserts into tables of one shard on every host of the

@@ -11,19 +11,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shardid/shardid/shardmgr/migrate"
-
-	"github.com/shardid/shardid/shardmgr/verify"
-
-	"github.com/shardid/shardid/shardmgr"
-
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
 	"github.com/shardid/shardid/internal/localpg"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
+	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/fence"
 	"github.com/shardid/shardid/shardmgr/internal/shardschema"
-	"github.com/stretchr/testify/require"
+	"github.com/shardid/shardid/shardmgr/migrate"
+	"github.com/shardid/shardid/shardmgr/verify"
 )
 
 // moveCluster initialises shards logical shards on three hosts, migrates

@@ -8,11 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shardid/shardid/shardmgr/verify"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/shardid/shardid/shardmgr"
-
-	"github.com/jackc/pgx/v5"
+	"github.com/shardid/shardid/shardmgr/verify"
 )
 
 // BenchmarkMoveShard1M measures the figure of docs/rebalance.md: moving

@@ -4,9 +4,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/shardid/shardid/shardmgr"
-
 	"github.com/stretchr/testify/require"
+
+	"github.com/shardid/shardid/shardmgr"
 )
 
 // Two rebalance applies at once: the second waits for the first, finds

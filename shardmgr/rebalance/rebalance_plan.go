@@ -9,12 +9,12 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/shardid/shardid/shardmgr"
-
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/shardid/shardid/shardmgr/internal/pg"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
 
 // PlanBy says what a rebalance evens out.

@@ -4,11 +4,10 @@ import (
 	"fmt"
 	"testing"
 
-	shsql "github.com/shardid/shardid/sql"
+	"github.com/stretchr/testify/require"
 
 	"github.com/shardid/shardid/shardmgr"
-
-	"github.com/stretchr/testify/require"
+	shsql "github.com/shardid/shardid/sql"
 )
 
 // planMap places shards on hosts: counts[i] shards on hosts[i], in

@@ -3,11 +3,10 @@ package rebalance
 import (
 	"testing"
 
-	"github.com/shardid/shardid/shardmgr/install"
+	"github.com/stretchr/testify/require"
 
 	"github.com/shardid/shardid/shardmgr"
-
-	"github.com/stretchr/testify/require"
+	"github.com/shardid/shardid/shardmgr/install"
 )
 
 func hostCounts(m *shardmgr.ShardMap) map[string]int {

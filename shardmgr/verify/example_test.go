@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"log"
 
-	"github.com/shardid/shardid/shardmgr/verify"
-
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/verify"
 )
 
 // Verify scans every host and reports each problem with its check, shard

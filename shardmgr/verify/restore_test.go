@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shardid/shardid/shardmgr/install"
+	"github.com/stretchr/testify/require"
 
 	"github.com/shardid/shardid/internal/localpg"
-	"github.com/stretchr/testify/require"
+	"github.com/shardid/shardid/shardmgr/install"
 )
 
 // A table-only restore (pg_dump -t, pg_restore --data-only) into a shard

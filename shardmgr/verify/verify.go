@@ -14,7 +14,6 @@ import (
 
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
-
 	shsql "github.com/shardid/shardid/sql"
 )
 

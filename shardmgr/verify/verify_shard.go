@@ -7,13 +7,13 @@ import (
 	"sync"
 	"time"
 
-	shsql "github.com/shardid/shardid/sql"
-
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/sync/errgroup"
+
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 	"github.com/shardid/shardid/shardmgr/internal/shardschema"
-	"golang.org/x/sync/errgroup"
+	shsql "github.com/shardid/shardid/sql"
 )
 
 // shardTask is one shard checked on its host.

@@ -8,15 +8,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shardid/shardid/shardmgr/install"
-
-	"github.com/shardid/shardid/shardmgr"
-
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
 	"github.com/shardid/shardid/internal/localpg"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
+	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/install"
 	shsql "github.com/shardid/shardid/sql"
-	"github.com/stretchr/testify/require"
 )
 
 // sixShards is a small cluster: pg1 holds shards 0-1, pg2 2-3, pg3 4-5,

@@ -5,8 +5,9 @@ import (
 	"runtime/debug"
 	"testing"
 
-	"github.com/shardid/shardid/idgen/segment/httpapi"
 	"github.com/stretchr/testify/require"
+
+	"github.com/shardid/shardid/idgen/segment/httpapi"
 )
 
 func TestLimitGC(t *testing.T) {

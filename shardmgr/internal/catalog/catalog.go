@@ -5,13 +5,12 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/shardid/shardid/shardmgr"
-
-	shsql "github.com/shardid/shardid/sql"
-
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
+	shsql "github.com/shardid/shardid/sql"
 )
 
 // LockClass is the first key of the transaction-scoped advisory

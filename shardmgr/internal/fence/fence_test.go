@@ -6,8 +6,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/stretchr/testify/require"
+
+	"github.com/shardid/shardid/internal/localpg/pgtest"
 )
 
 // Raise, the cut-over's fence on an online move's source, takes no
