@@ -52,7 +52,7 @@ func connects(dsn string) bool {
 
 func TestLocalClusterOutlivesItsCommandAndComesBack(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts its own servers")
+		t.Skip("-short: starts its own servers")
 	}
 	base := pgtest.ReachableTempDir(t)
 	dir, config := filepath.Join(base, ".shardid"), filepath.Join(base, "shardid.yaml")

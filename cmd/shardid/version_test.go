@@ -40,7 +40,7 @@ func TestVersion(t *testing.T) {
 // that the stamped version is what it prints.
 func TestVersionStamped(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the binary")
+		t.Skip("-short: builds the binary")
 	}
 	bin := filepath.Join(t.TempDir(), "shardid")
 	build := exec.Command("go", "build", "-trimpath", "-buildvcs=false",

@@ -1,6 +1,7 @@
 -- The install SQL of shard 21 as rendered by shardid before next_id_advance was
 -- revoked from PUBLIC (commit 56f12c1, sql/templates/safe.sql.tmpl): PUBLIC may
--- execute next_id_advance(bigint). TestReinstallRevokesPublicAdvance repairs it.
+-- execute next_id_advance(bigint): it has no REVOKE on purpose, and
+-- TestReinstallRevokesPublicAdvance repairs it with the current install SQL.
 -- shardid generator (variant safe, v1) for logical shard 21 in schema shard_0021.
 -- Layout 41/13/10, epoch 1314220021721 ms. Idempotent: running it again never resets the counter.
 -- Why it cannot repeat an id: docs/uniqueness.md.
