@@ -98,17 +98,7 @@ func (s Shard) SQL(template string) (string, error) {
 }
 
 func templateErr(template string, at int, what string) error {
-	return fmt.Errorf("%w: %s at byte %d of %s", ErrSQLTemplate, what, at, quoteShort(template))
-}
-
-// quoteShort quotes a template for an error line, at most its first 80
-// bytes.
-func quoteShort(s string) string {
-	const shown = 80
-	if len(s) <= shown {
-		return fmt.Sprintf("%q", s)
-	}
-	return fmt.Sprintf("%q... (%d bytes)", s[:shown], len(s))
+	return fmt.Errorf("%w: %s at byte %d of %s", ErrSQLTemplate, what, at, quoteInput(template))
 }
 
 // identByte reports whether c may be part of an SQL identifier or keyword
