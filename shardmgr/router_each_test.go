@@ -195,6 +195,7 @@ func TestRouterEachShardStopsWhenCancelled(t *testing.T) {
 		require.True(t, errors.As(e, &se))
 		require.ErrorIs(t, se, context.Canceled)
 		if se.Shard > 2 {
+			require.ErrorContains(t, se, "not started", "no connection taken for shard %d", se.Shard)
 			notStarted = append(notStarted, se.Shard)
 		}
 	}
