@@ -111,7 +111,7 @@ func TestRouterEachShard(t *testing.T) {
 				break
 			}
 		}
-		time.Sleep(50 * time.Millisecond) // long enough for the others to start
+		time.Sleep(200 * time.Millisecond) // long enough for the others to start, even on a busy machine
 		var n int64
 		if err := tx.QueryRow(ctx, "SELECT count(*) FROM "+s.Table("posts")).Scan(&n); err != nil {
 			return err
