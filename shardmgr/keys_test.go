@@ -70,3 +70,25 @@ func TestShardForStringEqualsBytesAndSpreads(t *testing.T) {
 	}
 	require.Zero(t, testing.AllocsPerRun(100, func() { r.ShardForString("user@example.com") }))
 }
+
+// What a string key costs over an integer key, side by side.
+func BenchmarkShardFor(b *testing.B) {
+	r := shardmgr.RouterWithShards(8192)
+	email := "alice.example@example.com" // 25 bytes
+	token := []byte("0b8f5c1e7f414a6e")
+	b.Run("key", func(b *testing.B) {
+		for b.Loop() {
+			r.ShardForKey(31337)
+		}
+	})
+	b.Run("string-25B", func(b *testing.B) {
+		for b.Loop() {
+			r.ShardForString(email)
+		}
+	})
+	b.Run("bytes-16B", func(b *testing.B) {
+		for b.Loop() {
+			r.ShardForBytes(token)
+		}
+	})
+}
