@@ -50,8 +50,9 @@ type Shard struct {
 }
 
 // Table returns the schema-qualified, quoted name of table name in the
-// shard: `"shard_0005"."likes"`. Use it for every table name built at run
-// time.
+// shard: `"shard_0005"."likes"`, the same as s.Ident(name).Sanitize(). To
+// write a whole query, SQL is easier to read: s.SQL("SELECT ... FROM
+// {likes}").
 func (s Shard) Table(name string) string { return pgx.Identifier{s.Schema, name}.Sanitize() }
 
 // NextID returns the SQL call of the shard's generator, `"shard_0005"."next_id"()`,

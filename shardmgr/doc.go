@@ -22,10 +22,13 @@
 // when another manager changed the map first, so two managers cannot both
 // win.
 //
-// A Router serves applications: it maps keys and ids to shards, keeps one
-// pgx pool per host, runs functions in transactions scoped to a shard,
+// A Router serves applications: it maps keys and ids to shards (integer
+// keys mod shards; string and byte keys by a hash fixed for good, KeyHash),
+// keeps one pgx pool per host, runs functions in transactions scoped to a
+// shard (Tx, ReadTx, by id with TxForID, over every shard with EachShard),
 // refuses writes to shards that are read-only or moving, and keeps serving
-// from its last map while the catalog is unreachable.
+// from its last map while the catalog is unreachable. Shard.SQL writes a
+// shard's table names into a query, quoted.
 //
 // The operator's work lives in subpackages, which an application does not
 // need to import:

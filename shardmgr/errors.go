@@ -41,6 +41,9 @@ var (
 	// for longer than WithMaxStaleness allows, so it refuses writes; reads
 	// go on.
 	ErrMapStale = errors.New("shard map is stale: the catalog has been unreachable too long")
+	// ErrSQLTemplate: a query template for Shard.SQL is malformed (an
+	// unbalanced brace, an empty name, an unterminated literal).
+	ErrSQLTemplate = errors.New("malformed SQL template")
 )
 
 // ShardError is an error about one logical shard on one host.

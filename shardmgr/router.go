@@ -62,8 +62,9 @@ func WithLookupEnv(lookup func(string) (string, bool)) RouterOption {
 // the catalog, keep a moving shard's writes safe meanwhile.
 //
 // Keys map to shards by key mod shards (the key taken as an unsigned
-// 64-bit number), so a key's shard never changes: moving a shard moves
-// its keys with it. Ids map to the shard they carry.
+// 64-bit number; string and byte keys by their 64-bit FNV-1a hash, see
+// KeyHash), so a key's shard never changes: moving a shard moves its keys
+// with it. Ids map to the shard they carry.
 type Router struct {
 	catalog *pgxpool.Pool
 	dsns    map[string]string // host -> DSN from the cluster file

@@ -1,0 +1,9 @@
+// Package examples holds programs that the documentation shows: each Go
+// snippet in README.md and docs/*.md is a piece of one of them or of an
+// Example function (an example_test.go), so that it compiles, and
+// TestDocSnippetsAreCompiled keeps the text the documents show the same as
+// the compiled source.
+//
+//   - router: the README's router example, run against a real cluster by
+//     its test.
+package examples
