@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -359,9 +360,15 @@ func newRebalanceCleanupCmd() *cobra.Command {
 		Use:   "cleanup [--all] [--json]",
 		Short: "Drop moved shards' old copies whose keep period has passed (--all: every one)",
 		Long: `A move keeps the shard's old copy on its old host, renamed
-shard_NNNN_moved_gG and fenced, for --keep. cleanup drops those whose time is
-up, or all of them with --all. --json prints
-{"dropped":[{"move":N,"shard":N,"host":"pg1","schema":"shard_0005_moved_g12"}],"kept":N}.`,
+shard_NNNN_moved_gG and fenced, for the --keep of 'rebalance apply' or 'shard
+move' (default 24h): until then a move can be checked against it. cleanup
+drops the copies whose time is up and says until when it keeps the others;
+--all drops every one now. --json prints
+{"dropped":[{"move":N,"shard":N,"host":"pg1","schema":"shard_0005_moved_g12"}],"kept":N,
+ "kept_copies":[{"move":N,"shard":N,"host":"pg1","schema":"...","keep_until":"RFC 3339"}]}.
+
+  shardid rebalance cleanup         # drops the copies whose --keep has passed
+  shardid rebalance cleanup --all   # drops every old copy now`,
 		Args: cobra.NoArgs,
 	}
 	configPath := addClusterConfigFlag(cmd)
@@ -383,9 +390,37 @@ up, or all of them with --all. --json prints
 					fmt.Fprintf(cmd.OutOrStdout(), "dropped %s on %s (shard %d, move %d)\n", d.Schema, d.Host, d.Shard, d.MoveID)
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%d dropped, %d kept\n", len(res.Dropped), res.Kept)
+				printKeptCopies(cmd.OutOrStdout(), res.KeptCopies, time.Now())
 			}
 		}
 		return err
 	}
 	return cmd
+}
+
+// keptShown is how many kept copies cleanup lists one by one.
+const keptShown = 10
+
+// printKeptCopies says until when cleanup keeps the old copies it left
+// alone, and how to drop them now.
+func printKeptCopies(w io.Writer, kept []rebalance.KeptCopy, now time.Time) {
+	if len(kept) == 0 {
+		return
+	}
+	until := func(k rebalance.KeptCopy) string {
+		left := k.KeepUntil.Sub(now).Round(time.Minute)
+		in := "in less than a minute"
+		if left >= time.Minute {
+			in = "in " + strings.TrimSuffix(left.String(), "0s")
+		}
+		return fmt.Sprintf("%s (%s)", k.KeepUntil.UTC().Format(time.RFC3339), in)
+	}
+	if len(kept) <= keptShown {
+		for _, k := range kept {
+			fmt.Fprintf(w, "kept %s on %s (shard %d, move %d) until %s\n", k.Schema, k.Host, k.Shard, k.MoveID, until(k))
+		}
+	} else {
+		fmt.Fprintf(w, "kept %d old copies: the first expires %s, the last %s\n", len(kept), until(kept[0]), until(kept[len(kept)-1]))
+	}
+	fmt.Fprintln(w, "old copies are kept for the --keep of apply or shard move (default 24h); a later cleanup drops them, 'shardid rebalance cleanup --all' drops them now")
 }
