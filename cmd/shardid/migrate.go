@@ -31,6 +31,13 @@ and {{.next_id}} (shard_0005.next_id()):
 
 Each shard keeps its version in <schema>.schema_version (tern's table, so the
 plain tern CLI agrees) and the last failure in <schema>.schema_version_failure.
+--dir is your application's directory of such files (the repository's own
+migrations/ holds shardid's catalog, not shard migrations):
+
+  shardid migrate up --dir shard-migrations
+  shardid migrate status --dir shard-migrations
+  shardid migrate render --shard 5 --dir shard-migrations   # no cluster needed
+
 See docs/migrations.md.`,
 		Args: cobra.NoArgs,
 	}

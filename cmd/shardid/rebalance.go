@@ -20,10 +20,12 @@ func newRebalanceCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "rebalance",
 		Short: "Plan and run shard moves after adding a host to the cluster file or marking one drain",
-		Long: `Add a host to the cluster file (or mark one "drain: true"), then:
+		Long: `Add a host to the cluster file (or mark one "drain: true"; on a cluster of
+'shardid local up', 'shardid local add-host' adds one), then:
 
-  shardid rebalance plan            # the moves, changes nothing
-  shardid rebalance apply           # runs them, online, resumable
+  shardid rebalance plan                        # the moves, changes nothing
+  shardid rebalance apply --dir shard-migrations  # runs them, online, resumable
+  shardid status                                # the map, and the moves in progress
 
 Each move builds the shard's schema on the new host (generator, then the
 migrations of --dir up to the shard's version), copies it with logical
@@ -285,7 +287,13 @@ func newRebalanceStatusCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status [--all] [--json]",
 		Short: "List unfinished moves from the journal (--all: every move)",
-		Args:  cobra.NoArgs,
+		Long: `Lists the moves the journal holds as unfinished (with --all, every move):
+id, shard, hosts, mode, phase, start and the error that stopped it. A stopped
+move is resumed by 'shardid rebalance apply' (or 'shardid shard move N --to
+HOST' again) and rolled back by 'shardid rebalance abort --shard N'.
+'shardid status' shows the moves in progress beside the map. --json prints
+{"moves":[{"id":N,"shard":N,"from":"pg1","to":"pg4","mode":"online","phase":"copy",...}]}.`,
+		Args: cobra.NoArgs,
 	}
 	configPath := addClusterConfigFlag(cmd)
 	cmd.Flags().BoolVar(&all, "all", false, "list finished and aborted moves too")
