@@ -22,6 +22,8 @@ var (
 	// ErrUnknownShard: a shard id outside 0..shards-1, or an id that
 	// decodes to one.
 	ErrUnknownShard = errors.New("unknown shard")
+	// ErrShardList: a list of shards (ParseShardList) that does not parse.
+	ErrShardList = errors.New("bad shard list")
 	// ErrUnknownHost: a host the catalog or the cluster file does not know.
 	ErrUnknownHost = errors.New("unknown host")
 	// ErrShardReadOnly: the shard accepts reads only.

@@ -17,7 +17,7 @@ var hints = []struct {
 	is   func(error) bool
 	hint string
 }{
-	{func(err error) bool { return errors.Is(err, shardmgr.ErrConfig) && errors.Is(err, fs.ErrNotExist) }, "use --config or SHARDID_CONFIG"},
+	{func(err error) bool { return errors.Is(err, shardmgr.ErrConfig) && errors.Is(err, fs.ErrNotExist) }, "use --config or SHARDID_CONFIG; shardid local up writes one for local servers"},
 	{is(shardmgr.ErrNotInitialized), "run shardid init"},
 	{is(migrate.ErrShardSchemaMissing), "run shardid init"},
 	{is(migrate.ErrNoGenerator), "run shardid init"},

@@ -122,13 +122,16 @@ func newIDEncodeCmd() *cobra.Command {
 		at         string
 		shard, seq int64
 		epoch      int64
+		asJSON     bool
 	)
 	cmd := &cobra.Command{
-		Use:   "encode --time RFC3339 --shard N --seq S [--epoch MS]",
+		Use:   "encode --time RFC3339 --shard N --seq S [--epoch MS] [--json]",
 		Short: "Print the id for a time, shard and sequence number",
 		Long: `Prints the decimal id made of the time (truncated to the millisecond), the
 logical shard and the sequence number. Values outside the layout are refused,
-never wrapped into neighbouring bits.
+never wrapped into neighbouring bits. With --json, prints the object that
+'id decode --json' prints for the id: {"id":"<decimal>","time":"...","shard":N,"seq":N}
+(the time as the id holds it, truncated to the millisecond).
 
   shardid id encode --time 2026-11-29T14:31:52.784Z --shard 5 --seq 0`,
 		Args: cobra.NoArgs,
@@ -142,9 +145,17 @@ never wrapped into neighbouring bits.
 			if err != nil {
 				return usagef("--time %q: want RFC 3339, e.g. 2026-11-29T14:31:52.784Z", at)
 			}
-			id, err := idgen.Layout{Epoch: epoch}.Compose(t, shard, seq)
+			layout := idgen.Layout{Epoch: epoch}
+			id, err := layout.Compose(t, shard, seq)
 			if err != nil {
 				return usageError{err}
+			}
+			if asJSON {
+				p, err := layout.Decompose(id)
+				if err != nil {
+					return err
+				}
+				return writeJSON(cmd.OutOrStdout(), decodedID{ID: p.ID, Time: p.Time.Format(idgen.TimeFormat), Shard: p.Shard, Seq: p.Seq})
 			}
 			_, err = fmt.Fprintln(cmd.OutOrStdout(), id)
 			return err
@@ -154,5 +165,6 @@ never wrapped into neighbouring bits.
 	cmd.Flags().Int64Var(&shard, "shard", 0, "logical shard id (0..8191 in the default layout)")
 	cmd.Flags().Int64Var(&seq, "seq", 0, "sequence number (0..1023 in the default layout)")
 	cmd.Flags().Int64Var(&epoch, "epoch", idgen.DefaultEpoch, "epoch in milliseconds since 1970-01-01 (0 means the default)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the id and its parts as a JSON object")
 	return cmd
 }

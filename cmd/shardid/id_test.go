@@ -85,6 +85,25 @@ func TestIDEncode(t *testing.T) {
 	require.Contains(t, out, " 2030-01-02T03:04:05.678Z shard=4242 seq=17\n")
 }
 
+func TestIDEncodeJSON(t *testing.T) {
+	// The object decode --json prints for the id, with the time as the id
+	// holds it (sub-millisecond digits and the zone gone).
+	out, err := runShardid(t, "id", "encode", "--json", "--time", "2026-11-29T09:31:52.784999-05:00", "--shard", "5", "--seq", "3")
+	require.NoError(t, err)
+	require.JSONEq(t, `{"id":"4041150592192615427","time":"2026-11-29T14:31:52.784Z","shard":5,"seq":3}`, out)
+	dec, err := runShardid(t, "id", "decode", "--json", "4041150592192615427")
+	require.NoError(t, err)
+	var arr []json.RawMessage
+	require.NoError(t, json.Unmarshal([]byte(dec), &arr))
+	require.Len(t, arr, 1)
+	require.JSONEq(t, string(arr[0]), out)
+
+	// Bad input stays a usage error with --json too.
+	_, err = runShardid(t, "id", "encode", "--json", "--time", "2026-11-29T14:31:52.784Z", "--shard", "8192", "--seq", "0")
+	require.Error(t, err)
+	require.Equal(t, 2, exitCode(err))
+}
+
 func TestIDBadInput(t *testing.T) {
 	encode := func(extra ...string) []string {
 		return append([]string{"id", "encode", "--time", "2026-11-29T14:31:52.784Z", "--shard", "5", "--seq", "0"}, extra...)

@@ -30,7 +30,9 @@ catalog (shardid schema, golang-migrate), the map of logical shards to hosts in
 balanced contiguous ranges, and every shard's schema and generator on its host,
 in parallel per host. Running it again is safe: it finishes what is missing and
 changes nothing else. It refuses a cluster file that contradicts the catalog on
-what is fixed once initialised (cluster name, shard count, epoch).
+what is fixed once initialised (cluster name, shard count, epoch). The
+cluster file's form is in docs/shardmgr.md; 'shardid local up' writes one for
+local servers (and runs init).
 
 With --dir, every shard is then brought to the migration version of the others
 (or to the newest in DIR when no shard has been migrated yet): a shard that init

@@ -36,6 +36,7 @@ func TestInitStatusVerifyCLI(t *testing.T) {
 			Host   string `json:"host"`
 			State  string `json:"state"`
 		} `json:"shards"`
+		Moves []any `json:"moves"`
 	}
 	dec := json.NewDecoder(strings.NewReader(out))
 	dec.DisallowUnknownFields()
@@ -47,6 +48,8 @@ func TestInitStatusVerifyCLI(t *testing.T) {
 	require.Equal(t, "shard_0005", st.Shards[5].Schema)
 	require.Equal(t, "pg3", st.Shards[5].Host)
 	require.Equal(t, "active", st.Shards[5].State)
+	require.NotNil(t, st.Moves)
+	require.Empty(t, st.Moves)
 
 	out, code = runClusterCmd(t, "status")
 	require.Equal(t, 0, code, out)

@@ -35,7 +35,10 @@ func newRootCmd() *cobra.Command {
 (a PostgreSQL schema), manages which shard lives on which host, and proves that
 the whole installation can only produce unique ids.
 
-Run 'shardid demo' to see it work on local PostgreSQL servers it starts itself.`,
+Run 'shardid demo' to see it work on local PostgreSQL servers it starts itself,
+or 'shardid local up' for local servers and a cluster file that stay up, then
+'shardid status'. The commands read the cluster file ./shardid.yaml (or
+--config, or SHARDID_CONFIG); the README walks through them.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// Runnable, so that its Args (markUsageErrors) refuse an unknown

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/migrate"
 	shsql "github.com/shardid/shardid/sql"
 )
@@ -30,6 +31,13 @@ and {{.next_id}} (shard_0005.next_id()):
 
 Each shard keeps its version in <schema>.schema_version (tern's table, so the
 plain tern CLI agrees) and the last failure in <schema>.schema_version_failure.
+--dir is your application's directory of such files (the repository's own
+migrations/ holds shardid's catalog, not shard migrations):
+
+  shardid migrate up --dir shard-migrations
+  shardid migrate status --dir shard-migrations
+  shardid migrate render --shard 5 --dir shard-migrations   # no cluster needed
+
 See docs/migrations.md.`,
 		Args: cobra.NoArgs,
 	}
@@ -53,6 +61,30 @@ func loadMigrationDir(cmd *cobra.Command, dir string) (*migrate.MigrationSet, er
 	return migrate.LoadMigrationDir(dir)
 }
 
+// migrateShardsFlag adds --shards, a subset of the logical shards.
+func migrateShardsFlag(cmd *cobra.Command) *string {
+	list := new(string)
+	cmd.Flags().StringVar(list, "shards", "", "only these logical shards: ids and ranges, e.g. 5,7,10-20 (default: every shard)")
+	return list
+}
+
+// shardsOf reads --shards against the cluster file: nil when it is not
+// given (every shard); a list that does not parse, or names a shard the
+// cluster does not have, is a usage error.
+func shardsOf(cmd *cobra.Command, list string, cfg *shardmgr.Config) ([]int, error) {
+	if !cmd.Flags().Changed("shards") {
+		return nil, nil
+	}
+	ids, err := shardmgr.ParseShardList(list)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--shards: %w", err)}
+	}
+	if err := cfg.CheckShard(ids[len(ids)-1]); err != nil {
+		return nil, usageError{fmt.Errorf("--shards: %w", err)}
+	}
+	return ids, nil
+}
+
 func migrateLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn + 1}))
 }
@@ -67,7 +99,7 @@ func newMigrateRunCmd(dir migrate.Direction) *cobra.Command {
 	)
 	cmd := &cobra.Command{Args: cobra.NoArgs}
 	if dir == migrate.Up {
-		cmd.Use = "up --dir DIR [--to N] [--fail-fast] [--workers N] [--lock-timeout D] [--json]"
+		cmd.Use = "up --dir DIR [--to N] [--shards LIST] [--fail-fast] [--workers N] [--lock-timeout D] [--json]"
 		cmd.Short = "Apply migrations to every shard, up to the latest or to version N"
 		cmd.Long = `Brings every logical shard on every host up to version N (default: the latest
 in --dir). Hosts run in parallel, and on each host --workers shards at a time,
@@ -81,19 +113,31 @@ stopped, at which version, with the database's error, records the failure
 where 'shardid migrate status' shows it, and exits 1. Running it again after
 the fix finishes the rest. Shards already past N are left alone.
 
+--shards 5,7,10-20 migrates only those shards (ids and inclusive ranges); the
+others are left as they are, and 'shardid migrate status' shows who is behind.
+
 --lock-timeout 5s makes a migration that waits for a table lock (an ALTER TABLE
 behind a long transaction, holding every writer of the table behind it) fail
 on its shard after 5s instead; run up again later.`
 	} else {
-		cmd.Use = "down --to N --dir DIR [--fail-fast] [--workers N] [--lock-timeout D] [--json]"
+		cmd.Use = "down --to N --dir DIR [--shards LIST] [--fail-fast] [--workers N] [--lock-timeout D] [--json]"
 		cmd.Short = "Undo migrations on every shard down to version N"
 		cmd.Long = `Runs the down SQL of every migration above N on every logical shard, newest
 first, with the same locking, transactions and failure handling as up. --to is
-required (0 undoes everything). Shards already at or below N are left alone.`
+required (0 undoes everything). Shards already at or below N are left alone.
+--shards 5,7,10-20 undoes migrations on those shards only.
+
+  shardid migrate down --to 1 --dir shard-migrations             # undo what came after version 1
+  shardid migrate down --to 0 --dir shard-migrations --shards 5  # shard 5 back to empty`
 	}
 	dirPath := migrateDirFlag(cmd)
 	configPath := addClusterConfigFlag(cmd)
-	cmd.Flags().IntVar(&to, "to", 0, "target version (up: default the latest)")
+	if dir == migrate.Up {
+		cmd.Flags().IntVar(&to, "to", 0, "target version (default: the latest in --dir)")
+	} else {
+		cmd.Flags().IntVar(&to, "to", 0, "target version, required: undo every migration above it (0: all of them)")
+	}
+	shardList := migrateShardsFlag(cmd)
 	cmd.Flags().IntVar(&workers, "workers", migrate.DefaultMigrateWorkers, "connections per host migrating shards in parallel")
 	cmd.Flags().BoolVar(&failFast, "fail-fast", false, "stop at the first failure instead of carrying on with the other shards")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
@@ -122,9 +166,13 @@ required (0 undoes everything). Shards already at or below N are left alone.`
 		if err != nil {
 			return err
 		}
+		shards, err := shardsOf(cmd, *shardList, cfg)
+		if err != nil {
+			return err
+		}
 		bars := newHostBars(os.Stderr, "migrate "+string(dir))
 		res, err := migrate.Migrate(cmd.Context(), cfg, set, migrate.MigrateOptions{
-			Direction: dir, To: to, Workers: workers, FailFast: failFast, LockTimeout: lockTimeout,
+			Direction: dir, To: to, Shards: shards, Workers: workers, FailFast: failFast, LockTimeout: lockTimeout,
 			Progress: bars.Update, Waiting: bars.Waiting, Logger: migrateLogger(),
 		})
 		bars.Done()
@@ -184,7 +232,7 @@ func printMigrateResult(w io.Writer, res *migrate.MigrateResult) {
 func newMigrateStatusCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "status --dir DIR [--json]",
+		Use:   "status --dir DIR [--shards LIST] [--json]",
 		Short: "Show each shard's version, and which shards are behind or failed",
 		Long: `Reads every shard's version and recorded failure from its host, and compares
 them with the latest migration in --dir. Prints a summary (shards per version,
@@ -193,12 +241,13 @@ consecutive shards. --json prints
 {"latest":N,"shards":[{"id":5,"host":"pg1","version":2}]}
 where a shard with a recorded failure also has "failure":{...} and a shard
 whose version could not be read has "version":-1 and "error". Exits 1 when
-some shard could not be read.`,
+some shard could not be read. --shards 5,7,10-20 reads those shards only.`,
 		Args: cobra.NoArgs,
 	}
 	dirPath := migrateDirFlag(cmd)
 	configPath := addClusterConfigFlag(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
+	shardList := migrateShardsFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		set, err := loadMigrationDir(cmd, *dirPath)
 		if err != nil {
@@ -208,7 +257,11 @@ some shard could not be read.`,
 		if err != nil {
 			return err
 		}
-		st, err := migrate.ReadMigrationStatus(cmd.Context(), cfg, set)
+		shards, err := shardsOf(cmd, *shardList, cfg)
+		if err != nil {
+			return err
+		}
+		st, err := migrate.ReadMigrationStatusOf(cmd.Context(), cfg, set, shards)
 		if err != nil {
 			return err
 		}
@@ -231,8 +284,10 @@ some shard could not be read.`,
 func printMigrationStatus(w io.Writer, set *migrate.MigrationSet, st *migrate.MigrationStatus) {
 	sum := st.Summary()
 	hosts := map[string]bool{}
+	byID := make(map[int]migrate.ShardVersion, len(st.Shards)) // st may hold a subset (--shards)
 	for _, s := range st.Shards {
 		hosts[s.Host] = true
+		byID[s.ID] = s
 	}
 	latest := fmt.Sprintf("latest version %d", st.Latest)
 	if name := set.Name(st.Latest); name != "" {
@@ -262,7 +317,7 @@ func printMigrationStatus(w io.Writer, set *migrate.MigrationSet, st *migrate.Mi
 	if len(sum.Failed) > 0 {
 		fmt.Fprintf(w, "failed (%d):\n", len(sum.Failed))
 		for _, id := range sum.Failed {
-			s := st.Shards[id]
+			s := byID[id]
 			f := s.Failure
 			state := f.State
 			if f.Partial {
@@ -279,7 +334,7 @@ func printMigrationStatus(w io.Writer, set *migrate.MigrationSet, st *migrate.Mi
 	if len(sum.Unreadable) > 0 {
 		fmt.Fprintf(w, "unreadable (%d):\n", len(sum.Unreadable))
 		for _, id := range sum.Unreadable {
-			fmt.Fprintf(w, "  shard %d on %s: %s\n", id, st.Shards[id].Host, errorWithHint(st.Shards[id].Err))
+			fmt.Fprintf(w, "  shard %d on %s: %s\n", id, byID[id].Host, errorWithHint(byID[id].Err))
 		}
 	}
 	if len(sum.Behind)+len(sum.Failed)+len(sum.Ahead)+len(sum.Unreadable) > 0 {
@@ -333,11 +388,12 @@ func idRanges(ids []int) string {
 func newMigrateRenderCmd() *cobra.Command {
 	var (
 		shard  int
+		schema string
 		out    string
 		format string
 	)
 	cmd := &cobra.Command{
-		Use:   "render --shard N --dir DIR [--out DIR2] [--format tern|golang-migrate]",
+		Use:   "render --shard N --dir DIR [--schema NAME] [--out DIR2] [--format tern|golang-migrate]",
 		Short: "Print or write the SQL one shard would run",
 		Long: `Renders every migration in --dir for logical shard N, as 'migrate up' would run
 it there. Without --out it prints them. With --out it writes files into DIR2:
@@ -348,12 +404,22 @@ migrate CLI, e.g.
 
   migrate -path DIR2 -database 'pgx5://user@host/app?x-migrations-table=%22shard_0005%22.%22schema_migrations%22&x-migrations-table-quoted=1' up
 
-Nothing connects to a database: the cluster file gives the number of shards.`,
+Nothing connects to a database, and no cluster file is needed: like 'shardid
+sql function', it renders from --shard (0..8191) and --schema (default
+shard_ plus the id padded to 4 digits). With a cluster file (--config,
+SHARDID_CONFIG, or ./shardid.yaml when --schema is not given), --shard must be
+one of its shards and the schema is the shard's own; --schema with --config or
+SHARDID_CONFIG is refused. The epoch does not enter the rendered SQL (the
+template values are {{.schema}}, {{.shard_id}} and {{.next_id}}).
+
+  shardid migrate render --shard 5 --dir shard-migrations
+  shardid migrate render --shard 5 --schema likes_5 --dir shard-migrations`,
 		Args: cobra.NoArgs,
 	}
 	dirPath := migrateDirFlag(cmd)
 	configPath := addClusterConfigFlag(cmd)
 	cmd.Flags().IntVar(&shard, "shard", 0, "logical shard id")
+	cmd.Flags().StringVar(&schema, "schema", "", "schema to render for, without a cluster file (default shard_ plus the id padded to 4 digits)")
 	cmd.Flags().StringVar(&out, "out", "", "write files into this directory instead of printing")
 	cmd.Flags().StringVar(&format, "format", migrate.FormatTern, "file format with --out: tern or golang-migrate")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -363,18 +429,37 @@ Nothing connects to a database: the cluster file gives the number of shards.`,
 		if format != migrate.FormatTern && format != migrate.FormatGolangMigrate {
 			return usagef("--format %q: want tern or golang-migrate", format)
 		}
+		withCluster := cmd.Flags().Changed("config") || os.Getenv("SHARDID_CONFIG") != ""
+		if !withCluster && !cmd.Flags().Changed("schema") {
+			if _, err := os.Stat(*configPath); err == nil {
+				withCluster = true
+			}
+		}
+		switch {
+		case withCluster && cmd.Flags().Changed("schema"):
+			return usagef("--schema renders outside a cluster, and --config (or SHARDID_CONFIG) names one whose shards live in their default schemas: drop one of them")
+		case withCluster:
+			cfg, err := loadCluster(*configPath)
+			if err != nil {
+				return err
+			}
+			if err := cfg.CheckShard(shard); err != nil {
+				return err
+			}
+		case shard < 0 || shard >= shardmgr.MaxShards:
+			return usagef("--shard %d: shards are 0..%d", shard, shardmgr.MaxShards-1)
+		}
+		if schema == "" {
+			schema = shsql.DefaultSchema(shard)
+		}
+		if err := shsql.CheckSchema(schema); err != nil {
+			return usageError{fmt.Errorf("--schema: %w", err)}
+		}
 		set, err := loadMigrationDir(cmd, *dirPath)
 		if err != nil {
 			return err
 		}
-		cfg, err := loadCluster(*configPath)
-		if err != nil {
-			return err
-		}
-		if err := cfg.CheckShard(shard); err != nil {
-			return err
-		}
-		migs, err := set.Render(shard, shsql.DefaultSchema(shard))
+		migs, err := set.Render(shard, schema)
 		if err != nil {
 			return err
 		}

@@ -174,3 +174,121 @@ func TestHostBars(t *testing.T) {
 	require.Contains(t, out, "0/4")
 	require.Contains(t, out, "waiting for lock on shard 7 on pg2: another run holds it\n")
 }
+
+func TestMigrateRenderWithoutCluster(t *testing.T) {
+	dir, err := filepath.Abs(sampleMigrations)
+	require.NoError(t, err)
+	t.Setenv("SHARDID_CONFIG", "")
+	t.Chdir(t.TempDir()) // no shardid.yaml here
+
+	out, code := runClusterCmd(t, "migrate", "render", "--dir", dir, "--shard", "5")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "id         bigint      PRIMARY KEY DEFAULT shard_0005.next_id(),")
+	out, code = runClusterCmd(t, "migrate", "render", "--dir", dir, "--shard", "8191", "--schema", "likes_x")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "CREATE TABLE likes_x.likes (")
+	require.Contains(t, out, "DEFAULT likes_x.next_id(),")
+	require.Contains(t, out, "'likes of logical shard 8191'")
+	require.NotContains(t, out, "shard_8191")
+	outDir := filepath.Join(t.TempDir(), "out")
+	out, code = runClusterCmd(t, "migrate", "render", "--dir", dir, "--shard", "5", "--format", "golang-migrate", "--out", outDir)
+	require.Equal(t, 0, code, out)
+	require.FileExists(t, filepath.Join(outDir, "001_create_likes.up.sql"))
+
+	for _, c := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"--shard", "8192"}, 2, "--shard 8192: shards are 0..8191"},
+		{[]string{"--shard", "-1"}, 2, "--shard -1: shards are 0..8191"},
+		{[]string{"--shard", "1", "--schema", "pg_x"}, 2, "reserved for PostgreSQL's own objects"},
+		{[]string{"--shard", "1", "--schema", "a; DROP TABLE x"}, 2, "invalid schema name"},
+		{[]string{"--shard", "1", "--config", filepath.Join(t.TempDir(), "none.yaml")}, 1, "none.yaml"},
+	} {
+		out, code := runClusterCmd(t, append([]string{"migrate", "render", "--dir", dir}, c.args...)...)
+		require.Equal(t, c.code, code, "%v: %s", c.args, out)
+		require.Contains(t, out, c.msg, c.args)
+	}
+
+	// A cluster file in the directory: as before, its shards only, and no
+	// other schema.
+	require.NoError(t, os.WriteFile("shardid.yaml", []byte("cluster: r\nshards: 6\ncatalog: postgres://127.0.0.1:1/c\nhosts:\n  - name: pg1\n    dsn: postgres://127.0.0.1:1/a\n"), 0o600))
+	out, code = runClusterCmd(t, "migrate", "render", "--dir", dir, "--shard", "5")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "shard_0005.next_id()")
+	out, code = runClusterCmd(t, "migrate", "render", "--dir", dir, "--shard", "6")
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "unknown shard: 6 (the cluster has shards 0..5)")
+	// --schema renders outside the cluster: the file found here is not
+	// read; one named by --config or SHARDID_CONFIG is, and conflicts.
+	out, code = runClusterCmd(t, "migrate", "render", "--dir", dir, "--shard", "7", "--schema", "likes_7")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "likes_7.next_id()")
+	out, code = runClusterCmd(t, "migrate", "render", "--dir", dir, "--shard", "5", "--schema", "likes_5", "--config", "shardid.yaml")
+	require.Equal(t, 2, code, out)
+	require.Contains(t, out, "--schema renders outside a cluster")
+	t.Setenv("SHARDID_CONFIG", "shardid.yaml")
+	out, code = runClusterCmd(t, "migrate", "render", "--dir", dir, "--shard", "5", "--schema", "likes_5")
+	require.Equal(t, 2, code, out)
+	require.Contains(t, out, "--schema renders outside a cluster")
+}
+
+func TestMigrateCLIShards(t *testing.T) {
+	cfg := clusterPath(t, 6)
+	out, code := runClusterCmd(t, "init", "--config", cfg)
+	require.Equal(t, 0, code, out)
+
+	// Bad lists are usage errors and change nothing.
+	for _, list := range []string{"", "x", "2-1", "1,,2", "6", "0-6", "8192"} {
+		for _, sub := range []string{"up", "status"} {
+			out, code := runClusterCmd(t, "migrate", sub, "--config", cfg, "--dir", sampleMigrations, "--shards", list)
+			require.Equal(t, 2, code, "%s --shards %q: %s", sub, list, out)
+			require.Contains(t, out, "--shards: ", list)
+		}
+	}
+	out, code = runClusterCmd(t, "migrate", "down", "--config", cfg, "--dir", sampleMigrations, "--to", "0", "--shards", "3-2")
+	require.Equal(t, 2, code, out)
+	require.Contains(t, out, `--shards: bad shard list: "3-2": the range ends below its start`)
+	out, code = runClusterCmd(t, "migrate", "status", "--config", cfg, "--dir", sampleMigrations)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "behind (6): shards 0-5")
+
+	out, code = runClusterCmd(t, "migrate", "up", "--config", cfg, "--dir", sampleMigrations, "--shards", "4,1,3-4")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "migrate up to version 2 (002_add_likes_post_index.sql): 3 shards")
+	require.Contains(t, out, "migrated 3 (6 migrations run)")
+
+	out, code = runClusterCmd(t, "migrate", "status", "--config", cfg, "--dir", sampleMigrations)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "behind (3): shards 0,2,5")
+
+	out, code = runClusterCmd(t, "migrate", "status", "--config", cfg, "--dir", sampleMigrations, "--shards", "3-4,0", "--json")
+	require.Equal(t, 0, code, out)
+	var st struct {
+		Shards []map[string]any `json:"shards"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &st))
+	require.Equal(t, []map[string]any{
+		{"id": 0.0, "host": "pg1", "version": 0.0},
+		{"id": 3.0, "host": "pg2", "version": 2.0},
+		{"id": 4.0, "host": "pg3", "version": 2.0},
+	}, st.Shards)
+	out, code = runClusterCmd(t, "migrate", "status", "--config", cfg, "--dir", sampleMigrations, "--shards", "3-4")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "latest version 2 (002_add_likes_post_index.sql); 2 shards on 2 hosts")
+	require.Contains(t, out, "every shard is at version 2")
+
+	out, code = runClusterCmd(t, "migrate", "down", "--config", cfg, "--dir", sampleMigrations, "--to", "0", "--shards", "4")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "migrate down to version 0: 1 shards")
+	out, code = runClusterCmd(t, "migrate", "status", "--config", cfg, "--dir", sampleMigrations, "--json")
+	require.Equal(t, 0, code, out)
+	st.Shards = nil
+	require.NoError(t, json.Unmarshal([]byte(out), &st))
+	versions := []float64{}
+	for _, s := range st.Shards {
+		versions = append(versions, s["version"].(float64))
+	}
+	require.Equal(t, []float64{0, 2, 0, 2, 0, 0}, versions)
+}

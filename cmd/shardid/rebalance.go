@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -19,10 +20,12 @@ func newRebalanceCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "rebalance",
 		Short: "Plan and run shard moves after adding a host to the cluster file or marking one drain",
-		Long: `Add a host to the cluster file (or mark one "drain: true"), then:
+		Long: `Add a host to the cluster file (or mark one "drain: true"; on a cluster of
+'shardid local up', 'shardid local add-host' adds one), then:
 
-  shardid rebalance plan            # the moves, changes nothing
-  shardid rebalance apply           # runs them, online, resumable
+  shardid rebalance plan                        # the moves, changes nothing
+  shardid rebalance apply --dir shard-migrations  # runs them, online, resumable
+  shardid status                                # the map, and the moves in progress
 
 Each move builds the shard's schema on the new host (generator, then the
 migrations of --dir up to the shard's version), copies it with logical
@@ -284,7 +287,13 @@ func newRebalanceStatusCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status [--all] [--json]",
 		Short: "List unfinished moves from the journal (--all: every move)",
-		Args:  cobra.NoArgs,
+		Long: `Lists the moves the journal holds as unfinished (with --all, every move):
+id, shard, hosts, mode, phase, start and the error that stopped it. A stopped
+move is resumed by 'shardid rebalance apply' (or 'shardid shard move N --to
+HOST' again) and rolled back by 'shardid rebalance abort --shard N'.
+'shardid status' shows the moves in progress beside the map. --json prints
+{"moves":[{"id":N,"shard":N,"from":"pg1","to":"pg4","mode":"online","phase":"copy",...}]}.`,
+		Args: cobra.NoArgs,
 	}
 	configPath := addClusterConfigFlag(cmd)
 	cmd.Flags().BoolVar(&all, "all", false, "list finished and aborted moves too")
@@ -359,9 +368,15 @@ func newRebalanceCleanupCmd() *cobra.Command {
 		Use:   "cleanup [--all] [--json]",
 		Short: "Drop moved shards' old copies whose keep period has passed (--all: every one)",
 		Long: `A move keeps the shard's old copy on its old host, renamed
-shard_NNNN_moved_gG and fenced, for --keep. cleanup drops those whose time is
-up, or all of them with --all. --json prints
-{"dropped":[{"move":N,"shard":N,"host":"pg1","schema":"shard_0005_moved_g12"}],"kept":N}.`,
+shard_NNNN_moved_gG and fenced, for the --keep of 'rebalance apply' or 'shard
+move' (default 24h): until then a move can be checked against it. cleanup
+drops the copies whose time is up and says until when it keeps the others;
+--all drops every one now. --json prints
+{"dropped":[{"move":N,"shard":N,"host":"pg1","schema":"shard_0005_moved_g12"}],"kept":N,
+ "kept_copies":[{"move":N,"shard":N,"host":"pg1","schema":"...","keep_until":"RFC 3339"}]}.
+
+  shardid rebalance cleanup         # drops the copies whose --keep has passed
+  shardid rebalance cleanup --all   # drops every old copy now`,
 		Args: cobra.NoArgs,
 	}
 	configPath := addClusterConfigFlag(cmd)
@@ -383,9 +398,37 @@ up, or all of them with --all. --json prints
 					fmt.Fprintf(cmd.OutOrStdout(), "dropped %s on %s (shard %d, move %d)\n", d.Schema, d.Host, d.Shard, d.MoveID)
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%d dropped, %d kept\n", len(res.Dropped), res.Kept)
+				printKeptCopies(cmd.OutOrStdout(), res.KeptCopies, time.Now())
 			}
 		}
 		return err
 	}
 	return cmd
+}
+
+// keptShown is how many kept copies cleanup lists one by one.
+const keptShown = 10
+
+// printKeptCopies says until when cleanup keeps the old copies it left
+// alone, and how to drop them now.
+func printKeptCopies(w io.Writer, kept []rebalance.KeptCopy, now time.Time) {
+	if len(kept) == 0 {
+		return
+	}
+	until := func(k rebalance.KeptCopy) string {
+		left := k.KeepUntil.Sub(now).Round(time.Minute)
+		in := "in less than a minute"
+		if left >= time.Minute {
+			in = "in " + strings.TrimSuffix(left.String(), "0s")
+		}
+		return fmt.Sprintf("%s (%s)", k.KeepUntil.UTC().Format(time.RFC3339), in)
+	}
+	if len(kept) <= keptShown {
+		for _, k := range kept {
+			fmt.Fprintf(w, "kept %s on %s (shard %d, move %d) until %s\n", k.Schema, k.Host, k.Shard, k.MoveID, until(k))
+		}
+	} else {
+		fmt.Fprintf(w, "kept %d old copies: the first expires %s, the last %s\n", len(kept), until(kept[0]), until(kept[len(kept)-1]))
+	}
+	fmt.Fprintln(w, "old copies are kept for the --keep of apply or shard move (default 24h); a later cleanup drops them, 'shardid rebalance cleanup --all' drops them now")
 }

@@ -8,12 +8,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/rebalance"
 )
 
 func decodeStrict(t *testing.T, out string, v any) {
@@ -136,6 +138,35 @@ func TestRebalanceCLI(t *testing.T) {
 	require.Equal(t, 1, code, out)
 	require.Contains(t, out, "no unfinished move")
 
+	// Right after the moves, cleanup keeps the two copies kept for the
+	// default --keep, and says until when and how to drop them now.
+	out, code = runClusterCmd(t, "rebalance", "cleanup", "--config", path)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "0 dropped, 2 kept\n")
+	require.Regexp(t, `(?m)^kept shard_0005_moved_g\d+ on pg3 \(shard 5, move \d+\) until 20\d\d-\d\d-\d\dT\d\d:\d\d:\d\dZ \(in 2[34]h\d+m\)$`, out)
+	require.Regexp(t, `(?m)^kept shard_0000_moved_g\d+ on pg1 \(shard 0, move \d+\) until `, out)
+	require.Contains(t, out, "default 24h")
+	require.Contains(t, out, "'shardid rebalance cleanup --all' drops them now")
+	out, code = runClusterCmd(t, "rebalance", "cleanup", "--config", path, "--json")
+	require.Equal(t, 0, code, out)
+	var kept struct {
+		Dropped    []any `json:"dropped"`
+		Kept       int   `json:"kept"`
+		KeptCopies []struct {
+			Move      int64     `json:"move"`
+			Shard     int       `json:"shard"`
+			Host      string    `json:"host"`
+			Schema    string    `json:"schema"`
+			KeepUntil time.Time `json:"keep_until"`
+		} `json:"kept_copies"`
+	}
+	decodeStrict(t, out, &kept)
+	require.Empty(t, kept.Dropped)
+	require.Equal(t, 2, kept.Kept)
+	require.Len(t, kept.KeptCopies, 2)
+	require.Equal(t, 5, kept.KeptCopies[0].Shard, "the earliest to expire first")
+	require.WithinDuration(t, time.Now().Add(24*time.Hour), kept.KeptCopies[0].KeepUntil, 10*time.Minute)
+
 	out, code = runClusterCmd(t, "rebalance", "cleanup", "--config", path, "--all", "--json")
 	require.Equal(t, 0, code, out)
 	var cl struct {
@@ -145,10 +176,12 @@ func TestRebalanceCLI(t *testing.T) {
 			Host   string `json:"host"`
 			Schema string `json:"schema"`
 		} `json:"dropped"`
-		Kept int `json:"kept"`
+		Kept       int   `json:"kept"`
+		KeptCopies []any `json:"kept_copies"`
 	}
 	decodeStrict(t, out, &cl)
 	require.Len(t, cl.Dropped, 2) // the third was dropped at once (--keep 0)
+	require.Empty(t, cl.KeptCopies)
 	out, code = runClusterCmd(t, "verify", "--config", path, "--deep")
 	require.Equal(t, 0, code, out)
 }
@@ -171,4 +204,25 @@ func TestRebalanceCLIBadInput(t *testing.T) {
 		require.Equal(t, tc.code, code, "%v: %s", tc.args, out)
 		require.Contains(t, out, tc.msg, tc.args)
 	}
+}
+
+func TestPrintKeptCopies(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	var kept []rebalance.KeptCopy
+	for i := range 12 {
+		kept = append(kept, rebalance.KeptCopy{
+			RetiredCopy: rebalance.RetiredCopy{MoveID: int64(i + 1), Shard: i, Host: "pg1", Schema: fmt.Sprintf("shard_%04d_moved_g3", i)},
+			KeepUntil:   now.Add(time.Duration(i+1) * time.Hour),
+		})
+	}
+	var b strings.Builder
+	printKeptCopies(&b, kept[:1], now)
+	require.Equal(t, "kept shard_0000_moved_g3 on pg1 (shard 0, move 1) until 2026-11-29T13:00:00Z (in 1h0m)\n"+
+		"old copies are kept for the --keep of apply or shard move (default 24h); a later cleanup drops them, 'shardid rebalance cleanup --all' drops them now\n", b.String())
+	b.Reset()
+	printKeptCopies(&b, kept, now)
+	require.True(t, strings.HasPrefix(b.String(), "kept 12 old copies: the first expires 2026-11-29T13:00:00Z (in 1h0m), the last 2026-11-30T00:00:00Z (in 12h0m)\n"), b.String())
+	b.Reset()
+	printKeptCopies(&b, nil, now)
+	require.Empty(t, b.String())
 }

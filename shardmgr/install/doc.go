@@ -3,7 +3,8 @@
 // golang-migrate set migrations.Catalog), the balanced map of shards to
 // hosts, every host's own record (migrations.Host: shardid.host_info and
 // shardid.local_shards) and every shard's schema and generator; and it
-// reports the cluster's status (ClusterStatus) for shardid status.
+// reports the cluster's status (ClusterStatus: the map and the moves in
+// progress) for shardid status.
 //
 // Init is idempotent: run again, it finishes what is missing and changes
 // nothing that is right. Before it records anything it asks the servers

@@ -2,19 +2,30 @@ package install
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
 
 // Status is the map as `shardid status --json` prints it:
 //
 //	{"generation":N,"hosts":[{"name":"pg1","shards":[0,1,...]}],
-//	 "shards":[{"id":0,"schema":"shard_0000","host":"pg1","state":"active"}]}
+//	 "shards":[{"id":0,"schema":"shard_0000","host":"pg1","state":"active"}],
+//	 "moves":[{"id":N,"shard":5,"from":"pg3","to":"pg4","mode":"online","phase":"copy",...}]}
 type Status struct {
 	Generation int64         `json:"generation"`
 	Hosts      []HostStatus  `json:"hosts"`
 	Shards     []ShardStatus `json:"shards"`
+	// Moves are the moves in progress (the journal's open moves, oldest
+	// first): planned, running, or stopped by an error until apply
+	// resumes them or abort rolls them back.
+	Moves []MoveStatus `json:"moves"`
 }
 
 // HostStatus lists the shards one host holds.
@@ -31,9 +42,26 @@ type ShardStatus struct {
 	State  shardmgr.State `json:"state"`
 }
 
+// MoveStatus is a move in progress as the journal records it; package
+// rebalance has the full record (rebalance.Moves).
+type MoveStatus struct {
+	ID    int64  `json:"id"`
+	Shard int    `json:"shard"`
+	From  string `json:"from"`
+	To    string `json:"to"`
+	Mode  string `json:"mode"`
+	Phase string `json:"phase"`
+	// Bytes is the shard's size when planned, Rows the rows copied so far.
+	Bytes   int64     `json:"bytes"`
+	Rows    int64     `json:"rows"`
+	Started time.Time `json:"started"`
+	// Error is why the move stopped, "" while it runs.
+	Error string `json:"error,omitempty"`
+}
+
 // statusOf renders a map as a Status.
 func statusOf(m *shardmgr.ShardMap) *Status {
-	st := &Status{Generation: m.Generation, Hosts: []HostStatus{}, Shards: make([]ShardStatus, len(m.Shards))}
+	st := &Status{Generation: m.Generation, Hosts: []HostStatus{}, Shards: make([]ShardStatus, len(m.Shards)), Moves: []MoveStatus{}}
 	for _, h := range m.Hosts {
 		st.Hosts = append(st.Hosts, HostStatus{Name: h.Name, Shards: m.ShardsOn(h.Name)})
 	}
@@ -43,14 +71,45 @@ func statusOf(m *shardmgr.ShardMap) *Status {
 	return st
 }
 
-// ClusterStatus reads the map from the catalog named in cfg.
+// ClusterStatus reads the map and the moves in progress from the catalog
+// named in cfg.
 func ClusterStatus(ctx context.Context, cfg *shardmgr.Config) (*Status, error) {
 	if err := cfg.ValidateCluster(); err != nil {
 		return nil, err
 	}
-	m, err := catalog.ReadClusterMap(ctx, cfg)
+	pool, err := pg.OpenPool(ctx, cfg.Catalog, 1)
 	if err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	defer pool.Close()
+	m, err := shardmgr.ReadMap(ctx, pool)
+	if err != nil {
+		if errors.Is(err, shardmgr.ErrNotInitialized) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	st := statusOf(m)
+	if st.Moves, err = openMoves(ctx, pool); err != nil {
 		return nil, err
 	}
-	return statusOf(m), nil
+	return st, nil
+}
+
+// openMoves reads the journal's open moves, oldest first.
+func openMoves(ctx context.Context, q shardmgr.Querier) ([]MoveStatus, error) {
+	rows, err := q.Query(ctx, `SELECT id, shard, from_host, to_host, mode, phase, bytes, rows_copied, created_at, error
+		FROM shardid.moves WHERE `+catalog.OpenMoves+` ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: read move journal: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (MoveStatus, error) {
+		var mv MoveStatus
+		err := row.Scan(&mv.ID, &mv.Shard, &mv.From, &mv.To, &mv.Mode, &mv.Phase, &mv.Bytes, &mv.Rows, &mv.Started, &mv.Error)
+		return mv, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("catalog: read move journal: %w", err)
+	}
+	return out, nil
 }

@@ -2,7 +2,9 @@ package install
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -27,7 +29,39 @@ func TestStatusJSONShape(t *testing.T) {
 			{"id":1,"schema":"shard_0001","host":"pg1","state":"active"},
 			{"id":2,"schema":"shard_0002","host":"pg2","state":"active"},
 			{"id":3,"schema":"shard_0003","host":"pg2","state":"read-only"},
-			{"id":4,"schema":"shard_0004","host":"pg3","state":"active"}]}`, string(b))
+			{"id":4,"schema":"shard_0004","host":"pg3","state":"active"}],
+		"moves":[]}`, string(b))
+}
+
+func TestStatusMovesInProgress(t *testing.T) {
+	t.Parallel()
+	cfg := initCluster(t, 5)
+	cat := pool(t, cfg.Catalog)
+	// Journal rows as apply writes them: one running, one stopped by an
+	// error, one finished and one aborted (neither of those is listed).
+	for _, row := range []struct {
+		shard      int
+		from, to   string
+		phase, err string
+	}{
+		{4, "pg3", "pg1", "copy", ""},
+		{1, "pg1", "pg2", "cleaned", ""},
+		{0, "pg1", "pg3", "aborted", ""},
+		{2, "pg2", "pg3", "catchup", "replication: slot lost"},
+	} {
+		_, err := cat.Exec(ctx(t), `INSERT INTO shardid.moves (shard, from_host, to_host, mode, phase, repl_name, schema_name, bytes, rows_copied, error)
+			VALUES ($1, $2, $3, 'online', $4, $6, $7, 8192, 42, $5)`, row.shard, row.from, row.to, row.phase, row.err, fmt.Sprintf("test-%d", row.shard), fmt.Sprintf("shard_%04d", row.shard))
+		require.NoError(t, err)
+	}
+	st, err := ClusterStatus(ctx(t), cfg)
+	require.NoError(t, err)
+	require.Len(t, st.Moves, 2)
+	require.Equal(t, MoveStatus{ID: st.Moves[0].ID, Shard: 4, From: "pg3", To: "pg1", Mode: "online", Phase: "copy", Bytes: 8192, Rows: 42, Started: st.Moves[0].Started}, st.Moves[0])
+	require.WithinDuration(t, time.Now(), st.Moves[0].Started, time.Minute)
+	require.Equal(t, 2, st.Moves[1].Shard)
+	require.Equal(t, "catchup", st.Moves[1].Phase)
+	require.Equal(t, "replication: slot lost", st.Moves[1].Error)
+	require.Less(t, st.Moves[0].ID, st.Moves[1].ID)
 }
 
 func TestStatusBeforeInit(t *testing.T) {

@@ -4,7 +4,8 @@
 // table so the plain tern CLI agrees. It loads and renders migration sets
 // (LoadMigrationSet, Render, WriteRendered for the tern and golang-migrate
 // CLIs), runs them up or down (Migrate, MigrateShards, MigrateShardOn),
-// reads each shard's state (ReadMigrationStatus) and upgrades the shards'
+// reads each shard's state (ReadMigrationStatus, ReadMigrationStatusOf for
+// some shards) and upgrades the shards'
 // generators in place (UpgradeGenerators).
 //
 // A failed migration rolls back on its shard and is reported with the

@@ -118,6 +118,13 @@ func (s MigrationSummary) Versions() []int {
 // shards unreadable rather than failing the whole status; the error is
 // for the catalog and the cluster file.
 func ReadMigrationStatus(ctx context.Context, cfg *shardmgr.Config, set *MigrationSet) (*MigrationStatus, error) {
+	return ReadMigrationStatusOf(ctx, cfg, set, nil)
+}
+
+// ReadMigrationStatusOf is ReadMigrationStatus for some logical shards
+// (nil: every shard); the status lists only those, ascending. A shard the
+// cluster does not have is an error wrapping shardmgr.ErrUnknownShard.
+func ReadMigrationStatusOf(ctx context.Context, cfg *shardmgr.Config, set *MigrationSet, ids []int) (*MigrationStatus, error) {
 	if err := cfg.ValidateCluster(); err != nil {
 		return nil, err
 	}
@@ -125,24 +132,35 @@ func ReadMigrationStatus(ctx context.Context, cfg *shardmgr.Config, set *Migrati
 	if err != nil {
 		return nil, err
 	}
-	hosts, err := hostsOf(cfg, m.Shards)
+	selected, err := selectShards(m, ids)
 	if err != nil {
 		return nil, err
 	}
-	st := &MigrationStatus{Latest: set.Latest(), Shards: make([]ShardVersion, len(m.Shards))}
+	hosts, err := hostsOf(cfg, selected)
+	if err != nil {
+		return nil, err
+	}
+	// at is where each selected shard's entry goes in st.Shards.
+	at := make(map[int]int, len(selected))
+	perHost := map[string][]int{}
+	for i, s := range selected {
+		at[s.ID] = i
+		perHost[s.Host] = append(perHost[s.Host], s.ID)
+	}
+	st := &MigrationStatus{Latest: set.Latest(), Shards: make([]ShardVersion, len(selected))}
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	for name, h := range hosts {
-		shards := m.ShardsOn(name)
+		shards := perHost[name]
 		g.Go(func() error {
 			vs, err := hostVersions(gctx, h, m, shards)
 			mu.Lock()
 			defer mu.Unlock()
 			for i, id := range shards {
 				if err != nil {
-					st.Shards[id] = ShardVersion{ID: id, Host: name, Version: -1, Err: err}
+					st.Shards[at[id]] = ShardVersion{ID: id, Host: name, Version: -1, Err: err}
 				} else {
-					st.Shards[id] = vs[i]
+					st.Shards[at[id]] = vs[i]
 				}
 			}
 			return nil

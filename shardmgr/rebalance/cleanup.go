@@ -3,6 +3,7 @@ package rebalance
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -27,11 +28,21 @@ type RetiredCopy struct {
 	Schema string `json:"schema"`
 }
 
-// CleanupResult is what Cleanup did. JSON: {"dropped":[...],"kept":N}.
+// KeptCopy is a retired copy that Cleanup left alone: its keep period
+// (MoveOptions.Keep, set when the shard moved) ends at KeepUntil.
+type KeptCopy struct {
+	RetiredCopy
+	KeepUntil time.Time `json:"keep_until"`
+}
+
+// CleanupResult is what Cleanup did. JSON:
+// {"dropped":[...],"kept":N,"kept_copies":[{...,"keep_until":"..."}]}.
 type CleanupResult struct {
 	Dropped []RetiredCopy `json:"dropped"`
-	// Kept counts retired copies still inside their keep period.
-	Kept int `json:"kept"`
+	// Kept counts retired copies still inside their keep period;
+	// KeptCopies lists them, the earliest to expire first.
+	Kept       int        `json:"kept"`
+	KeptCopies []KeptCopy `json:"kept_copies"`
 }
 
 // Cleanup drops the retired copies (shard_NNNN_moved_gG on the old host)
@@ -50,11 +61,15 @@ func Cleanup(ctx context.Context, cfg *shardmgr.Config, opts CleanupOptions) (*C
 	if err != nil {
 		return nil, err
 	}
-	res := &CleanupResult{Dropped: []RetiredCopy{}}
+	res := &CleanupResult{Dropped: []RetiredCopy{}, KeptCopies: []KeptCopy{}}
 	now := time.Now()
 	for _, rec := range recs {
 		if !opts.All && rec.keepUntil != nil && rec.keepUntil.After(now) {
 			res.Kept++
+			res.KeptCopies = append(res.KeptCopies, KeptCopy{
+				RetiredCopy: RetiredCopy{MoveID: rec.ID, Shard: rec.Shard, Host: rec.From, Schema: rec.Retired},
+				KeepUntil:   rec.keepUntil.UTC(),
+			})
 			continue
 		}
 		src, err := mo.pool(ctx, rec.From)
@@ -69,6 +84,7 @@ func Cleanup(ctx context.Context, cfg *shardmgr.Config, opts CleanupOptions) (*C
 		}
 		res.Dropped = append(res.Dropped, RetiredCopy{MoveID: rec.ID, Shard: rec.Shard, Host: rec.From, Schema: rec.Retired})
 	}
+	slices.SortStableFunc(res.KeptCopies, func(a, b KeptCopy) int { return a.KeepUntil.Compare(b.KeepUntil) })
 	return res, nil
 }
 

@@ -2,6 +2,7 @@ package rebalance
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -106,6 +107,14 @@ func TestRebalanceAddHostThenDrain(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, cl.Dropped)
 	require.Equal(t, 6, cl.Kept)
+	require.Len(t, cl.KeptCopies, 6)
+	for i, k := range cl.KeptCopies {
+		require.NotEmpty(t, k.Schema)
+		require.WithinDuration(t, time.Now().Add(DefaultKeep), k.KeepUntil, 10*time.Minute, "kept for the default --keep")
+		if i > 0 {
+			require.False(t, k.KeepUntil.Before(cl.KeptCopies[i-1].KeepUntil), "the earliest to expire first")
+		}
+	}
 	// The drained host leaves the cluster file: refused while moves off it
 	// still keep retired copies there, done once they are cleaned up.
 	drained := cfg.Hosts[1]
