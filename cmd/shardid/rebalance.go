@@ -46,11 +46,13 @@ func parseBy(by string) (rebalance.PlanBy, error) {
 
 func newRebalancePlanCmd() *cobra.Command {
 	var (
-		by     string
-		asJSON bool
+		by       string
+		mode     string
+		parallel int
+		asJSON   bool
 	)
 	cmd := &cobra.Command{
-		Use:   "plan [--by count|size] [--json]",
+		Use:   "plan [--by count|size] [--mode online|offline|auto] [--parallel K] [--json]",
 		Short: "Compute the fewest moves that balance the hosts; changes nothing",
 		Long: `Reads the map from the catalog, the hosts (and their drain marks) from the
 cluster file, and each shard's size from its host. --by count (default) evens
@@ -58,30 +60,52 @@ out the number of shards per host; --by size the total relation size. A host
 marked drain gives all its shards away; a host that is balanced gives none.
 The plan is deterministic.
 
---json prints {"moves":[{"shard":N,"from":"pg1","to":"pg4","bytes":N}]}.`,
+It then checks the hosts for the moves as 'rebalance apply' with the same
+--mode and --parallel would run them (the preflight; see 'shardid rebalance
+apply --help'): a failed check is printed with its fix, and the command
+exits 1.
+
+--json prints {"moves":[{"shard":N,"from":"pg1","to":"pg4","bytes":N,"mode":"online"}],
+"preflight":[{"host":"pg1","role":"source","setting":"wal_level","value":"logical",
+"need":"logical","ok":true,"shards":[N],"fix":{...}}]}; a move that auto mode
+sends offline has "mode_reason".`,
 		Args: cobra.NoArgs,
 	}
 	configPath := addClusterConfigFlag(cmd)
 	cmd.Flags().StringVar(&by, "by", string(rebalance.ByCount), "balance shard counts (count) or total relation size (size)")
+	cmd.Flags().StringVar(&mode, "mode", string(rebalance.MoveOnline), "the mode to check the hosts for: online, offline or auto")
+	cmd.Flags().IntVar(&parallel, "parallel", 1, "the moves at once to check the hosts for")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the plan as JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		pb, err := parseBy(by)
 		if err != nil {
 			return err
 		}
+		m, err := parseMode(mode)
+		if err != nil {
+			return err
+		}
+		if parallel < 1 {
+			return usagef("--parallel must be at least 1")
+		}
 		cfg, err := loadCluster(*configPath)
 		if err != nil {
 			return err
 		}
-		plan, err := rebalance.PlanRebalance(cmd.Context(), cfg, rebalance.PlanOptions{By: pb})
-		if err != nil {
+		plan, err := rebalance.PlanRebalance(cmd.Context(), cfg, rebalance.PlanOptions{By: pb, Mode: m, Parallel: parallel})
+		if plan == nil {
 			return err
 		}
 		if asJSON {
-			return writeJSON(cmd.OutOrStdout(), plan)
+			if jerr := writeJSON(cmd.OutOrStdout(), plan); jerr != nil {
+				return jerr
+			}
+		} else {
+			printPlan(cmd.OutOrStdout(), plan)
+			fmt.Fprintln(cmd.OutOrStdout())
+			printPreflight(cmd.OutOrStdout(), plan.Preflight)
 		}
-		printPlan(cmd.OutOrStdout(), plan)
-		return nil
+		return reportPreflight(cmd.ErrOrStderr(), err)
 	}
 	return cmd
 }
@@ -92,9 +116,9 @@ func printPlan(w io.Writer, plan *rebalance.Plan) {
 	} else {
 		fmt.Fprintf(w, "%d moves (by %s, catalog generation %d)\n\n", len(plan.Moves), plan.By, plan.Generation)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "SHARD\tFROM\tTO\tBYTES")
+		fmt.Fprintln(tw, "SHARD\tFROM\tTO\tBYTES\tMODE")
 		for _, m := range plan.Moves {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", m.Shard, m.From, m.To, byteSize(m.Bytes))
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", m.Shard, m.From, m.To, byteSize(m.Bytes), modeText(m.Mode, m.ModeReason))
 		}
 		tw.Flush()
 		fmt.Fprintln(w)
@@ -132,18 +156,16 @@ type moveFlags struct {
 }
 
 func (f *moveFlags) add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.mode, "mode", string(rebalance.MoveOnline), "online (logical replication, short cut-over) or offline (fence, COPY, flip)")
+	cmd.Flags().StringVar(&f.mode, "mode", string(rebalance.MoveOnline), "online (logical replication, short cut-over), offline (fence, COPY, flip) or auto (online where the hosts allow it, else offline)")
 	cmd.Flags().StringVar(&f.dir, "dir", "", "directory of the shards' tern migrations (needed when they were migrated)")
 	cmd.Flags().DurationVar(&f.keep, "keep", rebalance.DefaultKeep, "keep the old copy, renamed and fenced, this long (0: drop it at once)")
 }
 
 func (f *moveFlags) options(cmd *cobra.Command) (rebalance.MoveOptions, error) {
 	var o rebalance.MoveOptions
-	switch f.mode {
-	case "online", "offline":
-		o.Mode = rebalance.MoveMode(f.mode)
-	default:
-		return o, usagef("--mode %q: want online or offline", f.mode)
+	var err error
+	if o.Mode, err = parseMode(f.mode); err != nil {
+		return o, err
 	}
 	if f.keep < 0 {
 		return o, usagef("--keep must not be negative")
@@ -159,6 +181,22 @@ func (f *moveFlags) options(cmd *cobra.Command) (rebalance.MoveOptions, error) {
 	return o, nil
 }
 
+func parseMode(mode string) (rebalance.MoveMode, error) {
+	switch m := rebalance.MoveMode(mode); m {
+	case rebalance.MoveOnline, rebalance.MoveOffline, rebalance.MoveAuto:
+		return m, nil
+	}
+	return "", usagef("--mode %q: want online, offline or auto", mode)
+}
+
+// modeText is a move's mode, with why auto mode sent it offline.
+func modeText(mode rebalance.MoveMode, reason string) string {
+	if reason != "" {
+		return fmt.Sprintf("%s (auto: %s)", mode, reason)
+	}
+	return string(mode)
+}
+
 func newRebalanceApplyCmd() *cobra.Command {
 	var (
 		by       string
@@ -168,7 +206,7 @@ func newRebalanceApplyCmd() *cobra.Command {
 		mf       moveFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "apply [--by count|size] [--parallel K] [--mode online|offline] [--dir DIR] [--keep DURATION] [--wait DURATION] [--json]",
+		Use:   "apply [--by count|size] [--parallel K] [--mode online|offline|auto] [--dir DIR] [--keep DURATION] [--wait DURATION] [--json]",
 		Short: "Run the plan's moves, resuming any an earlier run left unfinished",
 		Long: `Registers hosts new in the cluster file in the catalog (as init does),
 finishes the moves an interrupted run left in the journal, then plans and runs
@@ -218,6 +256,7 @@ another manager is running is waited for the same way.`,
 		mo.Progress = bars.Update
 		res, err := rebalance.Apply(cmd.Context(), cfg, rebalance.ApplyOptions{Plan: rebalance.PlanOptions{By: pb}, Parallel: parallel, Move: mo, Wait: wait})
 		bars.Done()
+		err = reportPreflight(cmd.ErrOrStderr(), err)
 		if res != nil {
 			if asJSON {
 				if jerr := writeJSON(cmd.OutOrStdout(), res); jerr != nil && err == nil {
@@ -239,7 +278,7 @@ func printMoves(w io.Writer, moves []*rebalance.MoveResult) {
 		if m == nil {
 			continue
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", m.ID, m.Shard, m.From, m.To, m.Mode, m.Phase, m.Rows, byteSize(m.Bytes),
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", m.ID, m.Shard, m.From, m.To, modeText(m.Mode, m.ModeReason), m.Phase, m.Rows, byteSize(m.Bytes),
 			m.Refused.Round(time.Millisecond), m.Elapsed.Round(time.Millisecond), oneLine(errorWithHint(m.Err)))
 	}
 	tw.Flush()

@@ -28,7 +28,7 @@ func newShardMoveCmd() *cobra.Command {
 		mf     moveFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "move N --to HOST [--mode online|offline] [--dir DIR] [--keep DURATION] [--json]",
+		Use:   "move N --to HOST [--mode online|offline|auto] [--dir DIR] [--keep DURATION] [--json]",
 		Short: "Move logical shard N to HOST (online by default)",
 		Long: `Moves one logical shard, as 'shardid rebalance apply' moves each shard of
 a plan: journaled, resumable (run the same command again), rolled back by
@@ -63,6 +63,7 @@ primary key), for the whole copy. --json prints the move:
 		mo.Progress = bars.Update
 		res, err := rebalance.MoveShard(cmd.Context(), cfg, shard, to, mo)
 		bars.Done()
+		err = reportPreflight(cmd.ErrOrStderr(), err)
 		if res != nil {
 			if asJSON {
 				if jerr := writeJSON(cmd.OutOrStdout(), res); jerr != nil && err == nil {
