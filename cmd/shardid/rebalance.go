@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"text/tabwriter"
 	"time"
 
@@ -252,7 +251,7 @@ another manager is running is waited for the same way.`,
 		if err != nil {
 			return err
 		}
-		bars := newMoveProgress(os.Stderr)
+		bars := newMoveProgress(cmd.ErrOrStderr())
 		mo.Progress = bars.Update
 		res, err := rebalance.Apply(cmd.Context(), cfg, rebalance.ApplyOptions{Plan: rebalance.PlanOptions{By: pb}, Parallel: parallel, Move: mo, Wait: wait})
 		bars.Done()

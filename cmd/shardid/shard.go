@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"strconv"
 
 	"github.com/spf13/cobra"
@@ -59,7 +58,7 @@ primary key), for the whole copy. --json prints the move:
 		if err != nil {
 			return err
 		}
-		bars := newMoveProgress(os.Stderr)
+		bars := newMoveProgress(cmd.ErrOrStderr())
 		mo.Progress = bars.Update
 		res, err := rebalance.MoveShard(cmd.Context(), cfg, shard, to, mo)
 		bars.Done()
