@@ -433,9 +433,12 @@ func (mo *mover) run(ctx context.Context, rec *MoveRecord) (*MoveResult, error) 
 	}
 	*rec = *fresh[0]
 	mv := &move{MoveRecord: rec}
-	res := func() *MoveResult {
+	// res is the move as this run leaves it, with this run's error only:
+	// an earlier run's, recorded in the journal, is history once the
+	// move moved on.
+	res := func(err error) *MoveResult {
 		r := &MoveResult{MoveRef: rec.MoveRef, Mode: rec.Mode, Phase: rec.Phase,
-			Rows: rec.Rows, Bytes: rec.Bytes, Elapsed: time.Since(start), RetiredSchema: rec.Retired}
+			Rows: rec.Rows, Bytes: rec.Bytes, Elapsed: time.Since(start), RetiredSchema: rec.Retired, Err: err}
 		if rec.refusedMS != nil {
 			r.Refused = time.Duration(*rec.refusedMS) * time.Millisecond
 		}
@@ -446,11 +449,12 @@ func (mo *mover) run(ctx context.Context, rec *MoveRecord) (*MoveResult, error) 
 	}
 	for rec.Phase.Open() {
 		if mo.opts.stopAfter != "" && rec.Phase == mo.opts.stopAfter {
-			return res(), errStopped
+			return res(errStopped), errStopped
 		}
 		next, ok := nextStep(rec.Mode, rec.Phase)
 		if !ok {
-			return res(), fmt.Errorf("move %d: phase %s is not one of a %s move", rec.ID, rec.Phase, rec.Mode)
+			err := fmt.Errorf("move %d: phase %s is not one of a %s move", rec.ID, rec.Phase, rec.Mode)
+			return res(err), err
 		}
 		mo.progress(rec, MoveProgress{Phase: next.phase, Lag: -1})
 		mo.log.Info("move", "id", rec.ID, "shard", rec.Shard, "from", rec.From, "to", rec.To, "phase", next.phase)
@@ -462,11 +466,11 @@ func (mo *mover) run(ctx context.Context, rec *MoveRecord) (*MoveResult, error) 
 			err = &shardmgr.ShardError{Shard: rec.Shard, Host: rec.To, Err: fmt.Errorf("move %d (%s -> %s), phase %s: %w", rec.ID, rec.From, rec.To, next.phase, err)}
 			err = mo.failed(ctx, mv, next, err)
 			recordError(ctx, mo.catalog, rec, err)
-			return res(), err
+			return res(err), err
 		}
 	}
 	mo.log.Info("move done", "id", rec.ID, "shard", rec.Shard, "to", rec.To, "elapsed", time.Since(start))
-	return res(), nil
+	return res(nil), nil
 }
 
 // failed leaves a move whose step towards next failed as safe as it can,

@@ -182,6 +182,7 @@ func setPhase(ctx context.Context, q pg.Execer, mv *MoveRecord, next Phase, extr
 		return fmt.Errorf("move %d: journal phase %s: the move is no longer in phase %s (another manager?)", mv.ID, next, mv.Phase)
 	}
 	mv.Phase = next
+	mv.Error = "" // as the journal now says: the error was an earlier step's
 	return nil
 }
 
