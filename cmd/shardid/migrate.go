@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/migrate"
 	shsql "github.com/shardid/shardid/sql"
 )
@@ -38,19 +39,43 @@ See docs/migrations.md.`,
 	return cmd
 }
 
-// migrateDirFlag adds the required --dir flag.
+// migrateDirFlag adds the --dir flag.
 func migrateDirFlag(cmd *cobra.Command) *string {
 	dir := new(string)
-	cmd.Flags().StringVar(dir, "dir", "", "directory of tern migration files (required)")
+	cmd.Flags().StringVar(dir, "dir", "", "directory of tern migration files (default: the cluster file's migrations:)")
 	return dir
 }
 
-// loadMigrationDir loads --dir, a usage error when it is not given.
-func loadMigrationDir(cmd *cobra.Command, dir string) (*migrate.MigrationSet, error) {
-	if !cmd.Flags().Changed("dir") || dir == "" {
-		return nil, usagef("--dir is required")
+// migrationDir is the migrations directory a command uses: --dir when
+// given, else the one the cluster file at configPath names (relative to
+// the file), else "".
+func migrationDir(cmd *cobra.Command, dir, configPath string) (string, error) {
+	if cmd.Flags().Changed("dir") {
+		if dir == "" {
+			return "", usagef("--dir must not be empty")
+		}
+		return dir, nil
 	}
-	return migrate.LoadMigrationDir(dir)
+	cfg, err := shardmgr.LoadConfig(configPath)
+	if err != nil {
+		return "", err
+	}
+	return cfg.MigrationsDir(), nil
+}
+
+// loadMigrationDir loads the migrations directory (--dir, or the cluster
+// file's migrations:), a usage error when neither names one. It returns
+// the directory for messages.
+func loadMigrationDir(cmd *cobra.Command, dir, configPath string) (*migrate.MigrationSet, string, error) {
+	dir, err := migrationDir(cmd, dir, configPath)
+	if err != nil {
+		return nil, "", err
+	}
+	if dir == "" {
+		return nil, "", usagef("--dir is required (or name the directory in the cluster file: migrations: ./migrations)")
+	}
+	set, err := migrate.LoadMigrationDir(dir)
+	return set, dir, err
 }
 
 func migrateLogger() *slog.Logger {
@@ -111,12 +136,12 @@ required (0 undoes everything). Shards already at or below N are left alone.`
 		if workers < 1 {
 			return usagef("--workers must be at least 1")
 		}
-		set, err := loadMigrationDir(cmd, *dirPath)
+		set, dirName, err := loadMigrationDir(cmd, *dirPath, *configPath)
 		if err != nil {
 			return err
 		}
 		if to > set.Latest() {
-			return usagef("--to %d: %s has %d migrations", to, *dirPath, set.Latest())
+			return usagef("--to %d: %s has %d migrations", to, dirName, set.Latest())
 		}
 		cfg, err := loadCluster(*configPath)
 		if err != nil {
@@ -200,7 +225,7 @@ some shard could not be read.`,
 	configPath := addClusterConfigFlag(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		set, err := loadMigrationDir(cmd, *dirPath)
+		set, _, err := loadMigrationDir(cmd, *dirPath, *configPath)
 		if err != nil {
 			return err
 		}
@@ -363,7 +388,7 @@ Nothing connects to a database: the cluster file gives the number of shards.`,
 		if format != migrate.FormatTern && format != migrate.FormatGolangMigrate {
 			return usagef("--format %q: want tern or golang-migrate", format)
 		}
-		set, err := loadMigrationDir(cmd, *dirPath)
+		set, _, err := loadMigrationDir(cmd, *dirPath, *configPath)
 		if err != nil {
 			return err
 		}

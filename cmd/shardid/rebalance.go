@@ -156,11 +156,13 @@ type moveFlags struct {
 
 func (f *moveFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.mode, "mode", string(rebalance.MoveOnline), "online (logical replication, short cut-over), offline (fence, COPY, flip) or auto (online where the hosts allow it, else offline)")
-	cmd.Flags().StringVar(&f.dir, "dir", "", "directory of the shards' tern migrations (needed when they were migrated)")
+	cmd.Flags().StringVar(&f.dir, "dir", "", "directory of the shards' tern migrations, needed when they were migrated (default: the cluster file's migrations:)")
 	cmd.Flags().DurationVar(&f.keep, "keep", rebalance.DefaultKeep, "keep the old copy, renamed and fenced, this long (0: drop it at once)")
 }
 
-func (f *moveFlags) options(cmd *cobra.Command) (rebalance.MoveOptions, error) {
+// options are the move options the flags say; the migrations directory
+// is --dir, else the one the cluster file at configPath names.
+func (f *moveFlags) options(cmd *cobra.Command, configPath string) (rebalance.MoveOptions, error) {
 	var o rebalance.MoveOptions
 	var err error
 	if o.Mode, err = parseMode(f.mode); err != nil {
@@ -170,8 +172,12 @@ func (f *moveFlags) options(cmd *cobra.Command) (rebalance.MoveOptions, error) {
 		return o, usagef("--keep must not be negative")
 	}
 	o.Keep = &f.keep
-	if cmd.Flags().Changed("dir") {
-		set, err := migrate.LoadMigrationDir(f.dir)
+	dir, err := migrationDir(cmd, f.dir, configPath)
+	if err != nil {
+		return o, err
+	}
+	if dir != "" {
+		set, err := migrate.LoadMigrationDir(dir)
 		if err != nil {
 			return o, err
 		}
@@ -243,7 +249,7 @@ another manager is running is waited for the same way.`,
 		if wait <= 0 {
 			return usagef("--wait must be positive")
 		}
-		mo, err := mf.options(cmd)
+		mo, err := mf.options(cmd, *configPath)
 		if err != nil {
 			return err
 		}

@@ -50,7 +50,7 @@ primary key), for the whole copy. --json prints the move:
 		if to == "" {
 			return usagef("--to is required")
 		}
-		mo, err := mf.options(cmd)
+		mo, err := mf.options(cmd, *configPath)
 		if err != nil {
 			return err
 		}
