@@ -229,7 +229,42 @@ summary to stdout, with --json:
 
 Two applies at once do not fail each other: the second waits (at most --wait)
 for the first, then runs what is left, usually nothing (exit 0). A move that
-another manager is running is waited for the same way.`,
+another manager is running is waited for the same way.
+
+Without a terminal, each move's phase changes go to stderr, one line each
+("move 3 shard 16 pg1 -> pg4: copy"); with --json stdout holds the summary only.
+--dir defaults to the cluster file's "migrations:" (relative to the file).
+
+Before anything changes (no host registered, no move journaled) apply checks
+every source and target (the preflight, as 'rebalance plan' shows it): a failed
+check refuses the whole run with one line per host naming the setting, its
+value, the value needed and the way out (ALTER SYSTEM and whether a restart is
+needed, a lower --parallel, --mode offline).
+
+Online moves (--mode online, the default) need, on the servers:
+  source host: wal_level = logical (changing it needs a restart), a free
+    replication slot (max_replication_slots) and WAL sender (max_wal_senders)
+    per move in flight plus one for a table copy, and a role that may create
+    publications and logical replication slots (REPLICATION and CREATE on the
+    database, or superuser);
+  target host: a role that may create subscriptions (superuser in PostgreSQL
+    15, pg_create_subscription from 16), free logical replication workers
+    (max_logical_replication_workers, within max_worker_processes; both need
+    a restart) for the --parallel moves plus one for a table copy, and a
+    network path to the source as its DSN in the cluster file names it;
+  every table of a moving shard: a primary key or replica identity (else
+    use --mode offline).
+The target starts subscription workers at most once per
+wal_retrieve_retry_interval (5s by default), so each move may wait that long
+before its copy starts: lower it on the receiving hosts for a rebalance
+(ALTER SYSTEM SET wal_retrieve_retry_interval = '100ms'; SELECT pg_reload_conf()
+- a reload, no restart). 'shardid local up' starts its servers with all of this
+set; --mode offline needs none of it. --mode auto moves each shard online where
+its hosts and tables allow it and offline where they do not, and says why in the
+MODE column ("offline (auto: wal_level is replica on pg1)") and in JSON
+("mode_reason"). Online stays the default: offline refuses writes to the shard
+for its whole copy, which should be asked for, not fallen into. See
+docs/rebalance.md, "Requirements and limits".`,
 		Args: cobra.NoArgs,
 	}
 	configPath := addClusterConfigFlag(cmd)
