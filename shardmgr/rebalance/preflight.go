@@ -16,6 +16,7 @@ import (
 
 	"github.com/shardid/shardid/internal/pgsession"
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/migrate"
 )
 
 // The preflight: before a plan, an apply or a move changes anything (the
@@ -221,16 +222,17 @@ func readNewHostFacts(ctx context.Context, dsn string, ours []string) (*hostFact
 }
 
 // tablesWithoutIdentity lists, per schema of schemas, the tables (of
-// only, when not nil) that logical replication cannot follow: no primary
-// key and no replica identity.
+// only, when not nil; never the migration bookkeeping) that logical
+// replication cannot follow: no primary key and no replica identity. The
+// preflight and the move's own check before it publishes share it.
 func tablesWithoutIdentity(ctx context.Context, q shardmgr.Querier, schemas, only []string) (map[string][]string, error) {
 	rows, err := q.Query(ctx, `SELECT n.nspname, c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 		WHERE n.nspname = ANY($1) AND c.relkind IN ('r', 'p') AND ($2::text[] IS NULL OR c.relname = ANY($2))
-		  AND c.relname NOT IN ('schema_version', 'schema_migration_failures')
+		  AND c.relname <> ALL($3)
 		  AND NOT (c.relreplident = 'f'
 		   OR (c.relreplident = 'd' AND EXISTS (SELECT FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid AND i.indisprimary))
 		   OR (c.relreplident = 'i' AND EXISTS (SELECT FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid AND i.indisreplident)))
-		ORDER BY 1, 2`, schemas, only)
+		ORDER BY 1, 2`, schemas, only, []string{migrate.VersionTable, migrate.FailureTable})
 	if err != nil {
 		return nil, err
 	}
