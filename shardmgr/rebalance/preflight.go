@@ -350,7 +350,15 @@ func runPreflight(ctx context.Context, cfg *shardmgr.Config, poolOf func(context
 			online = append(online, m)
 		}
 	}
-	res.Checks = onlineChecks(facts, online, parallel)
+	serverOf := map[string]string{}
+	for _, h := range hosts {
+		if hc, ok := cfg.Host(h); ok {
+			if pc, err := pgconn.ParseConfig(hc.DSN); err == nil {
+				serverOf[h] = fmt.Sprintf("%s:%d", pc.Host, pc.Port)
+			}
+		}
+	}
+	res.Checks = onlineChecks(facts, online, parallel, serverOf)
 	return res, nil
 }
 
@@ -394,7 +402,12 @@ func (f *hostFacts) freeWorkers() int {
 // onlineChecks checks the hosts of the online moves: each source's
 // wal_level, slots, senders and role, each moving shard's tables, each
 // target's workers and role; n moves at once take min(n, parallel).
-func onlineChecks(facts map[string]*hostFacts, online []preflightMove, parallel int) []Check {
+//
+// Slots, senders and workers are the server's, and two hosts may be two
+// databases of one server (serverOf names each host's; a host missing
+// from it is a server of its own): they are counted, and reported once,
+// per server, for the moves from (or to) all of its hosts.
+func onlineChecks(facts map[string]*hostFacts, online []preflightMove, parallel int, serverOf map[string]string) []Check {
 	var checks []Check
 	from, to := map[string][]int{}, map[string][]int{}
 	var sources, targets []string
@@ -408,6 +421,43 @@ func onlineChecks(facts map[string]*hostFacts, online []preflightMove, parallel 
 		from[m.From] = append(from[m.From], m.Shard)
 		to[m.To] = append(to[m.To], m.Shard)
 	}
+	server := func(h string) string {
+		if k, ok := serverOf[h]; ok {
+			return k
+		}
+		return "host " + h
+	}
+	// group is, for the first of hosts on each server, the names of those
+	// hosts on it and their moves' shards; the others get nothing.
+	group := func(hosts []string, shardsOf map[string][]int) map[string]struct {
+		names  string
+		shards []int
+	} {
+		first := map[string]string{}
+		names := map[string][]string{}
+		shards := map[string][]int{}
+		for _, h := range hosts {
+			k := server(h)
+			if _, ok := first[k]; !ok {
+				first[k] = h
+			}
+			names[k] = append(names[k], h)
+			shards[k] = append(shards[k], shardsOf[h]...)
+		}
+		out := map[string]struct {
+			names  string
+			shards []int
+		}{}
+		for k, h := range first {
+			slices.Sort(shards[k])
+			out[h] = struct {
+				names  string
+				shards []int
+			}{strings.Join(names[k], ", "), shards[k]}
+		}
+		return out
+	}
+	srcServers, dstServers := group(sources, from), group(targets, to)
 	capacity := func(host string, role Role, setting string, limit, used, inFlight int, shards []int) Check {
 		need := replicationNeed(inFlight)
 		free := limit - used
@@ -421,7 +471,6 @@ func onlineChecks(facts map[string]*hostFacts, online []preflightMove, parallel 
 	}
 	for _, h := range sources {
 		f, shards := facts[h], from[h]
-		n := min(len(shards), parallel)
 		wal := Check{Host: h, Role: RoleSource, Setting: CheckWALLevel, Value: f.walLevel, Need: "logical", OK: f.walLevel == "logical", Shards: shards}
 		if !wal.OK {
 			wal.Fix = &Fix{Offline: true, SQL: "ALTER SYSTEM SET wal_level = logical", Restart: true}
@@ -432,10 +481,14 @@ func onlineChecks(facts map[string]*hostFacts, online []preflightMove, parallel 
 			pub.Fix = &Fix{Offline: true, SQL: fmt.Sprintf("ALTER ROLE %s REPLICATION; GRANT CREATE ON DATABASE %s TO %s",
 				pgx.Identifier{f.role}.Sanitize(), pgx.Identifier{f.database}.Sanitize(), pgx.Identifier{f.role}.Sanitize())}
 		}
-		checks = append(checks, wal,
-			capacity(h, RoleSource, CheckSlots, f.maxSlots, f.usedSlots, n, shards),
-			capacity(h, RoleSource, CheckSenders, f.maxSenders, f.usedSenders, n, shards),
-			pub)
+		checks = append(checks, wal)
+		if srv, ok := srcServers[h]; ok {
+			n := min(len(srv.shards), parallel)
+			checks = append(checks,
+				capacity(srv.names, RoleSource, CheckSlots, f.maxSlots, f.usedSlots, n, srv.shards),
+				capacity(srv.names, RoleSource, CheckSenders, f.maxSenders, f.usedSenders, n, srv.shards))
+		}
+		checks = append(checks, pub)
 		// One line per table-less-key shard: the way out names its tables.
 		var bad []int
 		var fixes []string
@@ -464,10 +517,12 @@ func onlineChecks(facts map[string]*hostFacts, online []preflightMove, parallel 
 	}
 	for _, h := range targets {
 		f, shards := facts[h], to[h]
-		n := min(len(shards), parallel)
-		checks = append(checks,
-			capacity(h, RoleTarget, CheckWorkers, f.maxWorkers, f.usedWorkers, n, shards),
-			capacity(h, RoleTarget, CheckWorkerProcesses, f.maxProcesses, f.usedProcesses, n, shards))
+		if srv, ok := dstServers[h]; ok {
+			n := min(len(srv.shards), parallel)
+			checks = append(checks,
+				capacity(srv.names, RoleTarget, CheckWorkers, f.maxWorkers, f.usedWorkers, n, srv.shards),
+				capacity(srv.names, RoleTarget, CheckWorkerProcesses, f.maxProcesses, f.usedProcesses, n, srv.shards))
+		}
 		need := "superuser (PostgreSQL 15)"
 		if f.version >= 160000 {
 			need = "superuser, or pg_create_subscription and CREATE on the database"

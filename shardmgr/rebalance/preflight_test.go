@@ -157,7 +157,7 @@ func TestPreflightParallelNeedsSlots(t *testing.T) {
 		moves = append(moves, preflightMove{Shard: s, From: "pg1", To: "pg4", Schema: "x", Mode: MoveOnline})
 	}
 	var slots Check
-	for _, c := range onlineChecks(facts, moves, 4) {
+	for _, c := range onlineChecks(facts, moves, 4, nil) {
 		if c.Setting == CheckSlots {
 			slots = c
 		} else {
@@ -166,7 +166,33 @@ func TestPreflightParallelNeedsSlots(t *testing.T) {
 	}
 	require.Equal(t, Check{Host: "pg1", Role: RoleSource, Setting: CheckSlots, Value: "10 (3 free)", Need: "4 free for 3 moves at once",
 		Shards: []int{0, 1, 2}, Fix: &Fix{Offline: true, Parallel: 2, SQL: "ALTER SYSTEM SET max_replication_slots = 11", Restart: true}}, slots)
-	for _, c := range onlineChecks(facts, moves, 2) {
+	for _, c := range onlineChecks(facts, moves, 2, nil) {
+		require.True(t, c.OK, "%v", c)
+	}
+}
+
+// Two hosts that are two databases of one server share its slots: two
+// moves, one from each, need three slots of the one server, reported once.
+func TestPreflightCountsSlotsPerServer(t *testing.T) {
+	f := &hostFacts{walLevel: "logical", maxSlots: 10, usedSlots: 8, maxSenders: 10, super: true, noIdentity: map[string][]string{}}
+	facts := map[string]*hostFacts{"pg1": f, "pg2": f, "pg4": {maxWorkers: 10, maxProcesses: 20, super: true, version: 150000}}
+	moves := []preflightMove{
+		{Shard: 1, From: "pg1", To: "pg4", Schema: "a", Mode: MoveOnline},
+		{Shard: 2, From: "pg2", To: "pg4", Schema: "b", Mode: MoveOnline},
+	}
+	var slots []Check
+	for _, c := range onlineChecks(facts, moves, 4, map[string]string{"pg1": "s:5432", "pg2": "s:5432", "pg4": "t:5432"}) {
+		if c.Setting == CheckSlots {
+			slots = append(slots, c)
+		}
+	}
+	require.Len(t, slots, 1)
+	require.Equal(t, "pg1, pg2", slots[0].Host)
+	require.Equal(t, []int{1, 2}, slots[0].Shards)
+	require.Equal(t, "3 free for 2 moves at once", slots[0].Need)
+	require.False(t, slots[0].OK)
+	// Each its own server: one move each, two free slots each suffice.
+	for _, c := range onlineChecks(facts, moves, 4, nil) {
 		require.True(t, c.OK, "%v", c)
 	}
 }
