@@ -429,10 +429,7 @@ func onlineChecks(facts map[string]*hostFacts, online []preflightMove, parallel 
 	}
 	// group is, for the first of hosts on each server, the names of those
 	// hosts on it and their moves' shards; the others get nothing.
-	group := func(hosts []string, shardsOf map[string][]int) map[string]struct {
-		names  string
-		shards []int
-	} {
+	group := func(hosts []string, shardsOf map[string][]int) map[string]serverGroup {
 		first := map[string]string{}
 		names := map[string][]string{}
 		shards := map[string][]int{}
@@ -444,16 +441,10 @@ func onlineChecks(facts map[string]*hostFacts, online []preflightMove, parallel 
 			names[k] = append(names[k], h)
 			shards[k] = append(shards[k], shardsOf[h]...)
 		}
-		out := map[string]struct {
-			names  string
-			shards []int
-		}{}
+		out := map[string]serverGroup{}
 		for k, h := range first {
 			slices.Sort(shards[k])
-			out[h] = struct {
-				names  string
-				shards []int
-			}{strings.Join(names[k], ", "), shards[k]}
+			out[h] = serverGroup{strings.Join(names[k], ", "), shards[k]}
 		}
 		return out
 	}
@@ -538,6 +529,13 @@ func onlineChecks(facts map[string]*hostFacts, online []preflightMove, parallel 
 		checks = append(checks, sub)
 	}
 	return checks
+}
+
+// serverGroup is the hosts of one server among a preflight's sources (or
+// targets), and the shards of their moves.
+type serverGroup struct {
+	names  string // "pg1", or "pg1, pg2" for two databases of one server
+	shards []int
 }
 
 // roleText describes the role's rights that matter to replication.
