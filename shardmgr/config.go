@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -37,6 +38,7 @@ const MaxShards = 1 << shsql.DefaultShardBits
 //	shards: 64                 # logical shards 0..63 (at most 8192)
 //	epoch_ms: 1314220021721    # optional, default Instagram's; fixed once initialised
 //	catalog: postgres://postgres@127.0.0.1:5433/shardid_catalog
+//	migrations: ./migrations   # optional: the shards' migrations, relative to this file
 //	hosts:
 //	  - name: pg1
 //	    dsn: postgres://postgres@127.0.0.1:5433/app
@@ -53,6 +55,10 @@ type Config struct {
 	EpochMS int64  `yaml:"epoch_ms"`
 	Catalog string `yaml:"catalog"`
 	Hosts   []Host `yaml:"hosts"`
+	// Migrations is the directory of the shards' tern migrations, relative
+	// to the cluster file's own directory (see MigrationsDir); commands
+	// that need it use it when not told another. Empty: none named.
+	Migrations string `yaml:"migrations"`
 	// Segments is the segment allocator's section, returned as written
 	// (call Segments.ExpandEnv for its ${VAR}s).
 	Segments *segment.Config `yaml:"segments"`
@@ -62,6 +68,16 @@ type Config struct {
 
 	// Path is the file the configuration was loaded from, for messages.
 	Path string `yaml:"-"`
+}
+
+// MigrationsDir is the migrations directory the cluster file names,
+// resolved against the file's own directory when relative (so that a
+// command run from elsewhere finds the same one); "" when it names none.
+func (c *Config) MigrationsDir() string {
+	if c.Migrations == "" || filepath.IsAbs(c.Migrations) {
+		return c.Migrations
+	}
+	return filepath.Join(filepath.Dir(c.Path), c.Migrations)
 }
 
 // Host is one physical PostgreSQL database that holds logical shards.

@@ -36,13 +36,15 @@ local servers (and runs init).
 
 With --dir, every shard is then brought to the migration version of the others
 (or to the newest in DIR when no shard has been migrated yet): a shard that init
-had to create again gets the same tables as the rest. See docs/migrations.md.`,
+had to create again gets the same tables as the rest. Without --dir, the
+directory the cluster file names (migrations: ./migrations, relative to the
+file) is used, if any. See docs/migrations.md.`,
 		Args: cobra.NoArgs,
 	}
 	configPath := addClusterConfigFlag(cmd)
 	cmd.Flags().IntVar(&workers, "workers", install.DefaultWorkers, "connections per host installing shards in parallel")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
-	cmd.Flags().StringVar(&dir, "dir", "", "per-shard migrations: bring every shard to the version of the others")
+	cmd.Flags().StringVar(&dir, "dir", "", "per-shard migrations: bring every shard to the version of the others (default: the cluster file's migrations:)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if workers < 1 {
 			return usagef("--workers must be at least 1")
@@ -58,6 +60,9 @@ had to create again gets the same tables as the rest. See docs/migrations.md.`,
 		bar := newProgress(os.Stderr)
 		opts.Progress = bar.counter("installing shards")
 		var bars *hostBars
+		if dir, err = migrationDir(cmd, dir, *configPath); err != nil {
+			return err
+		}
 		if dir != "" {
 			// A directory that does not load or render fails before anything changes.
 			if opts.Migrations, err = migrate.LoadMigrationDir(dir); err != nil {

@@ -46,19 +46,46 @@ See docs/migrations.md.`,
 	return cmd
 }
 
-// migrateDirFlag adds the required --dir flag.
+// migrateDirFlag adds the --dir flag.
 func migrateDirFlag(cmd *cobra.Command) *string {
 	dir := new(string)
-	cmd.Flags().StringVar(dir, "dir", "", "directory of tern migration files (required)")
+	cmd.Flags().StringVar(dir, "dir", "", "directory of tern migration files (default: the cluster file's migrations:)")
 	return dir
 }
 
-// loadMigrationDir loads --dir, a usage error when it is not given.
-func loadMigrationDir(cmd *cobra.Command, dir string) (*migrate.MigrationSet, error) {
-	if !cmd.Flags().Changed("dir") || dir == "" {
-		return nil, usagef("--dir is required")
+// migrationDir is the migrations directory a command uses: --dir when
+// given, else the one the cluster file at configPath names (relative to
+// the file), else "".
+func migrationDir(cmd *cobra.Command, dir, configPath string) (string, error) {
+	if cmd.Flags().Changed("dir") {
+		if dir == "" {
+			return "", usagef("--dir must not be empty")
+		}
+		return dir, nil
 	}
-	return migrate.LoadMigrationDir(dir)
+	if configPath == "" {
+		return "", nil
+	}
+	cfg, err := shardmgr.LoadConfig(configPath)
+	if err != nil {
+		return "", err
+	}
+	return cfg.MigrationsDir(), nil
+}
+
+// loadMigrationDir loads the migrations directory (--dir, or the cluster
+// file's migrations:), a usage error when neither names one. It returns
+// the directory for messages.
+func loadMigrationDir(cmd *cobra.Command, dir, configPath string) (*migrate.MigrationSet, string, error) {
+	dir, err := migrationDir(cmd, dir, configPath)
+	if err != nil {
+		return nil, "", err
+	}
+	if dir == "" {
+		return nil, "", usagef("--dir is required (or name the directory in the cluster file: migrations: ./migrations)")
+	}
+	set, err := migrate.LoadMigrationDir(dir)
+	return set, dir, err
 }
 
 // migrateShardsFlag adds --shards, a subset of the logical shards.
@@ -155,12 +182,12 @@ required (0 undoes everything). Shards already at or below N are left alone.
 		if workers < 1 {
 			return usagef("--workers must be at least 1")
 		}
-		set, err := loadMigrationDir(cmd, *dirPath)
+		set, dirName, err := loadMigrationDir(cmd, *dirPath, *configPath)
 		if err != nil {
 			return err
 		}
 		if to > set.Latest() {
-			return usagef("--to %d: %s has %d migrations", to, *dirPath, set.Latest())
+			return usagef("--to %d: %s has %d migrations", to, dirName, set.Latest())
 		}
 		cfg, err := loadCluster(*configPath)
 		if err != nil {
@@ -249,7 +276,7 @@ some shard could not be read. --shards 5,7,10-20 reads those shards only.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
 	shardList := migrateShardsFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		set, err := loadMigrationDir(cmd, *dirPath)
+		set, _, err := loadMigrationDir(cmd, *dirPath, *configPath)
 		if err != nil {
 			return err
 		}
@@ -455,7 +482,11 @@ template values are {{.schema}}, {{.shard_id}} and {{.next_id}}).
 		if err := shsql.CheckSchema(schema); err != nil {
 			return usageError{fmt.Errorf("--schema: %w", err)}
 		}
-		set, err := loadMigrationDir(cmd, *dirPath)
+		dirConfig := "" // without a cluster, only --dir names the migrations
+		if withCluster {
+			dirConfig = *configPath
+		}
+		set, _, err := loadMigrationDir(cmd, *dirPath, dirConfig)
 		if err != nil {
 			return err
 		}

@@ -170,12 +170,38 @@ func (b *hostBars) Waiting(w migrate.LockWait) {
 }
 
 // moveBars draws a bar per move: its phase among its mode's phases, and
-// rows, size and replication lag after it.
-type moveBars struct{ *progress }
+// rows, size and replication lag after it. Where nothing is drawn (no
+// terminal) it prints a line per phase change instead, so that a run in a
+// script or a log still shows where each move stands.
+type moveBars struct {
+	*progress
+	mu    sync.Mutex
+	phase map[int64]rebalance.Phase // the last phase printed per move
+}
 
-func newMoveProgress(w io.Writer) *moveBars { return &moveBars{newProgress(w)} }
+func newMoveProgress(w io.Writer) *moveBars { return newMoveProgressOn(w, isTerminal(w)) }
+
+func newMoveProgressOn(w io.Writer, draw bool) *moveBars {
+	return &moveBars{progress: newProgressOn(w, draw), phase: map[int64]rebalance.Phase{}}
+}
+
+// phaseLine prints "move 3 shard 16 pg1 -> pg4: copy" when the move
+// entered a phase not yet printed.
+func (p *moveBars) phaseLine(mp rebalance.MoveProgress) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.phase[mp.ID] == mp.Phase {
+		return
+	}
+	p.phase[mp.ID] = mp.Phase
+	fmt.Fprintf(p.w, "move %d shard %d %s -> %s: %s\n", mp.ID, mp.Shard, mp.From, mp.To, mp.Phase)
+}
 
 func (p *moveBars) Update(mp rebalance.MoveProgress) {
+	if p.p == nil {
+		p.phaseLine(mp)
+		return
+	}
 	var b strings.Builder
 	b.WriteString(string(mp.Phase))
 	if mp.Tables > 0 && mp.Phase == rebalance.PhaseCatchup {

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -49,11 +48,13 @@ func parseBy(by string) (rebalance.PlanBy, error) {
 
 func newRebalancePlanCmd() *cobra.Command {
 	var (
-		by     string
-		asJSON bool
+		by       string
+		mode     string
+		parallel int
+		asJSON   bool
 	)
 	cmd := &cobra.Command{
-		Use:   "plan [--by count|size] [--json]",
+		Use:   "plan [--by count|size] [--mode online|offline|auto] [--parallel K] [--json]",
 		Short: "Compute the fewest moves that balance the hosts; changes nothing",
 		Long: `Reads the map from the catalog, the hosts (and their drain marks) from the
 cluster file, and each shard's size from its host. --by count (default) evens
@@ -61,30 +62,52 @@ out the number of shards per host; --by size the total relation size. A host
 marked drain gives all its shards away; a host that is balanced gives none.
 The plan is deterministic.
 
---json prints {"moves":[{"shard":N,"from":"pg1","to":"pg4","bytes":N}]}.`,
+It then checks the hosts for the moves as 'rebalance apply' with the same
+--mode and --parallel would run them (the preflight; see 'shardid rebalance
+apply --help'): a failed check is printed with its fix, and the command
+exits 1.
+
+--json prints {"moves":[{"shard":N,"from":"pg1","to":"pg4","bytes":N,"mode":"online"}],
+"preflight":[{"host":"pg1","role":"source","setting":"wal_level","value":"logical",
+"need":"logical","ok":true,"shards":[N],"fix":{...}}]}; a move that auto mode
+sends offline has "mode_reason".`,
 		Args: cobra.NoArgs,
 	}
 	configPath := addClusterConfigFlag(cmd)
 	cmd.Flags().StringVar(&by, "by", string(rebalance.ByCount), "balance shard counts (count) or total relation size (size)")
+	cmd.Flags().StringVar(&mode, "mode", string(rebalance.MoveOnline), "the mode to check the hosts for: online, offline or auto")
+	cmd.Flags().IntVar(&parallel, "parallel", 1, "the moves at once to check the hosts for")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the plan as JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		pb, err := parseBy(by)
 		if err != nil {
 			return err
 		}
+		m, err := parseMode(mode)
+		if err != nil {
+			return err
+		}
+		if parallel < 1 {
+			return usagef("--parallel must be at least 1")
+		}
 		cfg, err := loadCluster(*configPath)
 		if err != nil {
 			return err
 		}
-		plan, err := rebalance.PlanRebalance(cmd.Context(), cfg, rebalance.PlanOptions{By: pb})
-		if err != nil {
+		plan, err := rebalance.PlanRebalance(cmd.Context(), cfg, rebalance.PlanOptions{By: pb, Mode: m, Parallel: parallel})
+		if plan == nil {
 			return err
 		}
 		if asJSON {
-			return writeJSON(cmd.OutOrStdout(), plan)
+			if jerr := writeJSON(cmd.OutOrStdout(), plan); jerr != nil {
+				return jerr
+			}
+		} else {
+			printPlan(cmd.OutOrStdout(), plan)
+			fmt.Fprintln(cmd.OutOrStdout())
+			printPreflight(cmd.OutOrStdout(), plan.Preflight)
 		}
-		printPlan(cmd.OutOrStdout(), plan)
-		return nil
+		return reportPreflight(cmd.ErrOrStderr(), err)
 	}
 	return cmd
 }
@@ -95,9 +118,9 @@ func printPlan(w io.Writer, plan *rebalance.Plan) {
 	} else {
 		fmt.Fprintf(w, "%d moves (by %s, catalog generation %d)\n\n", len(plan.Moves), plan.By, plan.Generation)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "SHARD\tFROM\tTO\tBYTES")
+		fmt.Fprintln(tw, "SHARD\tFROM\tTO\tBYTES\tMODE")
 		for _, m := range plan.Moves {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", m.Shard, m.From, m.To, byteSize(m.Bytes))
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", m.Shard, m.From, m.To, byteSize(m.Bytes), modeText(m.Mode, m.ModeReason))
 		}
 		tw.Flush()
 		fmt.Fprintln(w)
@@ -135,31 +158,51 @@ type moveFlags struct {
 }
 
 func (f *moveFlags) add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.mode, "mode", string(rebalance.MoveOnline), "online (logical replication, short cut-over) or offline (fence, COPY, flip)")
-	cmd.Flags().StringVar(&f.dir, "dir", "", "directory of the shards' tern migrations (needed when they were migrated)")
+	cmd.Flags().StringVar(&f.mode, "mode", string(rebalance.MoveOnline), "online (logical replication, short cut-over), offline (fence, COPY, flip) or auto (online where the hosts allow it, else offline)")
+	cmd.Flags().StringVar(&f.dir, "dir", "", "directory of the shards' tern migrations, needed when they were migrated (default: the cluster file's migrations:)")
 	cmd.Flags().DurationVar(&f.keep, "keep", rebalance.DefaultKeep, "keep the old copy, renamed and fenced, this long (0: drop it at once)")
 }
 
-func (f *moveFlags) options(cmd *cobra.Command) (rebalance.MoveOptions, error) {
+// options are the move options the flags say; the migrations directory
+// is --dir, else the one the cluster file at configPath names.
+func (f *moveFlags) options(cmd *cobra.Command, configPath string) (rebalance.MoveOptions, error) {
 	var o rebalance.MoveOptions
-	switch f.mode {
-	case "online", "offline":
-		o.Mode = rebalance.MoveMode(f.mode)
-	default:
-		return o, usagef("--mode %q: want online or offline", f.mode)
+	var err error
+	if o.Mode, err = parseMode(f.mode); err != nil {
+		return o, err
 	}
 	if f.keep < 0 {
 		return o, usagef("--keep must not be negative")
 	}
 	o.Keep = &f.keep
-	if cmd.Flags().Changed("dir") {
-		set, err := migrate.LoadMigrationDir(f.dir)
+	dir, err := migrationDir(cmd, f.dir, configPath)
+	if err != nil {
+		return o, err
+	}
+	if dir != "" {
+		set, err := migrate.LoadMigrationDir(dir)
 		if err != nil {
 			return o, err
 		}
 		o.Migrations = set
 	}
 	return o, nil
+}
+
+func parseMode(mode string) (rebalance.MoveMode, error) {
+	switch m := rebalance.MoveMode(mode); m {
+	case rebalance.MoveOnline, rebalance.MoveOffline, rebalance.MoveAuto:
+		return m, nil
+	}
+	return "", usagef("--mode %q: want online, offline or auto", mode)
+}
+
+// modeText is a move's mode, with why auto mode sent it offline.
+func modeText(mode rebalance.MoveMode, reason string) string {
+	if reason != "" {
+		return fmt.Sprintf("%s (auto: %s)", mode, reason)
+	}
+	return string(mode)
 }
 
 func newRebalanceApplyCmd() *cobra.Command {
@@ -171,7 +214,7 @@ func newRebalanceApplyCmd() *cobra.Command {
 		mf       moveFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "apply [--by count|size] [--parallel K] [--mode online|offline] [--dir DIR] [--keep DURATION] [--wait DURATION] [--json]",
+		Use:   "apply [--by count|size] [--parallel K] [--mode online|offline|auto] [--dir DIR] [--keep DURATION] [--wait DURATION] [--json]",
 		Short: "Run the plan's moves, resuming any an earlier run left unfinished",
 		Long: `Registers hosts new in the cluster file in the catalog (as init does),
 finishes the moves an interrupted run left in the journal, then plans and runs
@@ -189,7 +232,42 @@ summary to stdout, with --json:
 
 Two applies at once do not fail each other: the second waits (at most --wait)
 for the first, then runs what is left, usually nothing (exit 0). A move that
-another manager is running is waited for the same way.`,
+another manager is running is waited for the same way.
+
+Without a terminal, each move's phase changes go to stderr, one line each
+("move 3 shard 16 pg1 -> pg4: copy"); with --json stdout holds the summary only.
+--dir defaults to the cluster file's "migrations:" (relative to the file).
+
+Before anything changes (no host registered, no move journaled) apply checks
+every source and target (the preflight, as 'rebalance plan' shows it): a failed
+check refuses the whole run with one line per host naming the setting, its
+value, the value needed and the way out (ALTER SYSTEM and whether a restart is
+needed, a lower --parallel, --mode offline).
+
+Online moves (--mode online, the default) need, on the servers:
+  source host: wal_level = logical (changing it needs a restart), a free
+    replication slot (max_replication_slots) and WAL sender (max_wal_senders)
+    per move in flight plus one for a table copy, and a role that may create
+    publications and logical replication slots (REPLICATION and CREATE on the
+    database, or superuser);
+  target host: a role that may create subscriptions (superuser in PostgreSQL
+    15, pg_create_subscription from 16), free logical replication workers
+    (max_logical_replication_workers, within max_worker_processes; both need
+    a restart) for the --parallel moves plus one for a table copy, and a
+    network path to the source as its DSN in the cluster file names it;
+  every table of a moving shard: a primary key or replica identity (else
+    use --mode offline).
+The target starts subscription workers at most once per
+wal_retrieve_retry_interval (5s by default), so each move may wait that long
+before its copy starts: lower it on the receiving hosts for a rebalance
+(ALTER SYSTEM SET wal_retrieve_retry_interval = '100ms'; SELECT pg_reload_conf()
+- a reload, no restart). 'shardid local up' starts its servers with all of this
+set; --mode offline needs none of it. --mode auto moves each shard online where
+its hosts and tables allow it and offline where they do not, and says why in the
+MODE column ("offline (auto: wal_level is replica on pg1)") and in JSON
+("mode_reason"). Online stays the default: offline refuses writes to the shard
+for its whole copy, which should be asked for, not fallen into. See
+docs/rebalance.md, "Requirements and limits".`,
 		Args: cobra.NoArgs,
 	}
 	configPath := addClusterConfigFlag(cmd)
@@ -209,7 +287,7 @@ another manager is running is waited for the same way.`,
 		if wait <= 0 {
 			return usagef("--wait must be positive")
 		}
-		mo, err := mf.options(cmd)
+		mo, err := mf.options(cmd, *configPath)
 		if err != nil {
 			return err
 		}
@@ -217,10 +295,11 @@ another manager is running is waited for the same way.`,
 		if err != nil {
 			return err
 		}
-		bars := newMoveProgress(os.Stderr)
+		bars := newMoveProgress(cmd.ErrOrStderr())
 		mo.Progress = bars.Update
 		res, err := rebalance.Apply(cmd.Context(), cfg, rebalance.ApplyOptions{Plan: rebalance.PlanOptions{By: pb}, Parallel: parallel, Move: mo, Wait: wait})
 		bars.Done()
+		err = reportPreflight(cmd.ErrOrStderr(), err)
 		if res != nil {
 			if asJSON {
 				if jerr := writeJSON(cmd.OutOrStdout(), res); jerr != nil && err == nil {
@@ -242,7 +321,7 @@ func printMoves(w io.Writer, moves []*rebalance.MoveResult) {
 		if m == nil {
 			continue
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", m.ID, m.Shard, m.From, m.To, m.Mode, m.Phase, m.Rows, byteSize(m.Bytes),
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", m.ID, m.Shard, m.From, m.To, modeText(m.Mode, m.ModeReason), m.Phase, m.Rows, byteSize(m.Bytes),
 			m.Refused.Round(time.Millisecond), m.Elapsed.Round(time.Millisecond), oneLine(errorWithHint(m.Err)))
 	}
 	tw.Flush()

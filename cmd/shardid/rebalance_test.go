@@ -67,9 +67,16 @@ func TestRebalanceCLI(t *testing.T) {
 			From  string `json:"from"`
 			To    string `json:"to"`
 			Bytes int64  `json:"bytes"`
+			Mode  string `json:"mode"`
 		} `json:"moves"`
+		Preflight []rebalance.Check `json:"preflight"`
 	}
 	decodeStrict(t, out, &plan)
+	require.Equal(t, "online", plan.Moves[0].Mode)
+	require.NotEmpty(t, plan.Preflight)
+	for _, c := range plan.Preflight {
+		require.True(t, c.OK, "%v", c)
+	}
 	require.Len(t, plan.Moves, 1)
 	require.Equal(t, "pg3", plan.Moves[0].From)
 	require.Equal(t, "pg4", plan.Moves[0].To)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"strconv"
 
 	"github.com/spf13/cobra"
@@ -28,7 +27,7 @@ func newShardMoveCmd() *cobra.Command {
 		mf     moveFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "move N --to HOST [--mode online|offline] [--dir DIR] [--keep DURATION] [--json]",
+		Use:   "move N --to HOST [--mode online|offline|auto] [--dir DIR] [--keep DURATION] [--json]",
 		Short: "Move logical shard N to HOST (online by default)",
 		Long: `Moves one logical shard, as 'shardid rebalance apply' moves each shard of
 a plan: journaled, resumable (run the same command again), rolled back by
@@ -51,7 +50,7 @@ primary key), for the whole copy. --json prints the move:
 		if to == "" {
 			return usagef("--to is required")
 		}
-		mo, err := mf.options(cmd)
+		mo, err := mf.options(cmd, *configPath)
 		if err != nil {
 			return err
 		}
@@ -59,10 +58,11 @@ primary key), for the whole copy. --json prints the move:
 		if err != nil {
 			return err
 		}
-		bars := newMoveProgress(os.Stderr)
+		bars := newMoveProgress(cmd.ErrOrStderr())
 		mo.Progress = bars.Update
 		res, err := rebalance.MoveShard(cmd.Context(), cfg, shard, to, mo)
 		bars.Done()
+		err = reportPreflight(cmd.ErrOrStderr(), err)
 		if res != nil {
 			if asJSON {
 				if jerr := writeJSON(cmd.OutOrStdout(), res); jerr != nil && err == nil {

@@ -64,15 +64,19 @@ var defaultSettings = map[string]string{
 	"wal_level":                       "logical",
 	"max_wal_senders":                 "20",
 	"max_replication_slots":           "20",
-	"max_logical_replication_workers": "8",
-	"max_connections":                 "300",
-	"shared_buffers":                  "128MB",
-	"listen_addresses":                "'127.0.0.1'",
-	"unix_socket_directories":         "''",
-	"log_min_messages":                "warning",
-	"logging_collector":               "off",
-	"timezone":                        "'UTC'",
-	"max_locks_per_transaction":       "256",
+	"max_logical_replication_workers": "16",
+	// Room for the logical workers above, the launcher and parallel
+	// queries: a move's preflight counts what is free, and the tests of a
+	// package share these servers.
+	"max_worker_processes":      "24",
+	"max_connections":           "300",
+	"shared_buffers":            "128MB",
+	"listen_addresses":          "'127.0.0.1'",
+	"unix_socket_directories":   "''",
+	"log_min_messages":          "warning",
+	"logging_collector":         "off",
+	"timezone":                  "'UTC'",
+	"max_locks_per_transaction": "256",
 }
 
 // FindBinDir returns the directory holding initdb and postgres: that of

@@ -75,7 +75,9 @@ func (r ApplyResult) MarshalJSON() ([]byte, error) {
 // Apply rebalances the cluster of cfg: it registers hosts new in the
 // cluster file (as shardid init does), finishes the moves an interrupted
 // run left in the journal, then plans (PlanRebalance) and runs the plan's
-// moves, opts.Parallel at a time. Each move is journaled before it starts,
+// moves, opts.Parallel at a time. Before any of that it checks the hosts
+// (the preflight, see PlanRebalance): a failed check returns a
+// *PreflightError with nothing changed. Each move is journaled before it starts,
 // so running Apply again after an interruption at any phase resumes it.
 // Moves that fail leave their source serving; the others carry on, and
 // Apply returns the result with a *shardmgr.ShardErrors.
@@ -112,27 +114,42 @@ func Apply(ctx context.Context, cfg *shardmgr.Config, opts ApplyOptions) (*Apply
 	}
 	defer unlock()
 	res.Waited = waited.Truncate(time.Millisecond) // whole ms, as reported
+	opts.Plan.Mode, opts.Plan.Parallel = opts.Move.Mode, opts.Parallel
+	open, err := readMoves(ctx, mo.catalog, catalog.OpenMoves)
+	if err != nil {
+		return nil, err
+	}
+	// The preflight, before anything changes: the plan as it would be
+	// made now, and the open moves, against the hosts of the cluster file
+	// (registered or not). A failed check refuses the whole apply.
+	if _, err := planRebalance(ctx, cfg, mo.catalog, mo.pool, opts.Plan, open); err != nil {
+		return nil, err
+	}
 	if res.HostChanges, err = mo.registerHosts(ctx); err != nil {
 		return nil, err
 	}
 	var failed []error
-	runAll := func(recs []*MoveRecord) {
+	runAll := func(recs []*MoveRecord, reasons map[int]string) {
 		out, errs, others, w := mo.runAll(ctx, recs, opts)
+		for _, r := range out {
+			if r != nil {
+				r.ModeReason = reasons[r.Shard]
+			}
+		}
 		res.Moves = append(res.Moves, out...)
 		res.FinishedByOthers = append(res.FinishedByOthers, others...)
 		res.Waited += w.Truncate(time.Millisecond)
 		failed = append(failed, errs...)
 	}
 
-	open, err := readMoves(ctx, mo.catalog, catalog.OpenMoves)
-	if err != nil {
-		return nil, err
-	}
 	res.Resumed = len(open)
-	runAll(open)
+	runAll(open, nil)
 
 	if len(failed) == 0 {
-		plan, err := planRebalance(ctx, cfg, mo.catalog, mo.pool, opts.Plan)
+		// Planned again now that the open moves are done; checked again
+		// too, for the modes of the moves (the hosts rarely change in
+		// between).
+		plan, err := planRebalance(ctx, cfg, mo.catalog, mo.pool, opts.Plan, nil)
 		if err != nil {
 			return res, err
 		}
@@ -141,7 +158,11 @@ func Apply(ctx context.Context, cfg *shardmgr.Config, opts ApplyOptions) (*Apply
 			if err != nil {
 				return res, err
 			}
-			runAll(recs)
+			reasons := map[int]string{}
+			for _, pm := range plan.Moves {
+				reasons[pm.Shard] = pm.ModeReason
+			}
+			runAll(recs, reasons)
 		}
 	}
 	res.Elapsed = time.Since(start)

@@ -40,4 +40,8 @@ var (
 	// ErrNoReplicaIdentity: an online move needs every table to have a
 	// primary key or replica identity to follow changes.
 	ErrNoReplicaIdentity = errors.New("tables without a primary key or replica identity cannot follow changes online")
+	// ErrPreflight: the hosts cannot run the moves as asked (a setting, a
+	// free slot or worker, a right, a key); nothing was changed. The
+	// *PreflightError carries the failed checks.
+	ErrPreflight = errors.New("preflight")
 )

@@ -1,6 +1,7 @@
 package rebalance
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,8 +30,15 @@ const DefaultKeep = 24 * time.Hour
 // copy for DefaultKeep, and needs no migrations directory for shards that
 // were never migrated.
 type MoveOptions struct {
-	// Mode is MoveOnline (the zero value) or MoveOffline. A resumed move
-	// keeps the mode it started with.
+	// Mode is MoveOnline (the zero value), MoveOffline or MoveAuto. A
+	// resumed move keeps the mode it started with.
+	//
+	// Online stays the default rather than auto: offline refuses writes
+	// to the shard for the whole copy, minutes for a big one, and that is
+	// the operator's call to make, not something a server setting should
+	// decide behind their back. With online, a host that cannot run it is
+	// refused before anything changes, with the ways out; auto is one
+	// flag away for those who accept the offline moves.
 	Mode MoveMode
 	// Migrations is the directory of the shard's tern migrations: the
 	// target's schema is built by running them up to the source's version.
@@ -102,6 +110,8 @@ type MoveResult struct {
 	// Generation is the catalog generation of the flip.
 	Generation    int64  `json:"generation"`
 	RetiredSchema string `json:"retired_schema,omitempty"`
+	// ModeReason says why a move in auto mode went offline.
+	ModeReason string `json:"mode_reason,omitempty"`
 	// HostChanges, from MoveShard, are the catalog changes made to
 	// register the cluster file's hosts first (see ApplyResult).
 	HostChanges []string `json:"host_changes,omitempty"`
@@ -171,8 +181,8 @@ func newMover(ctx context.Context, cfg *shardmgr.Config, opts MoveOptions) (*mov
 	if opts.Mode == "" {
 		opts.Mode = MoveOnline
 	}
-	if opts.Mode != MoveOnline && opts.Mode != MoveOffline {
-		return nil, fmt.Errorf("move mode %q: want online or offline", opts.Mode)
+	if opts.Mode != MoveOnline && opts.Mode != MoveOffline && opts.Mode != MoveAuto {
+		return nil, fmt.Errorf("move mode %q: want online, offline or auto", opts.Mode)
 	}
 	if opts.CatchupDelay <= 0 {
 		opts.CatchupDelay = 100 * time.Millisecond
@@ -256,26 +266,38 @@ func MoveShard(ctx context.Context, cfg *shardmgr.Config, shard int, to string, 
 		return nil, err
 	}
 	defer mo.close()
-	registered, err := mo.registerHosts(ctx)
-	if err != nil {
-		return nil, err
-	}
 	open, err := readMoves(ctx, mo.catalog, `shard = $1 AND `+catalog.OpenMoves, shard)
 	if err != nil {
 		return nil, err
 	}
 	var rec *MoveRecord
+	pm := PlannedMove{Shard: shard, To: to}
 	if len(open) > 0 {
 		rec = open[0]
 		if rec.To != to {
 			return nil, &shardmgr.ShardError{Shard: shard, Err: fmt.Errorf("%w: move %d to %s is in phase %s", ErrMoveOpen, rec.ID, rec.To, rec.Phase)}
 		}
 	} else {
-		from := mo.m.Shards[shard].Host
-		if from == to {
+		pm.From = mo.m.Shards[shard].Host
+		if pm.From == to {
 			return nil, fmt.Errorf("shard %d is already on %s", shard, to)
 		}
-		recs, err := mo.journal(ctx, []PlannedMove{{Shard: shard, From: from, To: to}})
+	}
+	// The preflight, before the hosts are registered or the move
+	// journaled: a failed check changes nothing.
+	plan := &Plan{Moves: []PlannedMove{pm}}
+	if rec != nil {
+		plan.Moves = nil
+	}
+	if err := plan.preflight(ctx, cfg, mo.m, mo.pool, PlanOptions{Mode: opts.Mode, Parallel: 1}, open); err != nil {
+		return nil, err
+	}
+	registered, err := mo.registerHosts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if rec == nil {
+		recs, err := mo.journal(ctx, plan.Moves)
 		if err != nil {
 			return nil, err
 		}
@@ -284,6 +306,9 @@ func MoveShard(ctx context.Context, cfg *shardmgr.Config, shard int, to string, 
 	res, err := mo.run(ctx, rec)
 	if res != nil {
 		res.HostChanges = registered
+		if len(plan.Moves) > 0 {
+			res.ModeReason = plan.Moves[0].ModeReason
+		}
 	}
 	return res, err
 }
@@ -334,7 +359,11 @@ func (mo *mover) journal(ctx context.Context, moves []PlannedMove) ([]*MoveRecor
 			if _, ok := m.Host(pm.To); !ok {
 				return fmt.Errorf("host %s: %w", pm.To, shardmgr.ErrUnknownHost)
 			}
-			rec, err := journalMove(ctx, tx, pm.Shard, pm.From, pm.To, mo.opts.Mode, s.Schema, pm.Bytes, keepOf(mo.opts))
+			mode := cmp.Or(pm.Mode, mo.opts.Mode)
+			if mode == MoveAuto {
+				return &shardmgr.ShardError{Shard: pm.Shard, Err: errors.New("no mode chosen for the move (preflight)")}
+			}
+			rec, err := journalMove(ctx, tx, pm.Shard, pm.From, pm.To, mode, s.Schema, pm.Bytes, keepOf(mo.opts))
 			if err != nil {
 				return err
 			}
@@ -404,9 +433,12 @@ func (mo *mover) run(ctx context.Context, rec *MoveRecord) (*MoveResult, error) 
 	}
 	*rec = *fresh[0]
 	mv := &move{MoveRecord: rec}
-	res := func() *MoveResult {
+	// res is the move as this run leaves it, with this run's error only:
+	// an earlier run's, recorded in the journal, is history once the
+	// move moved on.
+	res := func(err error) *MoveResult {
 		r := &MoveResult{MoveRef: rec.MoveRef, Mode: rec.Mode, Phase: rec.Phase,
-			Rows: rec.Rows, Bytes: rec.Bytes, Elapsed: time.Since(start), RetiredSchema: rec.Retired}
+			Rows: rec.Rows, Bytes: rec.Bytes, Elapsed: time.Since(start), RetiredSchema: rec.Retired, Err: err}
 		if rec.refusedMS != nil {
 			r.Refused = time.Duration(*rec.refusedMS) * time.Millisecond
 		}
@@ -417,11 +449,12 @@ func (mo *mover) run(ctx context.Context, rec *MoveRecord) (*MoveResult, error) 
 	}
 	for rec.Phase.Open() {
 		if mo.opts.stopAfter != "" && rec.Phase == mo.opts.stopAfter {
-			return res(), errStopped
+			return res(errStopped), errStopped
 		}
 		next, ok := nextStep(rec.Mode, rec.Phase)
 		if !ok {
-			return res(), fmt.Errorf("move %d: phase %s is not one of a %s move", rec.ID, rec.Phase, rec.Mode)
+			err := fmt.Errorf("move %d: phase %s is not one of a %s move", rec.ID, rec.Phase, rec.Mode)
+			return res(err), err
 		}
 		mo.progress(rec, MoveProgress{Phase: next.phase, Lag: -1})
 		mo.log.Info("move", "id", rec.ID, "shard", rec.Shard, "from", rec.From, "to", rec.To, "phase", next.phase)
@@ -433,11 +466,11 @@ func (mo *mover) run(ctx context.Context, rec *MoveRecord) (*MoveResult, error) 
 			err = &shardmgr.ShardError{Shard: rec.Shard, Host: rec.To, Err: fmt.Errorf("move %d (%s -> %s), phase %s: %w", rec.ID, rec.From, rec.To, next.phase, err)}
 			err = mo.failed(ctx, mv, next, err)
 			recordError(ctx, mo.catalog, rec, err)
-			return res(), err
+			return res(err), err
 		}
 	}
 	mo.log.Info("move done", "id", rec.ID, "shard", rec.Shard, "to", rec.To, "elapsed", time.Since(start))
-	return res(), nil
+	return res(nil), nil
 }
 
 // failed leaves a move whose step towards next failed as safe as it can,

@@ -198,20 +198,12 @@ func sameTables(ctx context.Context, mv *move) (srcTables, dstTables []string, e
 // replicaIdentities checks that every table of an online move can follow
 // changes: a primary key or a replica identity.
 func replicaIdentities(ctx context.Context, mv *move, tables []string) error {
-	rows, err := mv.src.Query(ctx, `SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = $1 AND c.relname = ANY($2) AND NOT (c.relreplident = 'f'
-		   OR (c.relreplident = 'd' AND EXISTS (SELECT FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid AND i.indisprimary))
-		   OR (c.relreplident = 'i' AND EXISTS (SELECT FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid AND i.indisreplident)))
-		ORDER BY 1`, mv.Schema, tables)
+	noKey, err := tablesWithoutIdentity(ctx, mv.src, []string{mv.Schema}, tables)
 	if err != nil {
 		return fmt.Errorf("source %s: %w", mv.From, err)
 	}
-	noKey, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return fmt.Errorf("source %s: %w", mv.From, err)
-	}
-	if len(noKey) > 0 {
-		return fmt.Errorf("%w: %s", ErrNoReplicaIdentity, strings.Join(noKey, ", "))
+	if len(noKey[mv.Schema]) > 0 {
+		return fmt.Errorf("%w: %s", ErrNoReplicaIdentity, strings.Join(noKey[mv.Schema], ", "))
 	}
 	return nil
 }

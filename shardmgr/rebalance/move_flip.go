@@ -131,14 +131,14 @@ func (mo *mover) flip(ctx context.Context, mv *move) error {
 		if tag.RowsAffected() != 1 {
 			return fmt.Errorf("shard %d is no longer moving from %s in the catalog", mv.Shard, mv.From)
 		}
-		return tx.QueryRow(ctx, `UPDATE shardid.moves SET phase = 'flipped', flip_generation = $2, updated_at = pg_catalog.clock_timestamp(),
+		return tx.QueryRow(ctx, `UPDATE shardid.moves SET phase = 'flipped', flip_generation = $2, error = '', updated_at = pg_catalog.clock_timestamp(),
 				refused_ms = (extract(epoch FROM pg_catalog.clock_timestamp() - fenced_at) * 1000)::bigint
 			WHERE id = $1 AND phase = 'verified' RETURNING refused_ms`, mv.ID, gen).Scan(&refused)
 	})
 	if err != nil {
 		return err
 	}
-	mv.Phase, mv.flipGen, mv.refusedMS = PhaseFlipped, &gen, &refused
+	mv.Phase, mv.flipGen, mv.refusedMS, mv.Error = PhaseFlipped, &gen, &refused, ""
 	mo.log.Info("flipped", "id", mv.ID, "shard", mv.Shard, "to", mv.To, "generation", gen, "refused", time.Duration(refused)*time.Millisecond)
 	return nil
 }

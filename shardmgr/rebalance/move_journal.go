@@ -27,6 +27,10 @@ const (
 	// are refused for the whole copy. For hosts without logical
 	// replication, or tables without a primary key.
 	MoveOffline MoveMode = "offline"
+	// MoveAuto moves online where the hosts and the shard's tables allow
+	// it, and offline where they do not (the preflight says why). The
+	// journal records the mode chosen.
+	MoveAuto MoveMode = "auto"
 )
 
 // Phase is the last step a move completed, as the journal records it.
@@ -178,6 +182,7 @@ func setPhase(ctx context.Context, q pg.Execer, mv *MoveRecord, next Phase, extr
 		return fmt.Errorf("move %d: journal phase %s: the move is no longer in phase %s (another manager?)", mv.ID, next, mv.Phase)
 	}
 	mv.Phase = next
+	mv.Error = "" // as the journal now says: the error was an earlier step's
 	return nil
 }
 

@@ -29,18 +29,30 @@ const (
 	BySize PlanBy = "size"
 )
 
-// PlanOptions adjust PlanRebalance. The zero value balances counts.
+// PlanOptions adjust PlanRebalance. The zero value balances counts and
+// checks the hosts for online moves, one at a time.
 type PlanOptions struct {
 	By PlanBy
+	// Mode is the mode the moves would run in (MoveOnline when empty):
+	// the preflight checks the hosts for it, and MoveAuto picks a mode
+	// per move.
+	Mode MoveMode
+	// Parallel is how many moves would run at once, for the preflight's
+	// count of slots and workers. Zero means 1.
+	Parallel int
 }
 
-// PlannedMove is one shard to move. JSON: {"shard":N,"from":"pg1","to":"pg4","bytes":N}.
+// PlannedMove is one shard to move. JSON: {"shard":N,"from":"pg1","to":"pg4","bytes":N,"mode":"online"}.
 type PlannedMove struct {
 	Shard int    `json:"shard"`
 	From  string `json:"from"`
 	To    string `json:"to"`
 	// Bytes is the shard's total relation size on its host.
 	Bytes int64 `json:"bytes"`
+	// Mode is the mode the move runs in: the one asked for, or in auto
+	// mode the one the preflight chose (ModeReason says why offline).
+	Mode       MoveMode `json:"mode,omitempty"`
+	ModeReason string   `json:"mode_reason,omitempty"`
 }
 
 // HostLoad is what one host holds before or after a plan.
@@ -51,9 +63,13 @@ type HostLoad struct {
 	Bytes  int64
 }
 
-// Plan is the outcome of PlanRebalance. JSON: {"moves":[...]}.
+// Plan is the outcome of PlanRebalance. JSON: {"moves":[...],"preflight":[...]}.
 type Plan struct {
 	Moves []PlannedMove `json:"moves"`
+	// Preflight are the checks of the hosts for the online moves (see
+	// Check); a failed one makes PlanRebalance return a *PreflightError
+	// with the plan.
+	Preflight []Check `json:"preflight"`
 	// By is what the plan balances.
 	By PlanBy `json:"-"`
 	// Generation is the catalog generation the plan was made from.
@@ -65,7 +81,9 @@ type Plan struct {
 // PlanRebalance computes the moves that balance the cluster of cfg: hosts
 // added to the cluster file take shards, hosts marked drain give all of
 // theirs away. It reads the catalog and measures the shards on their
-// hosts, and changes nothing.
+// hosts, and changes nothing. It then checks the hosts for the moves in
+// opts.Mode, opts.Parallel at a time (the preflight, Plan.Preflight): when
+// a check fails it returns the plan with a *PreflightError.
 //
 // By count, it makes the fewest moves that leave every host that is not
 // draining with floor(n/h) or ceil(n/h) shards; hosts that already hold
@@ -105,12 +123,15 @@ func PlanRebalance(ctx context.Context, cfg *shardmgr.Config, opts PlanOptions) 
 			mu.Unlock()
 		}
 		return p, err
-	}, opts)
+	}, opts, nil)
 }
 
 // planRebalance plans on the catalog cat, measuring shards on the pools
-// that poolOf gives (an apply passes its mover's, which the moves use).
-func planRebalance(ctx context.Context, cfg *shardmgr.Config, cat shardmgr.Querier, poolOf func(context.Context, string) (*pgxpool.Pool, error), opts PlanOptions) (*Plan, error) {
+// that poolOf gives (an apply passes its mover's, which the moves use),
+// then runs the preflight for the plan's moves and the journaled moves
+// open (which keep their modes; planned moves of their shards are left
+// out of the checks).
+func planRebalance(ctx context.Context, cfg *shardmgr.Config, cat shardmgr.Querier, poolOf func(context.Context, string) (*pgxpool.Pool, error), opts PlanOptions, open []*MoveRecord) (*Plan, error) {
 	if opts.By == "" {
 		opts.By = ByCount
 	}
@@ -133,7 +154,34 @@ func planRebalance(ctx context.Context, cfg *shardmgr.Config, cat shardmgr.Queri
 	if err != nil {
 		return nil, err
 	}
-	return planMoves(m, cfg.Hosts, sizes, opts.By)
+	plan, err := planMoves(m, cfg.Hosts, sizes, opts.By)
+	if err != nil {
+		return nil, err
+	}
+	return plan, plan.preflight(ctx, cfg, m, poolOf, opts, open)
+}
+
+// preflight checks the hosts for the plan's moves and the open ones, and
+// sets each planned move's mode.
+func (p *Plan) preflight(ctx context.Context, cfg *shardmgr.Config, m *shardmgr.ShardMap, poolOf func(context.Context, string) (*pgxpool.Pool, error), opts PlanOptions, open []*MoveRecord) error {
+	if opts.Mode == "" {
+		opts.Mode = MoveOnline
+	}
+	planned := slices.DeleteFunc(slices.Clone(p.Moves), func(pm PlannedMove) bool {
+		return slices.ContainsFunc(open, func(r *MoveRecord) bool { return r.Shard == pm.Shard })
+	})
+	res, err := runPreflight(ctx, cfg, poolOf, movesToCheck(m, planned, opts.Mode, open), opts.Parallel)
+	if err != nil {
+		return err
+	}
+	p.Preflight = res.Checks
+	if p.Preflight == nil {
+		p.Preflight = []Check{}
+	}
+	for i := range p.Moves {
+		p.Moves[i].Mode, p.Moves[i].ModeReason = res.Modes[p.Moves[i].Shard], res.Reasons[p.Moves[i].Shard]
+	}
+	return preflightError(res.Checks)
 }
 
 // measureShards reads every shard's total relation size on its host.

@@ -264,6 +264,9 @@ type verifier struct {
 	opts  VerifyOptions
 	m     *shardmgr.ShardMap
 	hosts map[string]*hostScan // by name: the file's hosts
+	// openMoves are the journal's unfinished moves by shard: their copies
+	// are a move's, not strays.
+	openMoves map[int]catalog.OpenMove
 
 	mu  sync.Mutex
 	rep *Report
@@ -330,6 +333,9 @@ func (v *verifier) readCatalog(ctx context.Context) bool {
 	if err == nil {
 		defer pool.Close()
 		v.m, err = shardmgr.ReadMap(ctx, pool)
+		if err == nil {
+			v.openMoves, err = catalog.ReadOpenMoves(ctx, pool)
+		}
 	}
 	if err != nil {
 		v.problem(CheckCatalog, -1, "", "%v", err)
@@ -469,9 +475,20 @@ func (v *verifier) checkPlacement() {
 			v.problem(CheckHostRecord, id, owner, "the catalog places shard %d here but the host does not record it", id)
 		}
 		for _, h := range hosts {
-			if h != owner {
-				v.problem(CheckPlacement, id, h, "stray copy of shard %d (the catalog places it on %s): it is on %d hosts (%s)", id, owner, len(hosts), strings.Join(hosts, ", "))
+			if h == owner {
+				continue
 			}
+			if om, ok := v.openMoves[id]; ok && (h == om.From || h == om.To) {
+				// Still a problem: the cluster is not settled until the
+				// move is finished or undone; but not a stray.
+				if om.Flipped {
+					v.problem(CheckPlacement, id, h, "copy on %s belongs to unfinished move %d, which flipped the map to %s (finish it with `shardid rebalance apply`)", h, om.ID, om.To)
+				} else {
+					v.problem(CheckPlacement, id, h, "copy on %s belongs to unfinished move %d (resume with `shardid rebalance apply`, undo with `shardid rebalance abort --shard %d`)", h, om.ID, id)
+				}
+				continue
+			}
+			v.problem(CheckPlacement, id, h, "stray copy of shard %d (the catalog places it on %s): it is on %d hosts (%s)", id, owner, len(hosts), strings.Join(hosts, ", "))
 		}
 	}
 }

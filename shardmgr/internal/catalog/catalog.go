@@ -133,6 +133,40 @@ func Generation(ctx context.Context, q shardmgr.Querier) (int64, error) {
 // the one the catalog's moves_open_shard_idx enforces one of per shard.
 const OpenMoves = `phase NOT IN ('cleaned', 'aborted')`
 
+// OpenMove is an unfinished move as the journal records it.
+type OpenMove struct {
+	ID       int64
+	Shard    int
+	From, To string
+	Phase    string
+	// Flipped: the catalog already places the shard on To; the move
+	// cannot be undone, only finished.
+	Flipped bool
+}
+
+// ReadOpenMoves reads the unfinished moves by shard; none when the
+// catalog has no journal yet.
+func ReadOpenMoves(ctx context.Context, q shardmgr.Querier) (map[int]OpenMove, error) {
+	rows, err := q.Query(ctx, `SELECT id, shard, from_host, to_host, phase FROM shardid.moves WHERE `+OpenMoves)
+	if err != nil {
+		if pg.IsUndefinedTable(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	out := map[int]OpenMove{}
+	var m OpenMove
+	_, err = pgx.ForEachRow(rows, []any{&m.ID, &m.Shard, &m.From, &m.To, &m.Phase}, func() error {
+		m.Flipped = m.Phase == "flipped"
+		out[m.Shard] = m
+		return nil
+	})
+	if err != nil && pg.IsUndefinedTable(err) {
+		return nil, nil
+	}
+	return out, err
+}
+
 // HostDiffKind is how a host of the cluster file differs from the catalog.
 type HostDiffKind int
 

@@ -1,0 +1,198 @@
+package rebalance
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/shardid/shardid/internal/localpg"
+	"github.com/shardid/shardid/internal/localpg/pgtest"
+	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/install"
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+	"github.com/shardid/shardid/shardmgr/migrate"
+)
+
+// stockCluster is three shards, one per host, where pg1 runs on a server of
+// this test's own with settings src, and pg1 is marked drain so that a
+// rebalance moves its shard 0 to pg4, added to the cluster file only, on a
+// server with settings dst (each server's database "app" exists, empty).
+func stockCluster(t *testing.T, src, dst map[string]string) *shardmgr.Config {
+	t.Helper()
+	cfg := clustertest.Cluster(t, 3, false)
+	s1 := pgtest.Own(t, localpg.Options{Settings: src})
+	cfg.Hosts[0].DSN = s1.DSN("app")
+	_, err := install.Init(ctx(t), cfg, install.InitOptions{})
+	require.NoError(t, err)
+	_, err = migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{})
+	require.NoError(t, err)
+	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
+	routeLikes(t, r, 0, 50)
+	s4 := pgtest.Own(t, localpg.Options{Settings: dst})
+	_, err = s4.CreateDatabase(ctx(t), "app")
+	require.NoError(t, err)
+	cfg.Hosts = append(cfg.Hosts, shardmgr.Host{Name: "pg4", DSN: s4.DSN("app")})
+	cfg.Hosts[0].Drain = true
+	require.NoError(t, cfg.ValidateCluster())
+	return cfg
+}
+
+// requireNothingChanged checks that a refused operation left the catalog
+// at generation gen, registered no host, journaled no move and made no
+// schema on pg4.
+func requireNothingChanged(t *testing.T, cfg *shardmgr.Config, gen int64) {
+	t.Helper()
+	m := clusterMap(t, cfg)
+	require.Equal(t, gen, m.Generation, "catalog generation")
+	_, known := m.Host("pg4")
+	require.False(t, known, "pg4 registered")
+	require.False(t, m.Hosts[0].Drain, "drain mark registered")
+	var moves int
+	require.NoError(t, pool(t, cfg.Catalog).QueryRow(ctx(t), `SELECT count(*) FROM shardid.moves`).Scan(&moves))
+	require.Zero(t, moves, "journal rows")
+	var schemas int
+	require.NoError(t, hostPool(t, cfg, "pg4").QueryRow(ctx(t), `SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'shard%' OR nspname = 'shardid'`).Scan(&schemas))
+	require.Zero(t, schemas, "schemas on pg4")
+}
+
+func failedCheck(t *testing.T, err error, host, setting string) Check {
+	t.Helper()
+	var pe *PreflightError
+	require.ErrorAs(t, err, &pe)
+	for _, c := range pe.Failed {
+		if c.Host == host && c.Setting == setting {
+			return c
+		}
+	}
+	t.Fatalf("no failed check of %s on %s in %v", setting, host, err)
+	return Check{}
+}
+
+// A source with the default wal_level (replica): plan, apply and shard
+// move refuse online moves before anything changes, naming wal_level and
+// the ways out; auto mode moves the shard offline and says why.
+func TestPreflightWALLevelReplica(t *testing.T) {
+	t.Parallel()
+	cfg := stockCluster(t, map[string]string{"wal_level": "replica"}, nil)
+	gen := clusterMap(t, cfg).Generation
+
+	plan, err := PlanRebalance(ctx(t), cfg, PlanOptions{})
+	require.ErrorIs(t, err, ErrPreflight)
+	require.NotNil(t, plan)
+	require.Equal(t, []PlannedMove{{Shard: 0, From: "pg1", To: "pg4", Bytes: plan.Moves[0].Bytes, Mode: MoveOnline}}, plan.Moves)
+	require.Contains(t, plan.Preflight, failedCheck(t, err, "pg1", CheckWALLevel))
+
+	_, err = Apply(ctx(t), cfg, ApplyOptions{Parallel: 4, Move: MoveOptions{Migrations: sampleSet(t)}})
+	require.ErrorIs(t, err, ErrPreflight)
+	c := failedCheck(t, err, "pg1", CheckWALLevel)
+	require.Equal(t, Check{Host: "pg1", Role: RoleSource, Setting: "wal_level", Value: "replica", Need: "logical", Shards: []int{0},
+		Fix: &Fix{Offline: true, SQL: "ALTER SYSTEM SET wal_level = logical", Restart: true}}, c)
+	require.ErrorContains(t, err, "pg1 (source): wal_level is replica, need logical")
+	var pe *PreflightError
+	require.ErrorAs(t, err, &pe)
+	require.Len(t, pe.Failed, 1, "only wal_level fails: %v", err)
+	requireNothingChanged(t, cfg, gen)
+
+	_, err = MoveShard(ctx(t), cfg, 0, "pg4", MoveOptions{Migrations: sampleSet(t)})
+	require.ErrorIs(t, err, ErrPreflight)
+	failedCheck(t, err, "pg1", CheckWALLevel)
+	requireNothingChanged(t, cfg, gen)
+
+	// Offline needs none of it; the preflight has nothing to check.
+	plan, err = PlanRebalance(ctx(t), cfg, PlanOptions{Mode: MoveOffline})
+	require.NoError(t, err)
+	require.Empty(t, plan.Preflight)
+
+	// Auto: offline, because of wal_level, said per move.
+	plan, err = PlanRebalance(ctx(t), cfg, PlanOptions{Mode: MoveAuto})
+	require.NoError(t, err)
+	require.Equal(t, MoveOffline, plan.Moves[0].Mode)
+	require.Equal(t, "wal_level is replica on pg1", plan.Moves[0].ModeReason)
+	res, err := Apply(ctx(t), cfg, ApplyOptions{Move: MoveOptions{Migrations: sampleSet(t), Mode: MoveAuto}})
+	require.NoError(t, err)
+	require.Len(t, res.Moves, 1)
+	mv := res.Moves[0]
+	require.Equal(t, MoveOffline, mv.Mode)
+	require.Equal(t, "wal_level is replica on pg1", mv.ModeReason)
+	require.Equal(t, PhaseCleaned, mv.Phase)
+	require.EqualValues(t, 50, mv.Rows)
+	require.Equal(t, "pg4", clusterMap(t, cfg).Shards[0].Host)
+	require.Equal(t, MoveOffline, moveRecord(t, cfg, mv.ID).Mode)
+}
+
+// A target with one logical replication worker: no online move can run
+// there (its table sync needs a second); --parallel 4 is refused with the
+// setting and the fix, never left to hang; auto goes offline.
+func TestPreflightOneWorkerOnTarget(t *testing.T) {
+	t.Parallel()
+	cfg := stockCluster(t, nil, map[string]string{"max_logical_replication_workers": "1"})
+	gen := clusterMap(t, cfg).Generation
+
+	_, err := Apply(ctx(t), cfg, ApplyOptions{Parallel: 4, Move: MoveOptions{Migrations: sampleSet(t)}})
+	require.ErrorIs(t, err, ErrPreflight)
+	c := failedCheck(t, err, "pg4", CheckWorkers)
+	require.Equal(t, RoleTarget, c.Role)
+	require.Equal(t, "1 (1 free)", c.Value)
+	require.Equal(t, "2 free for 1 moves at once", c.Need)
+	require.Equal(t, &Fix{Offline: true, SQL: "ALTER SYSTEM SET max_logical_replication_workers = 2", Restart: true}, c.Fix)
+	requireNothingChanged(t, cfg, gen)
+
+	res, err := Apply(ctx(t), cfg, ApplyOptions{Parallel: 4, Move: MoveOptions{Migrations: sampleSet(t), Mode: MoveAuto}})
+	require.NoError(t, err)
+	require.Len(t, res.Moves, 1)
+	require.Equal(t, MoveOffline, res.Moves[0].Mode)
+	require.Equal(t, "no logical replication worker free on pg4", res.Moves[0].ModeReason)
+}
+
+// Free slots are counted against --parallel: three moves at once from a
+// source with three slots free need four, and the fix names the most that
+// fit.
+func TestPreflightParallelNeedsSlots(t *testing.T) {
+	facts := map[string]*hostFacts{
+		"pg1": {walLevel: "logical", maxSlots: 10, usedSlots: 7, maxSenders: 10, super: true, noIdentity: map[string][]string{}},
+		"pg4": {maxWorkers: 4, maxProcesses: 8, usedProcesses: 1, super: true, version: 150000},
+	}
+	var moves []preflightMove
+	for s := range 3 {
+		moves = append(moves, preflightMove{Shard: s, From: "pg1", To: "pg4", Schema: "x", Mode: MoveOnline})
+	}
+	var slots Check
+	for _, c := range onlineChecks(facts, moves, 4, nil) {
+		if c.Setting == CheckSlots {
+			slots = c
+		} else {
+			require.True(t, c.OK, "%v", c)
+		}
+	}
+	require.Equal(t, Check{Host: "pg1", Role: RoleSource, Setting: CheckSlots, Value: "10 (3 free)", Need: "4 free for 3 moves at once",
+		Shards: []int{0, 1, 2}, Fix: &Fix{Offline: true, Parallel: 2, SQL: "ALTER SYSTEM SET max_replication_slots = 11", Restart: true}}, slots)
+	for _, c := range onlineChecks(facts, moves, 2, nil) {
+		require.True(t, c.OK, "%v", c)
+	}
+}
+
+// Two hosts that are two databases of one server share its slots: two
+// moves, one from each, need three slots of the one server, reported once.
+func TestPreflightCountsSlotsPerServer(t *testing.T) {
+	f := &hostFacts{walLevel: "logical", maxSlots: 10, usedSlots: 8, maxSenders: 10, super: true, noIdentity: map[string][]string{}}
+	facts := map[string]*hostFacts{"pg1": f, "pg2": f, "pg4": {maxWorkers: 10, maxProcesses: 20, super: true, version: 150000}}
+	moves := []preflightMove{
+		{Shard: 1, From: "pg1", To: "pg4", Schema: "a", Mode: MoveOnline},
+		{Shard: 2, From: "pg2", To: "pg4", Schema: "b", Mode: MoveOnline},
+	}
+	var slots []Check
+	for _, c := range onlineChecks(facts, moves, 4, map[string]string{"pg1": "s:5432", "pg2": "s:5432", "pg4": "t:5432"}) {
+		if c.Setting == CheckSlots {
+			slots = append(slots, c)
+		}
+	}
+	require.Len(t, slots, 1)
+	require.Equal(t, "pg1, pg2", slots[0].Host)
+	require.Equal(t, []int{1, 2}, slots[0].Shards)
+	require.Equal(t, "3 free for 2 moves at once", slots[0].Need)
+	require.False(t, slots[0].OK)
+	// Each its own server: one move each, two free slots each suffice.
+	for _, c := range onlineChecks(facts, moves, 4, nil) {
+		require.True(t, c.OK, "%v", c)
+	}
+}
