@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"strconv"
 	"strings"
+	"testing/fstest"
 
 	"github.com/golang-migrate/migrate/v4"
 	pgxmigrate "github.com/golang-migrate/migrate/v4/database/pgx/v5"
@@ -39,6 +40,17 @@ type Set struct {
 func Up(ctx context.Context, dsn string, set Set) error {
 	return run(ctx, dsn, set, func(m *migrate.Migrate) error {
 		if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+			return err
+		}
+		return nil
+	})
+}
+
+// To migrates the database at dsn up or down to version of set: for tests
+// that need a catalog of an older schema, and for a repair by hand.
+func To(ctx context.Context, dsn string, set Set, version uint) error {
+	return run(ctx, dsn, set, func(m *migrate.Migrate) error {
+		if err := m.Migrate(version); err != nil && !errors.Is(err, migrate.ErrNoChange) {
 			return err
 		}
 		return nil
@@ -88,6 +100,30 @@ func run(ctx context.Context, dsn string, set Set, f func(*migrate.Migrate) erro
 		return fmt.Errorf("%s migrations on %s: %w", set.Name, cfg.Database, err)
 	}
 	return nil
+}
+
+// With is set with the files of extra added (extra's win on a clash): a
+// test builds from it a database migrated beyond what this binary knows.
+func (s Set) With(extra fs.FS) (Set, error) {
+	files := fstest.MapFS{}
+	for _, fsys := range []fs.FS{s.FS, extra} {
+		entries, err := fs.ReadDir(fsys, ".")
+		if err != nil {
+			return s, fmt.Errorf("%s migrations: %w", s.Name, err)
+		}
+		for _, e := range entries {
+			if e.IsDir() {
+				continue
+			}
+			data, err := fs.ReadFile(fsys, e.Name())
+			if err != nil {
+				return s, fmt.Errorf("%s migrations: %w", s.Name, err)
+			}
+			files[e.Name()] = &fstest.MapFile{Data: data}
+		}
+	}
+	s.FS = files
+	return s, nil
 }
 
 // Latest is the highest version among the set's files: the schema version a

@@ -41,6 +41,15 @@ var (
 	// for longer than WithMaxStaleness allows, so it refuses writes; reads
 	// go on.
 	ErrMapStale = errors.New("shard map is stale: the catalog has been unreachable too long")
+	// ErrCatalogTooNew: the catalog (or a host's shardid schema) was
+	// migrated by a newer shardid than this one; see *CatalogVersionError.
+	ErrCatalogTooNew = errors.New("catalog schema is newer than this binary")
+	// ErrCatalogTooOld: the catalog (or a host's shardid schema) has not
+	// been upgraded to the schema this binary needs.
+	ErrCatalogTooOld = errors.New("catalog schema is older than this binary")
+	// ErrCatalogDirty: a migration of the catalog (or a host's shardid
+	// schema) failed half way and must be repaired by hand.
+	ErrCatalogDirty = errors.New("catalog schema is dirty")
 )
 
 // ShardError is an error about one logical shard on one host.

@@ -18,6 +18,9 @@ var hints = []struct {
 	hint string
 }{
 	{func(err error) bool { return errors.Is(err, shardmgr.ErrConfig) && errors.Is(err, fs.ErrNotExist) }, "use --config or SHARDID_CONFIG"},
+	{is(shardmgr.ErrCatalogDirty), "repair it by hand and clear the dirty flag: see docs/upgrading.md"},
+	{is(shardmgr.ErrCatalogTooNew), "upgrade the binary; shardid version shows the schema it knows"},
+	{is(shardmgr.ErrCatalogTooOld), "run shardid init with this binary to upgrade it"},
 	{is(shardmgr.ErrNotInitialized), "run shardid init"},
 	{is(migrate.ErrShardSchemaMissing), "run shardid init"},
 	{is(migrate.ErrNoGenerator), "run shardid init"},

@@ -48,7 +48,7 @@ func ClusterStatus(ctx context.Context, cfg *shardmgr.Config) (*Status, error) {
 	if err := cfg.ValidateCluster(); err != nil {
 		return nil, err
 	}
-	m, err := catalog.ReadClusterMap(ctx, cfg)
+	m, err := catalog.ReadClusterMap(ctx, cfg, shardmgr.UseRead)
 	if err != nil {
 		return nil, err
 	}

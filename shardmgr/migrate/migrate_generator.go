@@ -124,7 +124,7 @@ func UpgradeGenerators(ctx context.Context, cfg *shardmgr.Config, opts Generator
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m, err := catalog.ReadClusterMap(ctx, cfg)
+	m, err := catalog.ReadClusterMap(ctx, cfg, shardmgr.UseWrite)
 	if err != nil {
 		return nil, err
 	}

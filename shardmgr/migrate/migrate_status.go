@@ -121,7 +121,7 @@ func ReadMigrationStatus(ctx context.Context, cfg *shardmgr.Config, set *Migrati
 	if err := cfg.ValidateCluster(); err != nil {
 		return nil, err
 	}
-	m, err := catalog.ReadClusterMap(ctx, cfg)
+	m, err := catalog.ReadClusterMap(ctx, cfg, shardmgr.UseRead)
 	if err != nil {
 		return nil, err
 	}

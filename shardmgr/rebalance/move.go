@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/shardid/shardid/migrations"
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/install"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
@@ -145,15 +144,17 @@ type mover struct {
 	pools map[string]*pgxpool.Pool
 }
 
-// openCatalogForMoves upgrades the catalog (the journal is migration 010)
-// and opens a pool on it.
-func openCatalogForMoves(ctx context.Context, cfg *shardmgr.Config) (*pgxpool.Pool, error) {
-	if err := migrations.Up(ctx, cfg.Catalog, migrations.Catalog); err != nil {
-		return nil, err
-	}
+// openCatalogForMoves opens a pool on the catalog once its schema version
+// suits use. It never migrates the catalog (shardid init does): a catalog
+// older than this binary is refused with ErrCatalogTooOld.
+func openCatalogForMoves(ctx context.Context, cfg *shardmgr.Config, use shardmgr.SchemaUse) (*pgxpool.Pool, error) {
 	pool, err := pg.OpenPool(ctx, cfg.Catalog, 8)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	if err := shardmgr.CheckCatalog(ctx, pool, use); err != nil {
+		pool.Close()
+		return nil, err
 	}
 	return pool, nil
 }
@@ -187,7 +188,7 @@ func newMover(ctx context.Context, cfg *shardmgr.Config, opts MoveOptions) (*mov
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	catalog, err := openCatalogForMoves(ctx, cfg)
+	catalog, err := openCatalogForMoves(ctx, cfg, shardmgr.UseWrite)
 	if err != nil {
 		return nil, err
 	}
@@ -222,6 +223,16 @@ func (mo *mover) pool(ctx context.Context, name string) (*pgxpool.Pool, error) {
 	p, err := pg.OpenPool(ctx, h.DSN, 8)
 	if err != nil {
 		return nil, fmt.Errorf("host %s: %w", name, err)
+	}
+	// A move writes the host's shardid.local_shards: only of the schema
+	// this binary knows.
+	v, err := shardmgr.ReadHostVersion(ctx, p, name)
+	if err == nil {
+		err = v.Check(shardmgr.UseWrite)
+	}
+	if err != nil {
+		p.Close()
+		return nil, err
 	}
 	mo.pools[name] = p
 	return p, nil
