@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path"
 	"strconv"
 	"strings"
 	"testing/fstest"
@@ -102,10 +103,13 @@ func run(ctx context.Context, dsn string, set Set, f func(*migrate.Migrate) erro
 	return nil
 }
 
-// With is set with the files of extra added (extra's win on a clash): a
-// test builds from it a database migrated beyond what this binary knows.
+// With is set with the files of extra added; a file of extra replaces the
+// set's of the same version and direction. A test builds from it a
+// database migrated beyond what this binary knows, or one whose migration
+// failed.
 func (s Set) With(extra fs.FS) (Set, error) {
 	files := fstest.MapFS{}
+	byKey := map[string]string{} // version and direction -> file name
 	for _, fsys := range []fs.FS{s.FS, extra} {
 		entries, err := fs.ReadDir(fsys, ".")
 		if err != nil {
@@ -119,6 +123,12 @@ func (s Set) With(extra fs.FS) (Set, error) {
 			if err != nil {
 				return s, fmt.Errorf("%s migrations: %w", s.Name, err)
 			}
+			num, _, _ := strings.Cut(e.Name(), "_")
+			key := num + strings.TrimPrefix(path.Ext(strings.TrimSuffix(e.Name(), ".sql")), ".")
+			if old, ok := byKey[key]; ok {
+				delete(files, old)
+			}
+			byKey[key] = e.Name()
 			files[e.Name()] = &fstest.MapFile{Data: data}
 		}
 	}

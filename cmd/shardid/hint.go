@@ -25,6 +25,7 @@ var hints = []struct {
 	{is(migrate.ErrShardSchemaMissing), "run shardid init"},
 	{is(migrate.ErrNoGenerator), "run shardid init"},
 	{is(migrate.ErrForeignGenerator), "run shardid verify"},
+	{is(migrate.ErrGeneratorTooNew), "upgrade the binary"},
 	{is(migrate.ErrUnknownVersion), "wrong --dir?"},
 	{is(rebalance.ErrMigrationsNeeded), "pass the migrations directory (--dir)"},
 	{is(rebalance.ErrSourceFenced), "run shardid rebalance abort"},
