@@ -8,8 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/shardid/shardid/internal/schematest"
 	"github.com/shardid/shardid/shardmgr"
-	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 )
 
 // Open reads the catalog's schema version first: it reads a catalog one
@@ -23,16 +23,16 @@ func TestOpenChecksCatalogSchema(t *testing.T) {
 		want  error // nil: Open reads the catalog and routes
 		text  string
 	}{
-		{clustertest.CatalogNewerAdditive, nil, ""},
-		{clustertest.CatalogNewerBreaking, shardmgr.ErrCatalogTooNew, "this catalog was upgraded to schema 13 by a newer shardid; this binary knows 12"},
-		{clustertest.CatalogDirty, shardmgr.ErrCatalogDirty, "this catalog is dirty at schema 12: migration 12 failed half way (this binary knows 12)"},
-		{clustertest.CatalogOlder, nil, ""},
+		{schematest.CatalogNewerAdditive, nil, ""},
+		{schematest.CatalogNewerBreaking, shardmgr.ErrCatalogTooNew, "this catalog was upgraded to schema 13 by a newer shardid; this binary knows 12"},
+		{schematest.CatalogDirty, shardmgr.ErrCatalogDirty, "this catalog is dirty at schema 12: migration 12 failed half way; this binary knows 12"},
+		{schematest.CatalogOlder, nil, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.state, func(t *testing.T) {
 			t.Parallel()
 			cfg := initCluster(t, 4)
-			clustertest.SetCatalogState(t, cfg.Catalog, tc.state)
+			schematest.SetCatalog(t, cfg.Catalog, tc.state)
 			r, err := shardmgr.Open(ctx(t), cfg)
 			if tc.want == nil {
 				require.NoError(t, err)
@@ -60,7 +60,7 @@ func TestRouterKeepsMapWhenCatalogTooNew(t *testing.T) {
 	cfg := initCluster(t, 4)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(-1))
 	gen := r.Generation()
-	clustertest.SetCatalogState(t, cfg.Catalog, clustertest.CatalogNewerBreaking)
+	schematest.SetCatalog(t, cfg.Catalog, schematest.CatalogNewerBreaking)
 	_, err := pool(t, cfg.Catalog).Exec(ctx(t), `UPDATE shardid.cluster SET generation = generation + 1`)
 	require.NoError(t, err)
 	_, err = r.Reload(ctx(t))

@@ -88,7 +88,7 @@ func (e *CatalogVersionError) where() string {
 func (e *CatalogVersionError) Error() string {
 	switch {
 	case e.Dirty:
-		return fmt.Sprintf("%s is dirty at schema %d: migration %d failed half way (this binary knows %d)", e.where(), e.Have, e.Have, e.Want)
+		return fmt.Sprintf("%s is dirty at schema %d: migration %d failed half way; this binary knows %d", e.where(), e.Have, e.Have, e.Want)
 	case e.Have > e.Want:
 		return fmt.Sprintf("%s was upgraded to schema %d by a newer shardid; this binary knows %d", e.where(), e.Have, e.Want)
 	default:

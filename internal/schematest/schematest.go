@@ -1,12 +1,19 @@
-package clustertest
+// Package schematest brings a test catalog to the schema states the upgrade
+// policy (docs/upgrading.md) is about: newer, dirty, older. It is imported
+// only from _test.go files.
+package schematest
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/shardid/shardid/migrations"
 	"github.com/shardid/shardid/shardmgr"
 )
@@ -30,11 +37,12 @@ const (
 // CatalogStates lists the states above.
 var CatalogStates = []string{CatalogNewerAdditive, CatalogNewerBreaking, CatalogDirty, CatalogOlder}
 
-// SetCatalogState brings the catalog at dsn, at this binary's schema, to
+// SetCatalog brings the catalog at dsn, at this binary's schema, to
 // state, with golang-migrate as a newer or failed shardid would.
-func SetCatalogState(t testing.TB, dsn, state string) {
+func SetCatalog(t testing.TB, dsn, state string) {
 	t.Helper()
-	ctx := Ctx(t)
+	ctx, cancel := context.WithTimeoutCause(t.Context(), time.Minute, errors.New("schematest: migrating the test catalog took over a minute"))
+	defer cancel()
 	next := shardmgr.CatalogSchema + 1
 	switch state {
 	case CatalogNewerAdditive, CatalogNewerBreaking:
@@ -68,7 +76,19 @@ func SetCatalogState(t testing.TB, dsn, state string) {
 // CatalogVersion reads the catalog's version and dirty flag.
 func CatalogVersion(t testing.TB, dsn string) (int64, bool) {
 	t.Helper()
-	v, err := shardmgr.ReadCatalogVersion(Ctx(t), Pool(t, dsn))
+	ctx, cancel := context.WithTimeoutCause(t.Context(), 30*time.Second, errors.New("schematest: reading the catalog's version took over 30s"))
+	defer cancel()
+	v, err := shardmgr.ReadCatalogVersion(ctx, pgtest.Pool(t, dsn))
 	require.NoError(t, err)
 	return v.Have, v.Dirty
+}
+
+// Generation reads the catalog's generation.
+func Generation(t testing.TB, dsn string) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeoutCause(t.Context(), 30*time.Second, errors.New("schematest: reading the catalog's generation took over 30s"))
+	defer cancel()
+	var gen int64
+	require.NoError(t, pgtest.Pool(t, dsn).QueryRow(ctx, `SELECT generation FROM shardid.cluster`).Scan(&gen))
+	return gen
 }
