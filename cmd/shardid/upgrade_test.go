@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/shardid/shardid/internal/schematest"
 	"github.com/shardid/shardid/shardmgr"
 )
@@ -97,6 +98,19 @@ func TestCommandsCheckCatalogSchema(t *testing.T) {
 				v, d := schematest.CatalogVersion(t, cfg.Catalog)
 				require.Equal(t, []any{version, isDirty}, []any{v, d}, "%s changed the catalog's schema", c.name)
 				require.Equal(t, gen, schematest.Generation(t, cfg.Catalog), "%s changed the catalog", c.name)
+			}
+			if st.state == schematest.CatalogDirty {
+				// The repair of docs/upgrading.md: the failed migration
+				// changed nothing, so mark the catalog clean at N-1; init
+				// then applies N again.
+				_, err := pgtest.Pool(t, cfg.Catalog).Exec(context.Background(),
+					`UPDATE shardid.catalog_migrations SET version = $1, dirty = false`, shardmgr.CatalogSchema-1)
+				require.NoError(t, err)
+				out, code := runClusterCmd(t, "init", "--config", path)
+				require.Zero(t, code, out)
+				require.Contains(t, out, "upgraded the catalog schema from 11 to 12\n")
+				out, code = runClusterCmd(t, "verify", "--config", path)
+				require.Zero(t, code, out)
 			}
 			if st.state == schematest.CatalogOlder {
 				// init upgraded it, said so, and the others now work.
