@@ -25,7 +25,8 @@ func runCmd(t *testing.T, args ...string) (string, error) {
 	root.SetOut(&out)
 	root.SetErr(&errOut)
 	root.SetArgs(args)
-	return out.String(), root.ExecuteContext(ctx)
+	err := root.ExecuteContext(ctx)
+	return out.String(), err
 }
 
 // Every command that opens the catalog reads its schema version first.
