@@ -228,4 +228,17 @@ func TestGoldenHTTP(t *testing.T) {
 		got := fmt.Sprintf("GET %s\nstatus: %d\ncontent-type: %s\n", c.path, resp.StatusCode, resp.Header.Get("Content-Type")) + jsonShape(t, body)
 		checkGolden(t, c.name, got)
 	}
+	// /metrics: shardid's metric names and types, not their values (the
+	// go_ and process_ metrics and the exposition format are the
+	// Prometheus client's).
+	resp, body, err := get("/metrics")
+	require.NoError(t, err)
+	var types []string
+	for line := range strings.Lines(string(body)) {
+		if strings.HasPrefix(line, "# TYPE shardid_") {
+			types = append(types, strings.TrimPrefix(line, "# TYPE "))
+		}
+	}
+	slices.Sort(types)
+	checkGolden(t, "http-metrics.types", fmt.Sprintf("GET /metrics\nstatus: %d\n", resp.StatusCode)+strings.Join(types, ""))
 }
