@@ -324,6 +324,17 @@ func (mo *mover) registerHosts(ctx context.Context) ([]string, error) {
 // journal records planned moves in one catalog transaction, after
 // checking them against the map.
 func (mo *mover) journal(ctx context.Context, moves []PlannedMove) ([]*MoveRecord, error) {
+	// A host whose own schema this binary may not write is refused before
+	// anything is journaled; other failures to reach a host are the
+	// move's, recorded in its journal row as before.
+	for _, pm := range moves {
+		for _, h := range []string{pm.From, pm.To} {
+			var ve *shardmgr.CatalogVersionError
+			if _, err := mo.pool(ctx, h); errors.As(err, &ve) {
+				return nil, err
+			}
+		}
+	}
 	var out []*MoveRecord
 	err := pgx.BeginFunc(ctx, mo.catalog, func(tx pgx.Tx) error {
 		out = out[:0]
