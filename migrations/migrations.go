@@ -12,8 +12,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path"
 	"strconv"
 	"strings"
+	"testing/fstest"
 
 	"github.com/golang-migrate/migrate/v4"
 	pgxmigrate "github.com/golang-migrate/migrate/v4/database/pgx/v5"
@@ -39,6 +41,17 @@ type Set struct {
 func Up(ctx context.Context, dsn string, set Set) error {
 	return run(ctx, dsn, set, func(m *migrate.Migrate) error {
 		if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+			return err
+		}
+		return nil
+	})
+}
+
+// To migrates the database at dsn up or down to version of set: for tests
+// that need a catalog of an older schema, and for a repair by hand.
+func To(ctx context.Context, dsn string, set Set, version uint) error {
+	return run(ctx, dsn, set, func(m *migrate.Migrate) error {
+		if err := m.Migrate(version); err != nil && !errors.Is(err, migrate.ErrNoChange) {
 			return err
 		}
 		return nil
@@ -88,6 +101,39 @@ func run(ctx context.Context, dsn string, set Set, f func(*migrate.Migrate) erro
 		return fmt.Errorf("%s migrations on %s: %w", set.Name, cfg.Database, err)
 	}
 	return nil
+}
+
+// With is set with the files of extra added; a file of extra replaces the
+// set's of the same version and direction. A test builds from it a
+// database migrated beyond what this binary knows, or one whose migration
+// failed.
+func (s Set) With(extra fs.FS) (Set, error) {
+	files := fstest.MapFS{}
+	byKey := map[string]string{} // version and direction -> file name
+	for _, fsys := range []fs.FS{s.FS, extra} {
+		entries, err := fs.ReadDir(fsys, ".")
+		if err != nil {
+			return s, fmt.Errorf("%s migrations: %w", s.Name, err)
+		}
+		for _, e := range entries {
+			if e.IsDir() {
+				continue
+			}
+			data, err := fs.ReadFile(fsys, e.Name())
+			if err != nil {
+				return s, fmt.Errorf("%s migrations: %w", s.Name, err)
+			}
+			num, _, _ := strings.Cut(e.Name(), "_")
+			key := num + strings.TrimPrefix(path.Ext(strings.TrimSuffix(e.Name(), ".sql")), ".")
+			if old, ok := byKey[key]; ok {
+				delete(files, old)
+			}
+			byKey[key] = e.Name()
+			files[e.Name()] = &fstest.MapFile{Data: data}
+		}
+	}
+	s.FS = files
+	return s, nil
 }
 
 // Latest is the highest version among the set's files: the schema version a

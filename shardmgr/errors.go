@@ -46,6 +46,15 @@ var (
 	// ErrSQLTemplate: a query template for Shard.SQL is malformed (an
 	// unbalanced brace, an empty name, an unterminated literal).
 	ErrSQLTemplate = errors.New("malformed SQL template")
+	// ErrCatalogTooNew: the catalog (or a host's shardid schema) was
+	// migrated by a newer shardid than this one; see *CatalogVersionError.
+	ErrCatalogTooNew = errors.New("catalog schema is newer than this binary")
+	// ErrCatalogTooOld: the catalog (or a host's shardid schema) has not
+	// been upgraded to the schema this binary needs.
+	ErrCatalogTooOld = errors.New("catalog schema is older than this binary")
+	// ErrCatalogDirty: a migration of the catalog (or a host's shardid
+	// schema) failed half way and must be repaired by hand.
+	ErrCatalogDirty = errors.New("catalog schema is dirty")
 )
 
 // ShardError is an error about one logical shard on one host.

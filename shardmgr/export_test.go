@@ -9,3 +9,9 @@ func CatalogChecks(r *Router) int64 { return r.checks.Load() }
 func RouterWithShards(n int) *Router {
 	return &Router{m: &ShardMap{Shards: make([]Shard, n)}}
 }
+
+// The version tables the root reads, for the external tests.
+const (
+	CatalogVersionTable = catalogVersionTable
+	HostVersionTable    = hostVersionTable
+)

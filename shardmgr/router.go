@@ -90,7 +90,11 @@ type Router struct {
 }
 
 // Open opens a router on the cluster described by cfg: the map from its
-// catalog, host DSNs from the file.
+// catalog, host DSNs from the file. It reads the catalog's schema version
+// first and refuses one it cannot read (a *CatalogVersionError: dirty, or
+// newer than this package knows and not readable by it, or older than
+// CatalogSchemaRouterOldest); a catalog migrated by a newer shardid whose
+// changes are additive is read (docs/upgrading.md).
 func Open(ctx context.Context, cfg *Config, opts ...RouterOption) (*Router, error) {
 	if err := cfg.ValidateCluster(); err != nil {
 		return nil, err
@@ -168,6 +172,12 @@ func (r *Router) reload(ctx context.Context) (bool, error) {
 		r.checked = time.Now()
 		r.mu.Unlock()
 		return false, nil
+	}
+	// The map changed: read it only from a catalog schema this router
+	// knows how to read (CheckCatalog with UseRoute). A catalog that
+	// cannot be read is a failed refresh: the router keeps its last map.
+	if err := CheckCatalog(ctx, r.catalog, UseRoute); err != nil {
+		return false, err
 	}
 	m, err := ReadMap(ctx, r.catalog)
 	if err != nil {

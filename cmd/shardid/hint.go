@@ -18,10 +18,14 @@ var hints = []struct {
 	hint string
 }{
 	{func(err error) bool { return errors.Is(err, shardmgr.ErrConfig) && errors.Is(err, fs.ErrNotExist) }, "use --config or SHARDID_CONFIG; shardid local up writes one for local servers"},
+	{is(shardmgr.ErrCatalogDirty), "repair it by hand and clear the dirty flag: see docs/upgrading.md"},
+	{is(shardmgr.ErrCatalogTooNew), "upgrade the binary; shardid version shows the schema it knows"},
+	{is(shardmgr.ErrCatalogTooOld), "run shardid init with this binary to upgrade it"},
 	{is(shardmgr.ErrNotInitialized), "run shardid init"},
 	{is(migrate.ErrShardSchemaMissing), "run shardid init"},
 	{is(migrate.ErrNoGenerator), "run shardid init"},
 	{is(migrate.ErrForeignGenerator), "run shardid verify"},
+	{is(migrate.ErrGeneratorTooNew), "upgrade the binary"},
 	{is(migrate.ErrUnknownVersion), "wrong --dir?"},
 	{is(rebalance.ErrMigrationsNeeded), "pass the migrations directory (--dir)"},
 	{is(rebalance.ErrSourceFenced), "run shardid rebalance abort"},

@@ -104,6 +104,9 @@ func printInitResult(out io.Writer, cfg *shardmgr.Config, res *install.InitResul
 	for _, db := range res.CreatedDatabases {
 		fmt.Fprintf(out, "created database %s\n", db)
 	}
+	if u := res.CatalogUpgrade; u != nil {
+		fmt.Fprintf(out, "upgraded the catalog schema from %d to %d\n", u.From, u.To)
+	}
 	switch {
 	case res.CatalogCreated:
 		fmt.Fprintf(out, "created cluster %s in the catalog: %d shards on %d hosts\n", res.Cluster, res.Installed+res.Unchanged, len(cfg.Hosts))

@@ -20,7 +20,7 @@ func TestVersion(t *testing.T) {
 
 	out, code = runClusterCmd(t, "version")
 	require.Equal(t, 0, code, out)
-	require.Contains(t, out, "catalog schema: 11")
+	require.Contains(t, out, "catalog schema: 12")
 	require.Contains(t, out, "generator:      v1")
 
 	out, code = runClusterCmd(t, "version", "--json")
@@ -30,7 +30,7 @@ func TestVersion(t *testing.T) {
 	for _, k := range []string{"version", "go", "catalog_schema", "generator"} {
 		require.Contains(t, v, k)
 	}
-	require.EqualValues(t, 11, v["catalog_schema"])
+	require.EqualValues(t, 12, v["catalog_schema"])
 
 	_, code = runClusterCmd(t, "version", "extra")
 	require.Equal(t, 2, code)

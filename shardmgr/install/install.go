@@ -57,6 +57,9 @@ type InitResult struct {
 	CreatedDatabases []string `json:"created_databases"`
 	// CatalogCreated is true when this run created the cluster record.
 	CatalogCreated bool `json:"catalog_created"`
+	// CatalogUpgrade is the catalog's schema upgrade this run made, nil
+	// when it created the catalog or found it up to date.
+	CatalogUpgrade *SchemaUpgrade `json:"catalog_upgrade,omitempty"`
 	// CatalogChanges describes the catalog changes this run made.
 	CatalogChanges []string `json:"catalog_changes"`
 	// Installed counts the shards whose generator or host record this run
@@ -87,7 +90,7 @@ func (r InitResult) MarshalJSON() ([]byte, error) {
 
 // Changed reports whether Init changed anything.
 func (r *InitResult) Changed() bool {
-	return len(r.CreatedDatabases) > 0 || r.CatalogCreated || len(r.CatalogChanges) > 0 || r.Installed > 0
+	return len(r.CreatedDatabases) > 0 || r.CatalogCreated || r.CatalogUpgrade != nil || len(r.CatalogChanges) > 0 || r.Installed > 0
 }
 
 // Init creates or completes the cluster described by cfg: the databases
@@ -114,6 +117,12 @@ func Init(ctx context.Context, cfg *shardmgr.Config, opts InitOptions) (*InitRes
 		log = slog.New(slog.DiscardHandler)
 	}
 	res := &InitResult{Cluster: cfg.Cluster}
+
+	// Nothing is written to a catalog or host that a newer shardid
+	// migrated, or whose last migration failed half way.
+	if err := checkSchemas(ctx, cfg); err != nil {
+		return nil, err
+	}
 
 	// Databases first: the catalog and every host.
 	dbs, err := ensureDatabases(ctx, cfg, log)
@@ -142,7 +151,7 @@ func Init(ctx context.Context, cfg *shardmgr.Config, opts InitOptions) (*InitRes
 	if _, err := lock.Exec(ctx, `SELECT pg_advisory_lock($1, 1)`, catalog.LockClass); err != nil {
 		return nil, fmt.Errorf("catalog: wait for another init: %w", err)
 	}
-	if err := migrations.Up(ctx, cfg.Catalog, migrations.Catalog); err != nil {
+	if res.CatalogUpgrade, err = upgradeCatalog(ctx, lock, cfg.Catalog); err != nil {
 		return nil, err
 	}
 	catalog, err := pg.OpenPool(ctx, cfg.Catalog, 2)
@@ -175,6 +184,27 @@ func Init(ctx context.Context, cfg *shardmgr.Config, opts InitOptions) (*InitRes
 	}
 	res.Elapsed = time.Since(start)
 	return res, err
+}
+
+// upgradeCatalog migrates the catalog to this binary's schema under the
+// init lock held on conn (a session on dsn), checking its version again first: another
+// manager may have migrated it since checkSchemas. It returns the upgrade
+// of a catalog that had a schema, nil for a new one or one up to date.
+func upgradeCatalog(ctx context.Context, conn *pgx.Conn, dsn string) (*SchemaUpgrade, error) {
+	v, err := shardmgr.ReadCatalogVersion(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	if err := initAccepts(v); err != nil {
+		return nil, err
+	}
+	if err := migrations.Up(ctx, dsn, migrations.Catalog); err != nil {
+		return nil, err
+	}
+	if v.Have == 0 || v.Have == shardmgr.CatalogSchema {
+		return nil, nil
+	}
+	return &SchemaUpgrade{From: v.Have, To: shardmgr.CatalogSchema}, nil
 }
 
 // ensureDatabases creates the databases the cluster file names (the

@@ -82,6 +82,9 @@ func ClusterStatus(ctx context.Context, cfg *shardmgr.Config) (*Status, error) {
 		return nil, fmt.Errorf("catalog: %w", err)
 	}
 	defer pool.Close()
+	if err := shardmgr.CheckCatalog(ctx, pool, shardmgr.UseRead); err != nil {
+		return nil, err
+	}
 	m, err := shardmgr.ReadMap(ctx, pool)
 	if err != nil {
 		if errors.Is(err, shardmgr.ErrNotInitialized) {

@@ -16,6 +16,9 @@ var (
 	// no shardid marker, or one for another shard, epoch or layout, which an
 	// upgrade must not change (run shardid verify).
 	ErrForeignGenerator = errors.New("generator cannot be upgraded")
+	// ErrGeneratorTooNew: a shard's next_id() was installed by a newer
+	// shardid than this one; it is left as it is.
+	ErrGeneratorTooNew = errors.New("generator was installed by a newer shardid")
 	// ErrMigrationSet is wrapped by every error about a migrations directory:
 	// missing, empty, badly numbered, or a template that does not render.
 	ErrMigrationSet = errors.New("invalid migrations")

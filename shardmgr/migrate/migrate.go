@@ -217,7 +217,7 @@ func Migrate(ctx context.Context, cfg *shardmgr.Config, set *MigrationSet, opts 
 	if err != nil {
 		return nil, err
 	}
-	m, err := catalog.ReadClusterMap(ctx, cfg)
+	m, err := catalog.ReadClusterMap(ctx, cfg, shardmgr.UseWrite)
 	if err != nil {
 		return nil, err
 	}

@@ -124,7 +124,7 @@ func UpgradeGenerators(ctx context.Context, cfg *shardmgr.Config, opts Generator
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m, err := catalog.ReadClusterMap(ctx, cfg)
+	m, err := catalog.ReadClusterMap(ctx, cfg, shardmgr.UseWrite)
 	if err != nil {
 		return nil, err
 	}
@@ -194,9 +194,14 @@ func upgradeGenerator(ctx context.Context, conn *pgx.Conn, m *shardmgr.ShardMap,
 		}
 		return reapplyGenerator(ctx, conn, p, opts.LockTimeout)
 	}
-	have, _, err := shsql.ParseMarker(r.From)
+	have, haveVersion, err := shsql.ParseMarker(r.From)
 	if err != nil {
 		return fmt.Errorf("%w: %s has no shardid marker (%q)", ErrForeignGenerator, fn, r.From)
+	}
+	if haveVersion > shsql.Version {
+		// Replacing it would downgrade it: a newer shardid's generator
+		// may keep state this one does not carry over.
+		return fmt.Errorf("%w: %s is generator v%d; this binary writes v%d", ErrGeneratorTooNew, fn, haveVersion, shsql.Version)
 	}
 	wantP, _, _ := shsql.ParseMarker(want)
 	if have.Shard != wantP.Shard || have.Epoch != wantP.Epoch || have.TimeBits != wantP.TimeBits || have.ShardBits != wantP.ShardBits || have.SeqBits != wantP.SeqBits {

@@ -128,7 +128,7 @@ func ReadMigrationStatusOf(ctx context.Context, cfg *shardmgr.Config, set *Migra
 	if err := cfg.ValidateCluster(); err != nil {
 		return nil, err
 	}
-	m, err := catalog.ReadClusterMap(ctx, cfg)
+	m, err := catalog.ReadClusterMap(ctx, cfg, shardmgr.UseRead)
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/shardid/shardid/migrations"
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/install"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
@@ -155,15 +154,17 @@ type mover struct {
 	pools map[string]*pgxpool.Pool
 }
 
-// openCatalogForMoves upgrades the catalog (the journal is migration 010)
-// and opens a pool on it.
-func openCatalogForMoves(ctx context.Context, cfg *shardmgr.Config) (*pgxpool.Pool, error) {
-	if err := migrations.Up(ctx, cfg.Catalog, migrations.Catalog); err != nil {
-		return nil, err
-	}
+// openCatalogForMoves opens a pool on the catalog once its schema version
+// suits use. It never migrates the catalog (shardid init does): a catalog
+// older than this binary is refused with ErrCatalogTooOld.
+func openCatalogForMoves(ctx context.Context, cfg *shardmgr.Config, use shardmgr.SchemaUse) (*pgxpool.Pool, error) {
 	pool, err := pg.OpenPool(ctx, cfg.Catalog, 8)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	if err := shardmgr.CheckCatalog(ctx, pool, use); err != nil {
+		pool.Close()
+		return nil, err
 	}
 	return pool, nil
 }
@@ -197,7 +198,7 @@ func newMover(ctx context.Context, cfg *shardmgr.Config, opts MoveOptions) (*mov
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	catalog, err := openCatalogForMoves(ctx, cfg)
+	catalog, err := openCatalogForMoves(ctx, cfg, shardmgr.UseWrite)
 	if err != nil {
 		return nil, err
 	}
@@ -232,6 +233,16 @@ func (mo *mover) pool(ctx context.Context, name string) (*pgxpool.Pool, error) {
 	p, err := pg.OpenPool(ctx, h.DSN, 8)
 	if err != nil {
 		return nil, fmt.Errorf("host %s: %w", name, err)
+	}
+	// A move writes the host's shardid.local_shards: only of the schema
+	// this binary knows.
+	v, err := shardmgr.ReadHostVersion(ctx, p, name)
+	if err == nil {
+		err = v.Check(shardmgr.UseWrite)
+	}
+	if err != nil {
+		p.Close()
+		return nil, err
 	}
 	mo.pools[name] = p
 	return p, nil
@@ -338,6 +349,17 @@ func (mo *mover) registerHosts(ctx context.Context) ([]string, error) {
 // journal records planned moves in one catalog transaction, after
 // checking them against the map.
 func (mo *mover) journal(ctx context.Context, moves []PlannedMove) ([]*MoveRecord, error) {
+	// A host whose own schema this binary may not write is refused before
+	// anything is journaled; other failures to reach a host are the
+	// move's, recorded in its journal row as before.
+	for _, pm := range moves {
+		for _, h := range []string{pm.From, pm.To} {
+			var ve *shardmgr.CatalogVersionError
+			if _, err := mo.pool(ctx, h); errors.As(err, &ve) {
+				return nil, err
+			}
+		}
+	}
 	var out []*MoveRecord
 	err := pgx.BeginFunc(ctx, mo.catalog, func(tx pgx.Tx) error {
 		out = out[:0]

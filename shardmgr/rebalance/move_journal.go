@@ -117,7 +117,7 @@ func readMoves(ctx context.Context, q shardmgr.Querier, where string, args ...an
 // Moves reads the move journal of the cluster's catalog: every move when
 // all is true, else those not yet finished.
 func Moves(ctx context.Context, cfg *shardmgr.Config, all bool) ([]*MoveRecord, error) {
-	pool, err := openCatalogForMoves(ctx, cfg)
+	pool, err := openCatalogForMoves(ctx, cfg, shardmgr.UseRead)
 	if err != nil {
 		return nil, err
 	}

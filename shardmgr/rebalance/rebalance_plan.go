@@ -102,6 +102,9 @@ func PlanRebalance(ctx context.Context, cfg *shardmgr.Config, opts PlanOptions) 
 		return nil, fmt.Errorf("catalog: %w", err)
 	}
 	defer cat.Close()
+	if err := shardmgr.CheckCatalog(ctx, cat, shardmgr.UseRead); err != nil {
+		return nil, err
+	}
 	var (
 		mu    sync.Mutex
 		pools []*pgxpool.Pool

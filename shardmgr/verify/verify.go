@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -187,6 +188,9 @@ func Verify(ctx context.Context, cfg *shardmgr.Config, opts VerifyOptions) (*Rep
 	if opts.StatementTimeout <= 0 {
 		opts.StatementTimeout = defaultVerifyStatementTimeout
 	}
+	if err := checkCatalogVersion(ctx, cfg, opts); err != nil {
+		return nil, err
+	}
 	v := &verifier{cfg: cfg, opts: opts, rep: &Report{Problems: []Problem{}}}
 	v.run(ctx)
 	for _, h := range v.hosts {
@@ -210,6 +214,23 @@ func Verify(ctx context.Context, cfg *shardmgr.Config, opts VerifyOptions) (*Rep
 	r.OK = len(r.Problems) == 0
 	r.Elapsed = time.Since(start)
 	return r, nil
+}
+
+// checkCatalogVersion refuses a catalog whose schema this binary may not
+// read (a *shardmgr.CatalogVersionError): what verify would conclude from
+// it proves nothing. A catalog it cannot reach is left to the catalog
+// check, which reports it as a problem.
+func checkCatalogVersion(ctx context.Context, cfg *shardmgr.Config, opts VerifyOptions) error {
+	pool, err := openVerifyPool(ctx, cfg.Catalog, 1, opts.LockTimeout, opts.StatementTimeout)
+	if err != nil {
+		return nil
+	}
+	defer pool.Close()
+	v, err := shardmgr.ReadCatalogVersion(ctx, pool)
+	if err != nil {
+		return nil
+	}
+	return v.Check(shardmgr.UseRead)
 }
 
 // check defines one of Verify's checks: its name (Problem.Check), whether
@@ -409,6 +430,14 @@ func (v *verifier) checkPlacement() {
 		hs := v.hosts[h.Name]
 		if !hs.ok {
 			continue
+		}
+		switch err := hs.schemaErr; {
+		case errors.Is(err, shardmgr.ErrCatalogTooNew):
+			v.problem(CheckHostRecord, -1, hs.name, "%v (upgrade the binary)", err)
+		case errors.Is(err, shardmgr.ErrCatalogTooOld):
+			v.problem(CheckHostRecord, -1, hs.name, "%v (run shardid init)", err)
+		case err != nil:
+			v.problem(CheckHostRecord, -1, hs.name, "%v (repair it by hand: docs/upgrading.md)", err)
 		}
 		if hs.infoCluster == "" {
 			v.problem(CheckHostRecord, -1, hs.name, "the host has no shardid.host_info record (run shardid init)")

@@ -23,6 +23,7 @@ type hostScan struct {
 	ok   bool          // reachable and scanned
 
 	infoCluster, infoHost string // shardid.host_info; empty when missing
+	schemaErr             error  // the host schema's version does not suit this binary
 	records               map[int]string
 	schemas               map[string]bool   // shard_NNNN schemas
 	generators            map[string]string // schema -> marker
@@ -113,7 +114,12 @@ func (v *verifier) scanClock(ctx context.Context, hs *hostScan) error {
 // shards it says it holds.
 func scanRecords(ctx context.Context, hs *hostScan) error {
 	q := hs.pool
-	err := q.QueryRow(ctx, `SELECT cluster, host FROM shardid.host_info`).Scan(&hs.infoCluster, &hs.infoHost)
+	sv, err := shardmgr.ReadHostVersion(ctx, q, hs.name)
+	if err != nil {
+		return err
+	}
+	hs.schemaErr = sv.Check(shardmgr.UseRead)
+	err = q.QueryRow(ctx, `SELECT cluster, host FROM shardid.host_info`).Scan(&hs.infoCluster, &hs.infoHost)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) && !pg.IsUndefinedTable(err) {
 		return err
 	}

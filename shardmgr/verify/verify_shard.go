@@ -116,10 +116,16 @@ func (v *verifier) checkGenerator(t *shardTask) {
 		return
 	}
 	t.callOK = true
-	got, _, err := shsql.ParseMarker(marker)
+	got, version, err := shsql.ParseMarker(marker)
 	if err != nil {
 		v.problem(CheckGenerator, t.id, t.host.name, "%s.next_id() is not a shardid generator (comment %q)", t.schema, marker)
 		return
+	}
+	switch {
+	case version < shsql.Version:
+		v.problem(CheckGenerator, t.id, t.host.name, "%s.next_id() is generator v%d, older than the v%d this binary installs (run shardid migrate generator)", t.schema, version, shsql.Version)
+	case version > shsql.Version:
+		v.problem(CheckGenerator, t.id, t.host.name, "%s.next_id() is generator v%d, installed by a newer shardid; this binary knows v%d (upgrade the binary)", t.schema, version, shsql.Version)
 	}
 	want := t.params
 	t.safe = got.Variant == shsql.Safe

@@ -94,13 +94,18 @@ func SetShardState(ctx context.Context, catalog *pgxpool.Pool, shard int, state 
 	})
 }
 
-// ReadClusterMap reads the map from the catalog named in cfg.
-func ReadClusterMap(ctx context.Context, cfg *shardmgr.Config) (*shardmgr.ShardMap, error) {
+// ReadClusterMap reads the map from the catalog named in cfg, after
+// checking that its schema version suits use (a
+// *shardmgr.CatalogVersionError when not).
+func ReadClusterMap(ctx context.Context, cfg *shardmgr.Config, use shardmgr.SchemaUse) (*shardmgr.ShardMap, error) {
 	pool, err := pg.OpenPool(ctx, cfg.Catalog, 1)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: %w", err)
 	}
 	defer pool.Close()
+	if err := shardmgr.CheckCatalog(ctx, pool, use); err != nil {
+		return nil, err
+	}
 	m, err := shardmgr.ReadMap(ctx, pool)
 	if err != nil {
 		if errors.Is(err, shardmgr.ErrNotInitialized) {

@@ -1,0 +1,69 @@
+package install
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/shardid/shardid/shardmgr"
+)
+
+// SchemaUpgrade is a schema that Init migrated from one version to another.
+type SchemaUpgrade struct {
+	From int64 `json:"from"`
+	To   int64 `json:"to"`
+}
+
+// checkSchemas reads the schema versions of the catalog and of every
+// host's own record before Init writes anything. A database that is
+// dirty, or that a newer shardid migrated, is refused with a
+// *shardmgr.CatalogVersionError; an older one is what Init upgrades. A
+// database that does not exist yet is at version 0.
+func checkSchemas(ctx context.Context, cfg *shardmgr.Config) error {
+	v, err := readVersion(ctx, cfg.Catalog, func(ctx context.Context, q shardmgr.Querier) (shardmgr.SchemaVersion, error) {
+		return shardmgr.ReadCatalogVersion(ctx, q)
+	})
+	if err != nil {
+		return err
+	}
+	if err := initAccepts(v); err != nil {
+		return err
+	}
+	for _, h := range cfg.Hosts {
+		v, err := readVersion(ctx, h.DSN, func(ctx context.Context, q shardmgr.Querier) (shardmgr.SchemaVersion, error) {
+			return shardmgr.ReadHostVersion(ctx, q, h.Name)
+		})
+		if err != nil {
+			return fmt.Errorf("host %s: %w", h.Name, err)
+		}
+		if err := initAccepts(v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// initAccepts is v.Check for a writer that upgrades what is older.
+func initAccepts(v shardmgr.SchemaVersion) error {
+	err := v.Check(shardmgr.UseWrite)
+	if errors.Is(err, shardmgr.ErrCatalogTooOld) {
+		return nil
+	}
+	return err
+}
+
+func readVersion(ctx context.Context, dsn string, read func(context.Context, shardmgr.Querier) (shardmgr.SchemaVersion, error)) (shardmgr.SchemaVersion, error) {
+	conn, err := connectHost(ctx, dsn) // with a connect timeout
+	if err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == pgerrcode.InvalidCatalogName {
+			return shardmgr.SchemaVersion{}, nil // Init creates it
+		}
+		return shardmgr.SchemaVersion{}, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return read(ctx, conn)
+}
