@@ -129,12 +129,15 @@ type moveFlags struct {
 	mode string
 	dir  string
 	keep time.Duration
+	// catchupTimeout bounds an online move's catch-up.
+	catchupTimeout time.Duration
 }
 
 func (f *moveFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.mode, "mode", string(rebalance.MoveOnline), "online (logical replication, short cut-over) or offline (fence, COPY, flip)")
 	cmd.Flags().StringVar(&f.dir, "dir", "", "directory of the shards' tern migrations (needed when they were migrated)")
 	cmd.Flags().DurationVar(&f.keep, "keep", rebalance.DefaultKeep, "keep the old copy, renamed and fenced, this long (0: drop it at once)")
+	cmd.Flags().DurationVar(&f.catchupTimeout, "catchup-timeout", rebalance.DefaultCatchupTimeout, "fail an online move whose target has not caught up with the source by then (it stays resumable)")
 }
 
 func (f *moveFlags) options(cmd *cobra.Command) (rebalance.MoveOptions, error) {
@@ -149,6 +152,10 @@ func (f *moveFlags) options(cmd *cobra.Command) (rebalance.MoveOptions, error) {
 		return o, usagef("--keep must not be negative")
 	}
 	o.Keep = &f.keep
+	if f.catchupTimeout <= 0 {
+		return o, usagef("--catchup-timeout must be positive")
+	}
+	o.CatchupTimeout = f.catchupTimeout
 	if cmd.Flags().Changed("dir") {
 		set, err := migrate.LoadMigrationDir(f.dir)
 		if err != nil {

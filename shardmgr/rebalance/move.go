@@ -25,6 +25,12 @@ import (
 // fenced, before shardid rebalance cleanup drops it.
 const DefaultKeep = 24 * time.Hour
 
+// Defaults of MoveOptions' bounds on an online move's waits.
+const (
+	DefaultWorkerStartTimeout = 30 * time.Second
+	DefaultCatchupTimeout     = 30 * time.Minute
+)
+
 // MoveOptions adjust a move. The zero value moves online, keeps the old
 // copy for DefaultKeep, and needs no migrations directory for shards that
 // were never migrated.
@@ -48,6 +54,16 @@ type MoveOptions struct {
 	// the target has not received every change by then, the move gives up,
 	// lifts the fence and leaves the source serving. Zero means 30s.
 	CutoverTimeout time.Duration
+	// WorkerStartTimeout bounds the wait for the target's server to start
+	// the apply worker of an online move's subscription: when none runs
+	// by then, the move fails naming the cause (and at once when the
+	// target's logical replication worker slots are all taken). Zero
+	// means DefaultWorkerStartTimeout.
+	WorkerStartTimeout time.Duration
+	// CatchupTimeout bounds an online move's catch-up: the wait, before
+	// the fence, for the target to follow the source closely. Zero means
+	// DefaultCatchupTimeout.
+	CatchupTimeout time.Duration
 	// LockTimeout bounds each wait for a table lock when the fence goes up
 	// (the attempt is retried). Zero means 1s.
 	LockTimeout time.Duration
@@ -182,6 +198,12 @@ func newMover(ctx context.Context, cfg *shardmgr.Config, opts MoveOptions) (*mov
 	}
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = time.Second
+	}
+	if opts.WorkerStartTimeout <= 0 {
+		opts.WorkerStartTimeout = DefaultWorkerStartTimeout
+	}
+	if opts.CatchupTimeout <= 0 {
+		opts.CatchupTimeout = DefaultCatchupTimeout
 	}
 	log := opts.Logger
 	if log == nil {
@@ -471,6 +493,16 @@ func (mo *mover) failed(ctx context.Context, mv *move, next step, err error) err
 	if sourceFenced(mv.Mode, mv.Phase) {
 		if uerr := mo.unfenceSource(ctx, mv); uerr != nil {
 			return errors.Join(err, fmt.Errorf("%w: lifting the fence failed too: %w", ErrSourceFenced, uerr))
+		}
+	}
+	if mv.Mode == MoveOnline && mv.dst != nil {
+		// A stopped move holds none of the target's worker slots; a
+		// resume enables its subscription again.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		derr := disableSubscription(dctx, mv.dst, mv.replName)
+		cancel()
+		if derr != nil {
+			return errors.Join(err, fmt.Errorf("target %s: %w", mv.To, derr))
 		}
 	}
 	return err

@@ -232,11 +232,19 @@ func replicationLag(ctx context.Context, src shardmgr.Querier, slot string) (int
 }
 
 // catchUp waits for the initial copy of every table and for the lag to
-// fall under CatchupLag.
+// fall under CatchupDelay. It never waits unbounded: the target's server
+// must start the subscription's apply worker within WorkerStartTimeout (at
+// once when its worker slots are all taken), and the whole catch-up must
+// end within CatchupTimeout.
 func (mo *mover) catchUp(ctx context.Context, mv *move) error {
 	src, dst := mv.src, mv.dst
+	if err := enableSubscription(ctx, dst, mv.replName); err != nil {
+		return fmt.Errorf("target %s: %w", mv.To, err)
+	}
+	start := time.Now()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
+	worker := false
 	for {
 		var tables, ready int
 		var errs int64
@@ -254,6 +262,16 @@ func (mo *mover) catchUp(ctx context.Context, mv *move) error {
 		if errs > 0 {
 			return fmt.Errorf("target %s: logical replication reported %d errors (see the target server's log)", mv.To, errs)
 		}
+		if !worker {
+			ws, err := readWorkerSlots(ctx, dst, mv.replName)
+			if err != nil {
+				return fmt.Errorf("target %s: %w", mv.To, err)
+			}
+			worker = ws.running
+			if err := ws.check(mv.replName, time.Since(start), mo.opts.WorkerStartTimeout); err != nil {
+				return fmt.Errorf("target %s: %w", mv.To, err)
+			}
+		}
 		lag, err := replicationLag(ctx, src, mv.replName)
 		if err != nil {
 			return fmt.Errorf("source %s: %w", mv.From, err)
@@ -263,7 +281,7 @@ func (mo *mover) catchUp(ctx context.Context, mv *move) error {
 		var rows int64
 		_ = dst.QueryRow(ctx, `SELECT coalesce(sum(n_tup_ins), 0)::bigint FROM pg_catalog.pg_stat_user_tables WHERE schemaname = $1`, mv.Schema).Scan(&rows)
 		mo.progress(mv.MoveRecord, MoveProgress{Phase: PhaseCatchup, Tables: tables, Synced: ready, Rows: rows, Lag: lag})
-		if ready == tables {
+		if worker && ready == tables {
 			near, err := mo.closeEnough(ctx, src, dst, mv.MoveRecord)
 			if err != nil {
 				return err
@@ -272,12 +290,95 @@ func (mo *mover) catchUp(ctx context.Context, mv *move) error {
 				return setPhase(ctx, mo.catalog, mv.MoveRecord, PhaseCatchup, "")
 			}
 		}
+		if waited := time.Since(start); waited > mo.opts.CatchupTimeout {
+			return fmt.Errorf("%w: after %s (--catchup-timeout) the target is %d bytes of WAL behind, %d of %d tables synced", ErrCatchupTimeout, mo.opts.CatchupTimeout, lag, ready, tables)
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:
 		}
 	}
+}
+
+// workerSlots is what the target's server says of a subscription's apply
+// worker and of the limits on starting one.
+type workerSlots struct {
+	running bool // the subscription's apply worker runs
+	// logical replication workers running, and max_logical_replication_workers
+	used, max int
+	// background workers running, and max_worker_processes
+	bgUsed, bgMax int
+}
+
+// readWorkerSlots reads the target's subscription workers: those
+// pg_stat_subscription lists and those pg_stat_activity shows (the larger
+// count: one view may trail the other by a moment).
+func readWorkerSlots(ctx context.Context, dst shardmgr.Querier, sub string) (workerSlots, error) {
+	var w workerSlots
+	err := dst.QueryRow(ctx, `SELECT
+			EXISTS (SELECT FROM pg_catalog.pg_stat_subscription WHERE subname = $1 AND pid IS NOT NULL AND relid IS NULL),
+			greatest((SELECT count(*) FROM pg_catalog.pg_stat_subscription WHERE pid IS NOT NULL),
+				(SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE backend_type = 'logical replication worker')),
+			pg_catalog.current_setting('max_logical_replication_workers')::int,
+			(SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE backend_type NOT IN ('client backend', 'autovacuum launcher',
+				'autovacuum worker', 'background writer', 'checkpointer', 'archiver', 'startup', 'walreceiver', 'walsender', 'walwriter',
+				'standalone backend')),
+			pg_catalog.current_setting('max_worker_processes')::int`, sub).Scan(&w.running, &w.used, &w.max, &w.bgUsed, &w.bgMax)
+	return w, err
+}
+
+// check fails when the subscription has no worker and cannot get one:
+// every slot is taken (at once), or none started within timeout.
+func (w workerSlots) check(sub string, waited, timeout time.Duration) error {
+	switch {
+	case w.running:
+		return nil
+	case w.used >= w.max:
+		return fmt.Errorf("%w for subscription %s: all %d slots are taken (max_logical_replication_workers = %d); raise it "+
+			"(ALTER SYSTEM SET max_logical_replication_workers = ..., then restart the server) or run fewer moves to this host at once (--parallel)",
+			ErrNoWorker, sub, w.used, w.max)
+	case w.bgUsed >= w.bgMax:
+		return fmt.Errorf("%w for subscription %s: all %d background worker slots are taken (max_worker_processes = %d); raise it "+
+			"(ALTER SYSTEM SET max_worker_processes = ..., then restart the server) or run fewer moves to this host at once (--parallel)",
+			ErrNoWorker, sub, w.bgUsed, w.bgMax)
+	case waited > timeout:
+		return fmt.Errorf("%w for subscription %s: none started within %s (%d of max_logical_replication_workers = %d in use, "+
+			"%d of max_worker_processes = %d); the target server's log says why", ErrNoWorker, sub, timeout, w.used, w.max, w.bgUsed, w.bgMax)
+	}
+	return nil
+}
+
+// enableSubscription enables the subscription name on the target when it
+// exists and a failed run disabled it.
+func enableSubscription(ctx context.Context, dst pg.Execer, name string) error {
+	var disabled bool
+	err := dst.QueryRow(ctx, `SELECT NOT subenabled FROM pg_catalog.pg_subscription
+		WHERE subname = $1 AND subdbid = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())`, name).Scan(&disabled)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && !disabled) {
+		return nil
+	}
+	if err == nil {
+		_, err = dst.Exec(ctx, `ALTER SUBSCRIPTION `+pgx.Identifier{name}.Sanitize()+` ENABLE`)
+	}
+	if err != nil {
+		return fmt.Errorf("enable subscription %s: %w", name, err)
+	}
+	return nil
+}
+
+// disableSubscription disables the subscription name on the target when
+// it exists, so that a move that stopped holds none of the target's
+// worker slots (its slot on the source keeps the changes for a resume).
+func disableSubscription(ctx context.Context, dst pg.Execer, name string) error {
+	ok, err := subscriptionExists(ctx, dst, name)
+	if err == nil && ok {
+		_, err = dst.Exec(ctx, `ALTER SUBSCRIPTION `+pgx.Identifier{name}.Sanitize()+` DISABLE`)
+	}
+	if err != nil {
+		return fmt.Errorf("disable subscription %s: %w", name, err)
+	}
+	return nil
 }
 
 // closeEnough reports whether a change on the source shows up on the
