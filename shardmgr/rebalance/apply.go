@@ -242,8 +242,9 @@ func (mo *mover) waitMove(ctx context.Context, rec *MoveRecord, wait time.Durati
 	}
 }
 
-// runAll runs moves, opts.Parallel at a time, and returns their results
-// in the order given with the errors of those that failed. A move another
+// runAll runs moves one by one, opts.Parallel at a time, and returns
+// their results in the order given with the errors of those that failed,
+// and disables the subscriptions of those that failed. A move another
 // manager is working on (ErrMoveBusy: a shardid shard move, an abort, an
 // apply) is waited for, at most opts.Wait: when the other manager finished
 // or aborted it there is nothing left to do, which is no failure (others
@@ -251,6 +252,7 @@ func (mo *mover) waitMove(ctx context.Context, rec *MoveRecord, wait time.Durati
 // waited sums the time spent waiting.
 func (mo *mover) runAll(ctx context.Context, recs []*MoveRecord, opts ApplyOptions) (out []*MoveResult, failed []error, others []int64, waited time.Duration) {
 	out = make([]*MoveResult, len(recs))
+	var stopped []*MoveRecord // failed here: their subscriptions are disabled at the end
 	var mu sync.Mutex
 	var g errgroup.Group
 	g.SetLimit(max(opts.Parallel, 1))
@@ -277,6 +279,9 @@ func (mo *mover) runAll(ctx context.Context, recs []*MoveRecord, opts ApplyOptio
 			waited += w
 			if err != nil {
 				failed = append(failed, err)
+				if !errors.Is(err, ErrMoveBusy) && !errors.Is(err, errStopped) {
+					stopped = append(stopped, rec)
+				}
 			}
 			if byOther {
 				others = append(others, rec.ID)
@@ -285,6 +290,7 @@ func (mo *mover) runAll(ctx context.Context, recs []*MoveRecord, opts ApplyOptio
 		})
 	}
 	_ = g.Wait()
+	mo.stopSubscriptions(ctx, stopped)
 	slices.Sort(others)
 	return out, failed, others, waited
 }

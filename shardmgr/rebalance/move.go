@@ -307,6 +307,9 @@ func MoveShard(ctx context.Context, cfg *shardmgr.Config, shard int, to string, 
 	if res != nil {
 		res.HostChanges = registered
 	}
+	if err != nil && !errors.Is(err, ErrMoveBusy) && !errors.Is(err, errStopped) {
+		mo.stopSubscriptions(ctx, []*MoveRecord{rec})
+	}
 	return res, err
 }
 
@@ -445,21 +448,32 @@ func (mo *mover) run(ctx context.Context, rec *MoveRecord) (*MoveResult, error) 
 		if !ok {
 			return res(), fmt.Errorf("move %d: phase %s is not one of a %s move", rec.ID, rec.Phase, rec.Mode)
 		}
-		mo.progress(rec, MoveProgress{Phase: next.phase, Lag: -1})
-		mo.log.Info("move", "id", rec.ID, "shard", rec.Shard, "from", rec.From, "to", rec.To, "phase", next.phase)
+		mo.starting(mv, next)
 		err := mo.open(ctx, mv)
 		if err == nil {
 			err = next.run(mo, ctx, mv)
 		}
 		if err != nil {
-			err = &shardmgr.ShardError{Shard: rec.Shard, Host: rec.To, Err: fmt.Errorf("move %d (%s -> %s), phase %s: %w", rec.ID, rec.From, rec.To, next.phase, err)}
-			err = mo.failed(ctx, mv, next, err)
-			recordError(ctx, mo.catalog, rec, err)
-			return res(), err
+			return res(), mo.stepFailed(ctx, mv, next, err)
 		}
 	}
 	mo.log.Info("move done", "id", rec.ID, "shard", rec.Shard, "to", rec.To, "elapsed", time.Since(start))
 	return res(), nil
+}
+
+// starting reports that mv works towards next's phase.
+func (mo *mover) starting(mv *move, next step) {
+	mo.progress(mv.MoveRecord, MoveProgress{Phase: next.phase, Lag: -1})
+	mo.log.Info("move", "id", mv.ID, "shard", mv.Shard, "from", mv.From, "to", mv.To, "phase", next.phase)
+}
+
+// stepFailed names the move and phase in err, leaves the move as safe as
+// it can (failed) and records the error in the journal.
+func (mo *mover) stepFailed(ctx context.Context, mv *move, next step, err error) error {
+	err = &shardmgr.ShardError{Shard: mv.Shard, Host: mv.To, Err: fmt.Errorf("move %d (%s -> %s), phase %s: %w", mv.ID, mv.From, mv.To, next.phase, err)}
+	err = mo.failed(ctx, mv, next, err)
+	recordError(ctx, mo.catalog, mv.MoveRecord, err)
+	return err
 }
 
 // failed leaves a move whose step towards next failed as safe as it can,
@@ -493,16 +507,6 @@ func (mo *mover) failed(ctx context.Context, mv *move, next step, err error) err
 	if sourceFenced(mv.Mode, mv.Phase) {
 		if uerr := mo.unfenceSource(ctx, mv); uerr != nil {
 			return errors.Join(err, fmt.Errorf("%w: lifting the fence failed too: %w", ErrSourceFenced, uerr))
-		}
-	}
-	if mv.Mode == MoveOnline && mv.dst != nil {
-		// A stopped move holds none of the target's worker slots; a
-		// resume enables its subscription again.
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		derr := disableSubscription(dctx, mv.dst, mv.replName)
-		cancel()
-		if derr != nil {
-			return errors.Join(err, fmt.Errorf("target %s: %w", mv.To, derr))
 		}
 	}
 	return err

@@ -18,7 +18,11 @@ import (
 // fail, the change logging it started is taken away.
 func (mo *mover) prepareCutover(ctx context.Context, mv *move) (err error) {
 	src, dst := mv.src, mv.dst
-	if err := enableSubscription(ctx, dst, mv.replName); err != nil { // a failed cut-over disabled it
+	repl, err := replNameOf(ctx, src, dst, mv.MoveRecord)
+	if err != nil {
+		return err
+	}
+	if err := enableSubscription(ctx, dst, repl); err != nil { // a failed cut-over disabled it
 		return fmt.Errorf("target %s: %w", mv.To, err)
 	}
 	t0 := time.Now()

@@ -11,72 +11,190 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
 
-// startReplication publishes the shard's tables on the source and
-// subscribes the target to them, which copies the rows and then follows
-// every change.
+// startReplication copies the shard's rows at a snapshot and subscribes
+// the target to the changes since (see move_copy.go): a batch of one.
+// When the move's batch already subscribed the target, there is nothing
+// left to do; a batch that died before it subscribed is dropped and the
+// move starts over.
 func (mo *mover) startReplication(ctx context.Context, mv *move) error {
-	src, dst := mv.src, mv.dst
-	tables, err := dataTables(ctx, src, mv.Schema)
+	repl, err := replNameOf(ctx, mv.src, mv.dst, mv.MoveRecord)
 	if err != nil {
-		return fmt.Errorf("source %s: %w", mv.From, err)
+		return err
 	}
-	name := pgx.Identifier{mv.replName}.Sanitize()
-	var hasPub bool
-	if err := src.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_catalog.pg_publication WHERE pubname = $1)`, mv.replName).Scan(&hasPub); err != nil {
-		return fmt.Errorf("source %s: %w", mv.From, err)
-	}
-	for _, db := range []*pgxpool.Pool{src, dst} {
-		if err := createMarkTable(ctx, db, mv.MoveRecord); err != nil {
-			return fmt.Errorf("mark table: %w", err)
-		}
-	}
-	if !hasPub {
-		names := []string{markTable(mv.MoveRecord)}
-		for _, t := range tables {
-			names = append(names, pgx.Identifier{mv.Schema, t}.Sanitize())
-		}
-		if _, err := src.Exec(ctx, `CREATE PUBLICATION `+name+` FOR TABLE `+strings.Join(names, ", ")); err != nil {
-			return fmt.Errorf("source %s: create publication: %w", mv.From, err)
-		}
-	}
-	hasSub, err := subscriptionExists(ctx, dst, mv.replName)
+	hasSub, err := subscriptionExists(ctx, mv.dst, repl)
 	if err != nil {
 		return fmt.Errorf("target %s: %w", mv.To, err)
 	}
 	if hasSub {
+		if err := enableSubscription(ctx, mv.dst, repl); err != nil {
+			return fmt.Errorf("target %s: %w", mv.To, err)
+		}
 		return setPhase(ctx, mo.catalog, mv.MoveRecord, PhaseCopy, "")
 	}
-	// The slot is made here rather than by CREATE SUBSCRIPTION: that
-	// would wait forever when both hosts are databases of one server (the
-	// slot waits for the transaction creating it). A slot left by an
-	// earlier attempt is reused.
-	if _, err := src.Exec(ctx, `SELECT pg_catalog.pg_create_logical_replication_slot($1, 'pgoutput')
-		WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_replication_slots WHERE slot_name = $1)`, mv.replName); err != nil {
-		return fmt.Errorf("source %s: create replication slot: %w", mv.From, err)
+	if repl != mv.replName {
+		if err := dropBatch(ctx, mv.src, mv.dst, repl); err != nil {
+			return fmt.Errorf("source %s: drop an unfinished batch: %w", mv.From, err)
+		}
 	}
-	h, _ := mo.cfg.Host(mv.From)
-	conninfo, err := mo.connInfo(h)
+	b := &batch{name: mv.replName, moves: []*move{mv}}
+	if err := mo.copyBatch(ctx, b); err != nil {
+		return err
+	}
+	if err := mo.subscribe(ctx, mv.dst, mv.To, []*batch{b}); err != nil {
+		return err
+	}
+	return b.recordCopied(ctx, mo)
+}
+
+// batch is the online moves of one source to one target that share a
+// publication, a slot (whose snapshot they are copied at) and a
+// subscription, named name: the target's server starts one worker for
+// them, once. A move's own journal, fence and flip stay its own.
+type batch struct {
+	name  string
+	moves []*move
+	rows  []int64 // copied, per move
+}
+
+// copyBatch publishes the tables of b's moves on the source (with each
+// move's mark table), creates the slot with its snapshot and copies every
+// move's rows at that snapshot.
+func (mo *mover) copyBatch(ctx context.Context, b *batch) error {
+	first := b.moves[0]
+	src := first.src
+	var names []string
+	b.rows = make([]int64, len(b.moves))
+	tables := make([][]string, len(b.moves))
+	for i, mv := range b.moves {
+		var err error
+		if tables[i], err = dataTables(ctx, src, mv.Schema); err != nil {
+			return fmt.Errorf("source %s: %w", mv.From, err)
+		}
+		for _, db := range []*pgxpool.Pool{mv.src, mv.dst} {
+			if err := createMarkTable(ctx, db, mv.MoveRecord); err != nil {
+				return fmt.Errorf("mark table: %w", err)
+			}
+		}
+		names = append(names, markTable(mv.MoveRecord))
+		for _, t := range tables[i] {
+			names = append(names, pgx.Identifier{mv.Schema, t}.Sanitize())
+		}
+	}
+	name := pgx.Identifier{b.name}.Sanitize()
+	if _, err := src.Exec(ctx, `DROP PUBLICATION IF EXISTS `+name); err != nil {
+		return fmt.Errorf("source %s: %w", first.From, err)
+	}
+	if _, err := src.Exec(ctx, `CREATE PUBLICATION `+name+` FOR TABLE `+strings.Join(names, ", ")); err != nil {
+		return fmt.Errorf("source %s: create publication: %w", first.From, err)
+	}
+	// A slot left by an earlier attempt goes: its snapshot went with that
+	// attempt's connection.
+	if err := dropSlot(ctx, src, b.name); err != nil {
+		return fmt.Errorf("source %s: %w", first.From, err)
+	}
+	h, _ := mo.cfg.Host(first.From)
+	slot, err := createSnapshotSlot(ctx, h.DSN, b.name)
 	if err != nil {
-		return fmt.Errorf("source %s: %w", mv.From, err)
+		return fmt.Errorf("source %s: %w", first.From, err)
 	}
-	err = pgx.BeginFunc(ctx, dst, func(tx pgx.Tx) error {
+	defer slot.close(ctx)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(copyTables)
+	for i, mv := range b.moves {
+		g.Go(func() error {
+			n, err := mo.copyAtSnapshot(gctx, mv, slot.snapshot, tables[i])
+			b.rows[i] = n
+			return err
+		})
+	}
+	return g.Wait()
+}
+
+// subscribe creates the subscriptions of batches, all to target to, in
+// one transaction: the target's launcher starts their workers in one
+// pass, so its pause between starts (wal_retrieve_retry_interval) is paid
+// once. Each starts from its slot, with copy_data = false.
+func (mo *mover) subscribe(ctx context.Context, dst *pgxpool.Pool, to string, batches []*batch) error {
+	err := pgx.BeginFunc(ctx, dst, func(tx pgx.Tx) error {
 		if err := quietStatementLog(ctx, tx); err != nil {
 			mo.log.Warn("the mover's role may not keep CREATE SUBSCRIPTION out of the target's server log: should it fail, the log shows the source's password",
-				"id", mv.ID, "host", mv.To, "err", err)
+				"host", to, "err", err)
 		}
-		_, err := tx.Exec(ctx, fmt.Sprintf(`CREATE SUBSCRIPTION %s CONNECTION %s PUBLICATION %s WITH (slot_name = %s, create_slot = false, copy_data = true)`,
-			name, pg.QuoteLiteral(conninfo), name, pg.QuoteLiteral(mv.replName)))
-		return err
+		for _, b := range batches {
+			h, _ := mo.cfg.Host(b.moves[0].From)
+			conninfo, err := mo.connInfo(h)
+			if err != nil {
+				return fmt.Errorf("source %s: %w", h.Name, err)
+			}
+			name := pgx.Identifier{b.name}.Sanitize()
+			if _, err := tx.Exec(ctx, fmt.Sprintf(`CREATE SUBSCRIPTION %s CONNECTION %s PUBLICATION %s WITH (slot_name = %s, create_slot = false, copy_data = false)`,
+				name, pg.QuoteLiteral(conninfo), name, pg.QuoteLiteral(b.name))); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("target %s: create subscription: %w", mv.To, err)
+		return fmt.Errorf("target %s: create subscription: %w", to, err)
 	}
-	return setPhase(ctx, mo.catalog, mv.MoveRecord, PhaseCopy, "")
+	return nil
+}
+
+// recordCopied journals phase copy for every move of b.
+func (b *batch) recordCopied(ctx context.Context, mo *mover) error {
+	for i, mv := range b.moves {
+		mv.Rows = b.rows[i]
+		if err := setPhase(ctx, mo.catalog, mv.MoveRecord, PhaseCopy, "rows_copied = $3", b.rows[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// replNameOf is the name of the publication, slot and subscription that
+// carry rec's changes: those of its batch, found by its mark table in the
+// target's subscription, else in the source's publication; else its own
+// (rec.replName). Either host may be nil (unreachable).
+func replNameOf(ctx context.Context, src, dst shardmgr.Querier, rec *MoveRecord) (string, error) {
+	var name string
+	if dst != nil {
+		err := dst.QueryRow(ctx, `SELECT s.subname FROM pg_catalog.pg_subscription_rel r JOIN pg_catalog.pg_subscription s ON s.oid = r.srsubid
+			WHERE r.srrelid = pg_catalog.to_regclass($1)`, markTable(rec)).Scan(&name)
+		if err == nil {
+			return name, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return "", fmt.Errorf("target %s: %w", rec.To, err)
+		}
+	}
+	if src != nil {
+		err := src.QueryRow(ctx, `SELECT pubname FROM pg_catalog.pg_publication_tables WHERE schemaname = 'shardid' AND tablename = $1`, rec.replName).Scan(&name)
+		if err == nil {
+			return name, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return "", fmt.Errorf("source %s: %w", rec.From, err)
+		}
+	}
+	return rec.replName, nil
+}
+
+// dropBatch drops a batch's subscription, slot and publication.
+func dropBatch(ctx context.Context, src, dst pg.Execer, name string) error {
+	if err := dropSubscription(ctx, dst, name); err != nil {
+		return err
+	}
+	if err := dropSlot(ctx, src, name); err != nil {
+		return err
+	}
+	_, err := src.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{name}.Sanitize())
+	return err
 }
 
 // quietStatementLog keeps the statements of tx out of the server's log,
@@ -173,17 +291,31 @@ func dropSlot(ctx context.Context, q pg.Execer, name string) error {
 	}
 }
 
-// dropReplication removes a move's subscription, slot, publication, mark
-// tables and change logs. It is idempotent.
+// dropReplication removes a move's replication: its tables leave its
+// batch's publication, and the batch's subscription, slot and publication
+// go with the batch's last move; then its mark tables and change logs. It
+// is idempotent.
 func dropReplication(ctx context.Context, src, dst *pgxpool.Pool, rec *MoveRecord) error {
-	if err := dropSubscription(ctx, dst, rec.replName); err != nil {
-		return fmt.Errorf("target %s: %w", rec.To, err)
+	repl, err := replNameOf(ctx, src, dst, rec)
+	if err != nil {
+		return err
 	}
-	if err := dropSlot(ctx, src, rec.replName); err != nil {
-		return fmt.Errorf("source %s: %w", rec.From, err)
+	last := true
+	if repl != rec.replName {
+		if last, err = leaveBatch(ctx, src, rec, repl); err != nil {
+			return fmt.Errorf("source %s: %w", rec.From, err)
+		}
 	}
-	if _, err := src.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{rec.replName}.Sanitize()); err != nil {
-		return fmt.Errorf("source %s: %w", rec.From, err)
+	if last {
+		if err := dropSubscription(ctx, dst, repl); err != nil {
+			return fmt.Errorf("target %s: %w", rec.To, err)
+		}
+		if err := dropSlot(ctx, src, repl); err != nil {
+			return fmt.Errorf("source %s: %w", rec.From, err)
+		}
+		if _, err := src.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{repl}.Sanitize()); err != nil {
+			return fmt.Errorf("source %s: %w", rec.From, err)
+		}
 	}
 	for _, db := range []*pgxpool.Pool{src, dst} {
 		if _, err := db.Exec(ctx, `DROP TABLE IF EXISTS `+markTable(rec)); err != nil {
@@ -194,6 +326,28 @@ func dropReplication(ctx context.Context, src, dst *pgxpool.Pool, rec *MoveRecor
 		}
 	}
 	return nil
+}
+
+// leaveBatch takes rec's tables and mark table out of its batch's
+// publication repl and reports whether none are left.
+func leaveBatch(ctx context.Context, src *pgxpool.Pool, rec *MoveRecord, repl string) (last bool, err error) {
+	rows, err := src.Query(ctx, `SELECT pg_catalog.quote_ident(schemaname) || '.' || pg_catalog.quote_ident(tablename) FROM pg_catalog.pg_publication_tables
+		WHERE pubname = $1 AND (schemaname = $2 OR (schemaname = 'shardid' AND tablename = $3))`, repl, rec.Schema, rec.replName)
+	if err != nil {
+		return false, err
+	}
+	mine, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return false, err
+	}
+	if len(mine) > 0 {
+		if _, err := src.Exec(ctx, `ALTER PUBLICATION `+pgx.Identifier{repl}.Sanitize()+` DROP TABLE `+strings.Join(mine, ", ")); err != nil {
+			return false, err
+		}
+	}
+	var left bool
+	err = src.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_catalog.pg_publication_tables WHERE pubname = $1)`, repl).Scan(&left)
+	return !left, err
 }
 
 // dropSubscription removes the target's subscription without touching
@@ -238,7 +392,11 @@ func replicationLag(ctx context.Context, src shardmgr.Querier, slot string) (int
 // end within CatchupTimeout.
 func (mo *mover) catchUp(ctx context.Context, mv *move) error {
 	src, dst := mv.src, mv.dst
-	if err := enableSubscription(ctx, dst, mv.replName); err != nil {
+	repl, err := replNameOf(ctx, src, dst, mv.MoveRecord)
+	if err != nil {
+		return err
+	}
+	if err := enableSubscription(ctx, dst, repl); err != nil {
 		return fmt.Errorf("target %s: %w", mv.To, err)
 	}
 	start := time.Now()
@@ -252,9 +410,9 @@ func (mo *mover) catchUp(ctx context.Context, mv *move) error {
 				coalesce((SELECT apply_error_count + sync_error_count FROM pg_catalog.pg_stat_subscription_stats st WHERE st.subid = s.oid), 0)
 			FROM pg_catalog.pg_subscription s LEFT JOIN pg_catalog.pg_subscription_rel r ON r.srsubid = s.oid
 			WHERE s.subname = $1 AND s.subdbid = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())
-			GROUP BY s.oid`, mv.replName).Scan(&tables, &ready, &errs)
+			GROUP BY s.oid`, repl).Scan(&tables, &ready, &errs)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("target %s: subscription %s is missing", mv.To, mv.replName)
+			return fmt.Errorf("target %s: subscription %s is missing", mv.To, repl)
 		}
 		if err != nil {
 			return fmt.Errorf("target %s: %w", mv.To, err)
@@ -263,16 +421,16 @@ func (mo *mover) catchUp(ctx context.Context, mv *move) error {
 			return fmt.Errorf("target %s: logical replication reported %d errors (see the target server's log)", mv.To, errs)
 		}
 		if !worker {
-			ws, err := readWorkerSlots(ctx, dst, mv.replName)
+			ws, err := readWorkerSlots(ctx, dst, repl)
 			if err != nil {
 				return fmt.Errorf("target %s: %w", mv.To, err)
 			}
 			worker = ws.running
-			if err := ws.check(mv.replName, time.Since(start), mo.opts.WorkerStartTimeout); err != nil {
+			if err := ws.check(repl, time.Since(start), mo.opts.WorkerStartTimeout); err != nil {
 				return fmt.Errorf("target %s: %w", mv.To, err)
 			}
 		}
-		lag, err := replicationLag(ctx, src, mv.replName)
+		lag, err := replicationLag(ctx, src, repl)
 		if err != nil {
 			return fmt.Errorf("source %s: %w", mv.From, err)
 		}
@@ -367,9 +525,34 @@ func enableSubscription(ctx context.Context, dst pg.Execer, name string) error {
 	return nil
 }
 
+// stopSubscriptions disables the subscriptions of online moves that
+// stopped unfinished, so that they hold none of their targets' worker
+// slots (the slots on the sources keep the changes for a resume, which
+// enables them again). Best effort: a failure is logged.
+func (mo *mover) stopSubscriptions(ctx context.Context, recs []*MoveRecord) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	for _, rec := range recs {
+		if rec.Mode != MoveOnline || !rec.Phase.Open() {
+			continue
+		}
+		dst, err := mo.pool(ctx, rec.To)
+		var repl string
+		if err == nil {
+			repl, err = replNameOf(ctx, nil, dst, rec)
+		}
+		if err == nil {
+			err = disableSubscription(ctx, dst, repl)
+		}
+		if err != nil {
+			mo.log.Warn("could not disable a stopped move's subscription: it may hold a worker slot on the target until the move is resumed or aborted",
+				"id", rec.ID, "host", rec.To, "err", err)
+		}
+	}
+}
+
 // disableSubscription disables the subscription name on the target when
-// it exists, so that a move that stopped holds none of the target's
-// worker slots (its slot on the source keeps the changes for a resume).
+// it exists.
 func disableSubscription(ctx context.Context, dst pg.Execer, name string) error {
 	ok, err := subscriptionExists(ctx, dst, name)
 	if err == nil && ok {
