@@ -242,7 +242,7 @@ func (mo *mover) waitMove(ctx context.Context, rec *MoveRecord, wait time.Durati
 	}
 }
 
-// runAll runs moves one by one, opts.Parallel at a time, and returns
+// runEach runs moves one by one, opts.Parallel at a time, and returns
 // their results in the order given with the errors of those that failed,
 // and disables the subscriptions of those that failed. A move another
 // manager is working on (ErrMoveBusy: a shardid shard move, an abort, an
@@ -250,7 +250,7 @@ func (mo *mover) waitMove(ctx context.Context, rec *MoveRecord, wait time.Durati
 // or aborted it there is nothing left to do, which is no failure (others
 // lists it); when it left the move unfinished, this run takes it over.
 // waited sums the time spent waiting.
-func (mo *mover) runAll(ctx context.Context, recs []*MoveRecord, opts ApplyOptions) (out []*MoveResult, failed []error, others []int64, waited time.Duration) {
+func (mo *mover) runEach(ctx context.Context, recs []*MoveRecord, opts ApplyOptions) (out []*MoveResult, failed []error, others []int64, waited time.Duration) {
 	out = make([]*MoveResult, len(recs))
 	var stopped []*MoveRecord // failed here: their subscriptions are disabled at the end
 	var mu sync.Mutex
