@@ -13,10 +13,14 @@ import (
 // applyBounded runs Apply with --parallel 4, bounded by limit: a hang is a
 // failure, not a stuck test.
 func applyBounded(t *testing.T, cfg *shardmgr.Config, limit time.Duration) (*ApplyResult, error) {
+	return applyParallel(t, cfg, 4, limit)
+}
+
+func applyParallel(t *testing.T, cfg *shardmgr.Config, parallel int, limit time.Duration) (*ApplyResult, error) {
 	t.Helper()
 	c, cancel := context.WithTimeout(ctx(t), limit)
 	defer cancel()
-	return Apply(c, cfg, ApplyOptions{Parallel: 4, Move: MoveOptions{Migrations: sampleSet(t), Keep: new(time.Duration)}})
+	return Apply(c, cfg, ApplyOptions{Parallel: parallel, Move: MoveOptions{Migrations: sampleSet(t), Keep: new(time.Duration)}})
 }
 
 // requireApplied checks that every move of res finished, left no
@@ -71,5 +75,25 @@ func TestApplyPaysLauncherPauseOnce(t *testing.T) {
 	res, err := applyBounded(t, cfg, 50*time.Second)
 	require.NoError(t, err)
 	require.Len(t, res.Moves, 4)
+	requireApplied(t, cfg, res, want)
+}
+
+// A batch's replication outlives its first moves: with --parallel 1 the
+// moves of a batch (two per source here) finish one after another, and
+// each one's cleanup takes only its own tables out of the batch's
+// publication; the last one drops the batch's subscription, slot and
+// publication.
+func TestApplyBatchOutlivesItsFirstMoves(t *testing.T) {
+	t.Parallel()
+	cfg, _ := workerCluster(t, 24, map[string]string{"wal_retrieve_retry_interval": "100ms"})
+	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
+	want := map[int][]int64{}
+	for s := range 24 {
+		routeLikes(t, r, s, 10)
+		want[s] = likeIDs(t, cfg, s)
+	}
+	res, err := applyParallel(t, cfg, 1, 3*time.Minute)
+	require.NoError(t, err)
+	require.Len(t, res.Moves, 6)
 	requireApplied(t, cfg, res, want)
 }

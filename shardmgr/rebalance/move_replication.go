@@ -300,11 +300,11 @@ func dropReplication(ctx context.Context, src, dst *pgxpool.Pool, rec *MoveRecor
 	if err != nil {
 		return err
 	}
-	last := true
-	if repl != rec.replName {
-		if last, err = leaveBatch(ctx, src, rec, repl); err != nil {
-			return fmt.Errorf("source %s: %w", rec.From, err)
-		}
+	// The batch's name is its first move's: whether others share it, the
+	// publication tells.
+	last, err := leaveBatch(ctx, src, rec, repl)
+	if err != nil {
+		return fmt.Errorf("source %s: %w", rec.From, err)
 	}
 	if last {
 		if err := dropSubscription(ctx, dst, repl); err != nil {
