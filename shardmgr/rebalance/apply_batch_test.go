@@ -78,22 +78,24 @@ func TestApplyPaysLauncherPauseOnce(t *testing.T) {
 	requireApplied(t, cfg, res, want)
 }
 
-// A batch's replication outlives its first moves: with --parallel 1 the
-// moves of a batch (two per source here) finish one after another, and
-// each one's cleanup takes only its own tables out of the batch's
-// publication; the last one drops the batch's subscription, slot and
-// publication.
+// A batch's replication outlives its first moves: each move's cleanup
+// takes only its own tables out of the batch's publication, and the last
+// one drops the batch's subscription, slot and publication: whether the
+// moves of a batch (two per source here) finish one after another
+// (--parallel 1) or at once (--parallel 6, their cleanups racing).
 func TestApplyBatchOutlivesItsFirstMoves(t *testing.T) {
 	t.Parallel()
-	cfg, _ := workerCluster(t, 24, map[string]string{"wal_retrieve_retry_interval": "100ms"})
-	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
-	want := map[int][]int64{}
-	for s := range 24 {
-		routeLikes(t, r, s, 10)
-		want[s] = likeIDs(t, cfg, s)
+	for _, parallel := range []int{1, 6} {
+		cfg, _ := workerCluster(t, 24, map[string]string{"wal_retrieve_retry_interval": "100ms"})
+		r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
+		want := map[int][]int64{}
+		for s := range 24 {
+			routeLikes(t, r, s, 10)
+			want[s] = likeIDs(t, cfg, s)
+		}
+		res, err := applyParallel(t, cfg, parallel, 3*time.Minute)
+		require.NoError(t, err, "--parallel %d", parallel)
+		require.Len(t, res.Moves, 6)
+		requireApplied(t, cfg, res, want)
 	}
-	res, err := applyParallel(t, cfg, 1, 3*time.Minute)
-	require.NoError(t, err)
-	require.Len(t, res.Moves, 6)
-	requireApplied(t, cfg, res, want)
 }

@@ -300,8 +300,15 @@ func dropReplication(ctx context.Context, src, dst *pgxpool.Pool, rec *MoveRecor
 	if err != nil {
 		return err
 	}
-	// The batch's name is its first move's: whether others share it, the
+	// The batch's moves leave it one at a time (a lock on the source,
+	// which they share), so that exactly the last one drops it. The
+	// batch's name is its first move's: whether others share it, the
 	// publication tells.
+	unlock, err := lockBatch(ctx, src, repl)
+	if err != nil {
+		return fmt.Errorf("source %s: %w", rec.From, err)
+	}
+	defer unlock()
 	last, err := leaveBatch(ctx, src, rec, repl)
 	if err != nil {
 		return fmt.Errorf("source %s: %w", rec.From, err)
@@ -326,6 +333,40 @@ func dropReplication(ctx context.Context, src, dst *pgxpool.Pool, rec *MoveRecor
 		}
 	}
 	return nil
+}
+
+// batchLockClass is the first key of the session advisory lock, on a
+// batch's source, that a move holds while it leaves the batch: 'shbt'.
+const batchLockClass int32 = 0x73686274
+
+// batchLockTimeout bounds the wait for another move of the batch to leave
+// it (a few statements, and its slot's walsender to end).
+const batchLockTimeout = 2 * time.Minute
+
+// lockBatch takes batch repl's lock on a connection of the source's pool
+// and returns the function that releases it.
+func lockBatch(ctx context.Context, src *pgxpool.Pool, repl string) (func(), error) {
+	conn, err := src.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, batchLockTimeout)
+	defer cancel()
+	if _, err := conn.Exec(wctx, `SELECT pg_catalog.pg_advisory_lock($1, pg_catalog.hashtext($2))`, batchLockClass, repl); err != nil {
+		conn.Release()
+		if wctx.Err() != nil && ctx.Err() == nil {
+			err = fmt.Errorf("another move of batch %s did not leave it within %s: %w", repl, batchLockTimeout, err)
+		}
+		return nil, err
+	}
+	return func() {
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(c, `SELECT pg_catalog.pg_advisory_unlock($1, pg_catalog.hashtext($2))`, batchLockClass, repl); err != nil {
+			conn.Conn().Close(c) // the lock goes with the session
+		}
+		conn.Release()
+	}, nil
 }
 
 // leaveBatch takes rec's tables and mark table out of its batch's
