@@ -22,8 +22,8 @@ import (
 // the subscription's table sync workers do it: the slot is created on a
 // replication connection that exports its snapshot, every table is copied
 // at that snapshot (binary COPY, several tables at once) into target
-// tables without their secondary indexes, the indexes are built after the
-// copy, and only then does the subscription start, with copy_data = false
+// tables without their indexes (secondary ones and the primary key), the
+// indexes are built after the copy, and only then does the subscription start, with copy_data = false
 // from that slot: it streams what changed since the snapshot. So the
 // subscription needs one worker (its apply worker), never a table sync
 // worker per table, and the copy runs at the speed of COPY.
@@ -84,42 +84,48 @@ func (s *snapshotSlot) close(ctx context.Context) {
 	}
 }
 
-// indexDef is a secondary index of the shard, as the source defines it.
+// indexDef is an index of the shard that the copy builds after the rows
+// are in, as the source defines it.
 type indexDef struct {
-	name string // schema-qualified, quoted
-	def  string // CREATE INDEX ..., from pg_get_indexdef
+	schema, table, name string
+	def                 string // CREATE [UNIQUE] INDEX ..., from pg_get_indexdef
+	pkey                string // the primary key constraint the index backs, or ""
 }
 
-// secondaryIndexes are the source's indexes on tables of schema that no
-// constraint owns (not the primary key, a unique constraint's or an
-// exclusion constraint's, nor one a foreign key refers to): those can be
-// dropped on the target before the copy and built after it. The source
-// defines them: the target's schema is built to the same version, and a
-// resumed move finds them there even when an attempt died between the
-// drop and the build.
-func secondaryIndexes(ctx context.Context, q shardmgr.Querier, schema string, tables []string) ([]indexDef, error) {
-	rows, err := q.Query(ctx, `SELECT pg_catalog.quote_ident(n.nspname) || '.' || pg_catalog.quote_ident(ic.relname), pg_catalog.pg_get_indexdef(i.indexrelid)
+func (d indexDef) qname() string  { return pgx.Identifier{d.schema, d.name}.Sanitize() }
+func (d indexDef) qtable() string { return pgx.Identifier{d.schema, d.table}.Sanitize() }
+
+// deferredIndexes are the source's indexes on tables of schema that the
+// copy builds after the rows are in (cheaper than maintaining them row by
+// row: BenchmarkMoveVsRawCopy): the secondary indexes and the primary
+// keys, but none a foreign key refers to, no unique or exclusion
+// constraint's and no replica identity index. The source defines them: the target's schema is built to
+// the same version, and a resumed move finds them there even when an
+// attempt died between the drop and the build.
+func deferredIndexes(ctx context.Context, q shardmgr.Querier, schema string, tables []string) ([]indexDef, error) {
+	rows, err := q.Query(ctx, `SELECT n.nspname, c.relname, ic.relname, pg_catalog.pg_get_indexdef(i.indexrelid), coalesce(k.conname, '')
 		FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class ic ON ic.oid = i.indexrelid
 		JOIN pg_catalog.pg_class c ON c.oid = i.indrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = $1 AND c.relname = ANY($2) AND NOT i.indisprimary
-		  AND NOT EXISTS (SELECT FROM pg_catalog.pg_constraint k WHERE k.conindid = i.indexrelid)
-		ORDER BY 1`, schema, tables)
+		LEFT JOIN pg_catalog.pg_constraint k ON k.conindid = i.indexrelid AND k.conrelid = c.oid AND k.contype = 'p'
+		WHERE n.nspname = $1 AND c.relname = ANY($2) AND (k.oid IS NOT NULL OR NOT i.indisprimary) AND NOT i.indisreplident
+		  AND NOT EXISTS (SELECT FROM pg_catalog.pg_constraint o WHERE o.conindid = i.indexrelid AND o.contype <> 'p')
+		ORDER BY 2, 3`, schema, tables)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (indexDef, error) {
 		var d indexDef
-		err := row.Scan(&d.name, &d.def)
+		err := row.Scan(&d.schema, &d.table, &d.name, &d.def, &d.pkey)
 		return d, err
 	})
 }
 
 // copyAtSnapshot fills the target's tables with the source's rows as
-// snapshot sees them: it empties them and drops their secondary indexes,
+// snapshot sees them: it empties them and drops their deferred indexes,
 // copies the tables (copyTables at once), then builds the indexes. It
 // returns the rows copied.
 func (mo *mover) copyAtSnapshot(ctx context.Context, mv *move, snapshot string, tables []string) (int64, error) {
-	indexes, err := secondaryIndexes(ctx, mv.src, mv.Schema, tables)
+	indexes, err := deferredIndexes(ctx, mv.src, mv.Schema, tables)
 	if err != nil {
 		return 0, fmt.Errorf("source %s: %w", mv.From, err)
 	}
@@ -128,7 +134,11 @@ func (mo *mover) copyAtSnapshot(ctx context.Context, mv *move, snapshot string, 
 			return err
 		}
 		for _, ix := range indexes {
-			if _, err := tx.Exec(ctx, `DROP INDEX IF EXISTS `+ix.name); err != nil {
+			sql := `DROP INDEX IF EXISTS ` + ix.qname()
+			if ix.pkey != "" {
+				sql = `ALTER TABLE ` + ix.qtable() + ` DROP CONSTRAINT IF EXISTS ` + pgx.Identifier{ix.pkey}.Sanitize()
+			}
+			if _, err := tx.Exec(ctx, sql); err != nil {
 				return err
 			}
 		}
@@ -178,23 +188,45 @@ func (mo *mover) copyAtSnapshot(ctx context.Context, mv *move, snapshot string, 
 	return rows, nil
 }
 
-// buildIndexes creates the indexes the target lacks, several at once.
+// buildIndexes creates the indexes the target lacks, several at once
+// (CREATE INDEX on one table do not wait for each other), then makes the
+// primary keys of those that back one.
 func buildIndexes(ctx context.Context, dst pg.Execer, indexes []indexDef) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(copyTables)
 	for _, ix := range indexes {
 		g.Go(func() error {
 			var has bool
-			if err := dst.QueryRow(gctx, `SELECT pg_catalog.to_regclass($1) IS NOT NULL`, ix.name).Scan(&has); err != nil || has {
+			if err := dst.QueryRow(gctx, `SELECT pg_catalog.to_regclass($1) IS NOT NULL`, ix.qname()).Scan(&has); err != nil || has {
 				return err
 			}
 			if _, err := dst.Exec(gctx, ix.def); err != nil {
-				return fmt.Errorf("%s: %w", ix.name, err)
+				return fmt.Errorf("%s: %w", ix.qname(), err)
 			}
 			return nil
 		})
 	}
-	return g.Wait()
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	for _, ix := range indexes {
+		if ix.pkey == "" {
+			continue
+		}
+		var has bool
+		if err := dst.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_catalog.pg_constraint WHERE conrelid = $1::regclass AND conname = $2)`,
+			ix.qtable(), ix.pkey).Scan(&has); err != nil {
+			return err
+		}
+		if has {
+			continue
+		}
+		if _, err := dst.Exec(ctx, `ALTER TABLE `+ix.qtable()+` ADD CONSTRAINT `+pgx.Identifier{ix.pkey}.Sanitize()+
+			` PRIMARY KEY USING INDEX `+pgx.Identifier{ix.name}.Sanitize()); err != nil {
+			return fmt.Errorf("%s: primary key: %w", ix.qtable(), err)
+		}
+	}
+	return nil
 }
 
 // copyColumns lists table's stored columns, quoted, in order.

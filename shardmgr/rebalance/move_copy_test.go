@@ -13,19 +13,20 @@ import (
 // subscription needs one worker, never a table sync worker: it finishes
 // on a target with a single logical replication worker while writers
 // insert into the shard throughout, keeps every row, and the target ends
-// with the source's secondary index (dropped for the copy, built after).
+// with the source's primary key and secondary index (dropped for the
+// copy, built after).
 func TestMoveCopiesAtSnapshotWithOneWorker(t *testing.T) {
 	t.Parallel()
 	cfg, _ := workerCluster(t, 3, map[string]string{"max_logical_replication_workers": "1", "wal_retrieve_retry_interval": "100ms"})
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(20*time.Millisecond))
 	routeLikes(t, r, 0, 20_000)
 	indexes := func(host string) []indexDef {
-		defs, err := secondaryIndexes(ctx(t), hostPool(t, cfg, host), "shard_0000", []string{"likes"})
+		defs, err := deferredIndexes(ctx(t), hostPool(t, cfg, host), "shard_0000", []string{"likes"})
 		require.NoError(t, err)
 		return defs
 	}
 	want := indexes("pg1")
-	require.Len(t, want, 1, "the sample migrations' likes_post_id_idx")
+	require.Len(t, want, 2, "the sample migrations' likes_pkey and likes_post_id_idx")
 
 	stop := make(chan struct{})
 	w, wg := runWriters(t, r, []int{0}, 2, stop)
