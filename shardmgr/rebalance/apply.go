@@ -116,8 +116,8 @@ func Apply(ctx context.Context, cfg *shardmgr.Config, opts ApplyOptions) (*Apply
 		return nil, err
 	}
 	var failed []error
-	runAll := func(recs []*MoveRecord) {
-		out, errs, others, w := mo.runAll(ctx, recs, opts)
+	runAll := func(recs []*MoveRecord, batched bool) {
+		out, errs, others, w := mo.runAll(ctx, recs, opts, batched)
 		res.Moves = append(res.Moves, out...)
 		res.FinishedByOthers = append(res.FinishedByOthers, others...)
 		res.Waited += w.Truncate(time.Millisecond)
@@ -129,7 +129,7 @@ func Apply(ctx context.Context, cfg *shardmgr.Config, opts ApplyOptions) (*Apply
 		return nil, err
 	}
 	res.Resumed = len(open)
-	runAll(open)
+	runAll(open, false) // one by one, as they were left
 
 	if len(failed) == 0 {
 		plan, err := planRebalance(ctx, cfg, mo.catalog, mo.pool, opts.Plan)
@@ -141,7 +141,7 @@ func Apply(ctx context.Context, cfg *shardmgr.Config, opts ApplyOptions) (*Apply
 			if err != nil {
 				return res, err
 			}
-			runAll(recs)
+			runAll(recs, true)
 		}
 	}
 	res.Elapsed = time.Since(start)

@@ -28,9 +28,14 @@ import (
 type pairOf struct{ from, to string }
 
 // runAll runs moves, opts.Parallel at a time, and returns their results
-// in the order given with the errors of those that failed; new online
-// moves go in batches (runBatched), the others one by one (runEach).
-func (mo *mover) runAll(ctx context.Context, recs []*MoveRecord, opts ApplyOptions) (out []*MoveResult, failed []error, others []int64, waited time.Duration) {
+// in the order given with the errors of those that failed. With batched
+// (the moves this run just journaled), its online moves go in batches
+// (runBatched); the others, and the moves of an earlier run, one by one
+// (runEach).
+func (mo *mover) runAll(ctx context.Context, recs []*MoveRecord, opts ApplyOptions, batched bool) (out []*MoveResult, failed []error, others []int64, waited time.Duration) {
+	if !batched {
+		return mo.runEach(ctx, recs, opts)
+	}
 	var fresh, rest []int
 	for i, rec := range recs {
 		if rec.Mode == MoveOnline && rec.Phase == PhasePlanned && mo.opts.stopAfter == "" {
