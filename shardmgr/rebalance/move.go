@@ -159,6 +159,8 @@ type mover struct {
 
 	mu    sync.Mutex
 	pools map[string]*pgxpool.Pool
+	// copies holds a token per table copy running (copyTablesAll).
+	copies chan struct{}
 }
 
 // openCatalogForMoves upgrades the catalog (the journal is migration 010)
@@ -218,7 +220,8 @@ func newMover(ctx context.Context, cfg *shardmgr.Config, opts MoveOptions) (*mov
 		catalog.Close()
 		return nil, err
 	}
-	return &mover{cfg: cfg, catalog: catalog, m: m, opts: opts, log: log, pools: map[string]*pgxpool.Pool{}}, nil
+	return &mover{cfg: cfg, catalog: catalog, m: m, opts: opts, log: log, pools: map[string]*pgxpool.Pool{},
+		copies: make(chan struct{}, copyTablesAll)}, nil
 }
 
 func (mo *mover) close() {

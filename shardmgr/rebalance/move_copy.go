@@ -29,8 +29,13 @@ import (
 // worker per table, and the copy runs at the speed of COPY.
 
 const (
-	// copyTables is how many tables of one move are copied at once.
+	// copyTables is how many tables of one move are copied (and indexes
+	// built) at once.
 	copyTables = 4
+	// copyTablesAll bounds the table copies of every move of a manager at
+	// once (a batch copies its moves together, and batches run side by
+	// side): each takes a connection on both hosts.
+	copyTablesAll = 8
 	// slotTimeout bounds the creation of the slot, which waits for the
 	// transactions running on the source to end (its snapshot must see
 	// all or nothing of each).
@@ -163,6 +168,12 @@ func (mo *mover) copyAtSnapshot(ctx context.Context, mv *move, snapshot string, 
 	g.SetLimit(copyTables)
 	for i, t := range tables {
 		g.Go(func() error {
+			select {
+			case mo.copies <- struct{}{}:
+				defer func() { <-mo.copies }()
+			case <-gctx.Done():
+				return gctx.Err()
+			}
 			n, err := copyTableAt(gctx, srcHost.DSN, dstHost.DSN, mv.Schema, t, snapshot)
 			if err != nil {
 				return fmt.Errorf("copy %s: %w", pgx.Identifier{mv.Schema, t}.Sanitize(), err)
