@@ -157,8 +157,15 @@ func (c *phaseClock) String(end time.Time) string {
 // move within 1.5x of raw) and where the move's time went, per phase.
 //
 //	go test ./shardmgr/rebalance -run '^$' -bench MoveVsRawCopy -benchtime 1x -timeout 30m
-func BenchmarkMoveVsRawCopy(b *testing.B) {
-	const rows = 2_000_000
+func BenchmarkMoveVsRawCopy(b *testing.B) { benchMoveVsRaw(b, 2_000_000) }
+
+// BenchmarkMoveVsRawCopy1GB is the same for a shard of 1 GiB (12,600,000
+// rows of likes, table and indexes).
+//
+//	go test ./shardmgr/rebalance -run '^$' -bench MoveVsRawCopy1GB -benchtime 1x -timeout 60m
+func BenchmarkMoveVsRawCopy1GB(b *testing.B) { benchMoveVsRaw(b, 12_600_000) }
+
+func benchMoveVsRaw(b *testing.B, rows int) {
 	var moveS, rawS, rawCopyS, rawIndexS float64
 	for b.Loop() {
 		cfg, _ := ownCluster(b, 3, stockSettings)
