@@ -156,7 +156,7 @@ func (c *phaseClock) String(end time.Time) string {
 // primary key and CREATE INDEX. It reports both, their ratio (goal: the
 // move within 1.5x of raw) and where the move's time went, per phase.
 //
-//	go test ./shardmgr/rebalance -run '^$' -bench MoveVsRawCopy -benchtime 1x -timeout 30m
+//	go test ./shardmgr/rebalance -run '^$' -bench 'MoveVsRawCopy$' -benchtime 1x -timeout 30m
 func BenchmarkMoveVsRawCopy(b *testing.B) { benchMoveVsRaw(b, 2_000_000) }
 
 // BenchmarkMoveVsRawCopy1GB is the same for a shard of 1 GiB (12,600,000
