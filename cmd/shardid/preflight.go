@@ -25,9 +25,6 @@ func fixText(f *rebalance.Fix) string {
 		}
 		ways = append(ways, w)
 	}
-	if f.Parallel > 0 {
-		ways = append(ways, fmt.Sprintf("--parallel %d", f.Parallel))
-	}
 	if f.Offline {
 		ways = append(ways, "--mode offline (or --mode auto: offline where online cannot run)")
 	}

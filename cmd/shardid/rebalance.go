@@ -155,12 +155,15 @@ type moveFlags struct {
 	mode string
 	dir  string
 	keep time.Duration
+	// catchupTimeout bounds an online move's catch-up.
+	catchupTimeout time.Duration
 }
 
 func (f *moveFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.mode, "mode", string(rebalance.MoveOnline), "online (logical replication, short cut-over), offline (fence, COPY, flip) or auto (online where the hosts allow it, else offline)")
 	cmd.Flags().StringVar(&f.dir, "dir", "", "directory of the shards' tern migrations, needed when they were migrated (default: the cluster file's migrations:)")
 	cmd.Flags().DurationVar(&f.keep, "keep", rebalance.DefaultKeep, "keep the old copy, renamed and fenced, this long (0: drop it at once)")
+	cmd.Flags().DurationVar(&f.catchupTimeout, "catchup-timeout", rebalance.DefaultCatchupTimeout, "fail an online move whose target has not caught up with the source by then (it stays resumable)")
 }
 
 // options are the move options the flags say; the migrations directory
@@ -175,6 +178,10 @@ func (f *moveFlags) options(cmd *cobra.Command, configPath string) (rebalance.Mo
 		return o, usagef("--keep must not be negative")
 	}
 	o.Keep = &f.keep
+	if f.catchupTimeout <= 0 {
+		return o, usagef("--catchup-timeout must be positive")
+	}
+	o.CatchupTimeout = f.catchupTimeout
 	dir, err := migrationDir(cmd, f.dir, configPath)
 	if err != nil {
 		return o, err
@@ -242,26 +249,26 @@ Before anything changes (no host registered, no move journaled) apply checks
 every source and target (the preflight, as 'rebalance plan' shows it): a failed
 check refuses the whole run with one line per host naming the setting, its
 value, the value needed and the way out (ALTER SYSTEM and whether a restart is
-needed, a lower --parallel, --mode offline).
+needed, --mode offline).
 
 Online moves (--mode online, the default) need, on the servers:
   source host: wal_level = logical (changing it needs a restart), a free
     replication slot (max_replication_slots) and WAL sender (max_wal_senders)
-    per move in flight plus one for a table copy, and a role that may create
+    per batch (the moves from one source to one target share one), a
+    replication line in pg_hba.conf for the mover, and a role that may create
     publications and logical replication slots (REPLICATION and CREATE on the
     database, or superuser);
   target host: a role that may create subscriptions (superuser in PostgreSQL
     15, pg_create_subscription from 16), free logical replication workers
     (max_logical_replication_workers, within max_worker_processes; both need
-    a restart) for the --parallel moves plus one for a table copy, and a
-    network path to the source as its DSN in the cluster file names it;
+    a restart): one per batch, and batches run in waves of the free workers,
+    so one free worker is enough; a network path to the source as its DSN in
+    the cluster file names it;
   every table of a moving shard: a primary key or replica identity (else
     use --mode offline).
 The target starts subscription workers at most once per
-wal_retrieve_retry_interval (5s by default), so each move may wait that long
-before its copy starts: lower it on the receiving hosts for a rebalance
-(ALTER SYSTEM SET wal_retrieve_retry_interval = '100ms'; SELECT pg_reload_conf()
-- a reload, no restart). 'shardid local up' starts its servers with all of this
+wal_retrieve_retry_interval (5s by default); a batch's subscriptions start in
+one pass, so the pause is paid once per wave, not once per move. 'shardid local up' starts its servers with all of this
 set; --mode offline needs none of it. --mode auto moves each shard online where
 its hosts and tables allow it and offline where they do not, and says why in the
 MODE column ("offline (auto: wal_level is replica on pg1)") and in JSON

@@ -407,6 +407,21 @@ func (s *Server) Restart(ctx context.Context) error {
 	return s.start(ctx)
 }
 
+// Set changes setting name for the next Restart, as an operator's ALTER
+// SYSTEM would (the server is started with its settings on the command
+// line, which ALTER SYSTEM does not override).
+func (s *Server) Set(name, value string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	settings := map[string]string{name: value}
+	for k, v := range s.opts.Settings {
+		if k != name {
+			settings[k] = v
+		}
+	}
+	s.opts.Settings = settings
+}
+
 // Stop shuts the server down and removes its data directory.
 func (s *Server) Stop() error {
 	err := s.signal(syscall.SIGINT)

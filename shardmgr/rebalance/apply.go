@@ -129,8 +129,8 @@ func Apply(ctx context.Context, cfg *shardmgr.Config, opts ApplyOptions) (*Apply
 		return nil, err
 	}
 	var failed []error
-	runAll := func(recs []*MoveRecord, reasons map[int]string) {
-		out, errs, others, w := mo.runAll(ctx, recs, opts)
+	runAll := func(recs []*MoveRecord, reasons map[int]string, batched bool) {
+		out, errs, others, w := mo.runAll(ctx, recs, opts, batched)
 		for _, r := range out {
 			if r != nil {
 				r.ModeReason = reasons[r.Shard]
@@ -143,7 +143,7 @@ func Apply(ctx context.Context, cfg *shardmgr.Config, opts ApplyOptions) (*Apply
 	}
 
 	res.Resumed = len(open)
-	runAll(open, nil)
+	runAll(open, nil, false) // one by one, as they were left
 
 	if len(failed) == 0 {
 		// Planned again now that the open moves are done; checked again
@@ -162,7 +162,7 @@ func Apply(ctx context.Context, cfg *shardmgr.Config, opts ApplyOptions) (*Apply
 			for _, pm := range plan.Moves {
 				reasons[pm.Shard] = pm.ModeReason
 			}
-			runAll(recs, reasons)
+			runAll(recs, reasons, true)
 		}
 	}
 	res.Elapsed = time.Since(start)
@@ -263,15 +263,17 @@ func (mo *mover) waitMove(ctx context.Context, rec *MoveRecord, wait time.Durati
 	}
 }
 
-// runAll runs moves, opts.Parallel at a time, and returns their results
-// in the order given with the errors of those that failed. A move another
+// runEach runs moves one by one, opts.Parallel at a time, and returns
+// their results in the order given with the errors of those that failed,
+// and disables the subscriptions of those that failed. A move another
 // manager is working on (ErrMoveBusy: a shardid shard move, an abort, an
 // apply) is waited for, at most opts.Wait: when the other manager finished
 // or aborted it there is nothing left to do, which is no failure (others
 // lists it); when it left the move unfinished, this run takes it over.
 // waited sums the time spent waiting.
-func (mo *mover) runAll(ctx context.Context, recs []*MoveRecord, opts ApplyOptions) (out []*MoveResult, failed []error, others []int64, waited time.Duration) {
+func (mo *mover) runEach(ctx context.Context, recs []*MoveRecord, opts ApplyOptions) (out []*MoveResult, failed []error, others []int64, waited time.Duration) {
 	out = make([]*MoveResult, len(recs))
+	var stopped []*MoveRecord // failed here: their subscriptions are disabled at the end
 	var mu sync.Mutex
 	var g errgroup.Group
 	g.SetLimit(max(opts.Parallel, 1))
@@ -298,6 +300,9 @@ func (mo *mover) runAll(ctx context.Context, recs []*MoveRecord, opts ApplyOptio
 			waited += w
 			if err != nil {
 				failed = append(failed, err)
+				if !errors.Is(err, ErrMoveBusy) && !errors.Is(err, errStopped) {
+					stopped = append(stopped, rec)
+				}
 			}
 			if byOther {
 				others = append(others, rec.ID)
@@ -306,6 +311,7 @@ func (mo *mover) runAll(ctx context.Context, recs []*MoveRecord, opts ApplyOptio
 		})
 	}
 	_ = g.Wait()
+	mo.stopSubscriptions(ctx, stopped)
 	slices.Sort(others)
 	return out, failed, others, waited
 }

@@ -4,11 +4,16 @@
 // (AbortMove) and drops moved shards' retired copies (Cleanup).
 //
 // A move is a table of phases per mode (phases in move_phases.go): the
-// target's schema is built, the rows copied with logical replication
-// (online) or COPY (offline), the source fenced for a short cut-over, the
+// target's schema is built, the rows copied (online: with COPY at the
+// snapshot of a logical replication slot, then the changes since streamed
+// by a subscription; offline: with COPY under the fence), the source
+// fenced for a short cut-over, the
 // copy checked table by table, the counter carried over so no id repeats,
 // and the catalog flipped. Every phase is recorded in the catalog's
-// journal, so a move resumes where it stopped.
+// journal, so a move resumes where it stopped. Apply runs the online moves
+// from one source to one target as a batch sharing one slot and
+// subscription (apply_batch.go); every wait on the target's replication
+// is bounded (WorkerStartTimeout, CatchupTimeout).
 //
 // It must never leave two writable copies of a shard, never flip a copy
 // whose rows or checksums differ from the source's, and never register

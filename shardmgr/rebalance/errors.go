@@ -29,6 +29,13 @@ var (
 	// ErrSourceFenced: a move failed and left its source fenced (writes
 	// refused) because giving it back failed too; abort the move.
 	ErrSourceFenced = errors.New("the source stays fenced")
+	// ErrNoWorker: the target's server did not start the apply worker of
+	// an online move's subscription (its worker slots are taken, or it did
+	// not within MoveOptions.WorkerStartTimeout).
+	ErrNoWorker = errors.New("no logical replication worker on the target")
+	// ErrCatchupTimeout: an online move's target did not catch up with
+	// the source within MoveOptions.CatchupTimeout.
+	ErrCatchupTimeout = errors.New("catch-up did not finish in time")
 	// ErrGeneratorVariant: the cluster's generator is not the safe one,
 	// whose counter a move carries over.
 	ErrGeneratorVariant = errors.New("the cluster's generator cannot be moved")

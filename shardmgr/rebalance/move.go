@@ -25,6 +25,12 @@ import (
 // fenced, before shardid rebalance cleanup drops it.
 const DefaultKeep = 24 * time.Hour
 
+// Defaults of MoveOptions' bounds on an online move's waits.
+const (
+	DefaultWorkerStartTimeout = 30 * time.Second
+	DefaultCatchupTimeout     = 30 * time.Minute
+)
+
 // MoveOptions adjust a move. The zero value moves online, keeps the old
 // copy for DefaultKeep, and needs no migrations directory for shards that
 // were never migrated.
@@ -55,6 +61,16 @@ type MoveOptions struct {
 	// the target has not received every change by then, the move gives up,
 	// lifts the fence and leaves the source serving. Zero means 30s.
 	CutoverTimeout time.Duration
+	// WorkerStartTimeout bounds the wait for the target's server to start
+	// the apply worker of an online move's subscription: when none runs
+	// by then, the move fails naming the cause (and at once when the
+	// target's logical replication worker slots are all taken). Zero
+	// means DefaultWorkerStartTimeout.
+	WorkerStartTimeout time.Duration
+	// CatchupTimeout bounds an online move's catch-up: the wait, before
+	// the fence, for the target to follow the source closely. Zero means
+	// DefaultCatchupTimeout.
+	CatchupTimeout time.Duration
 	// LockTimeout bounds each wait for a table lock when the fence goes up
 	// (the attempt is retried). Zero means 1s.
 	LockTimeout time.Duration
@@ -152,6 +168,8 @@ type mover struct {
 
 	mu    sync.Mutex
 	pools map[string]*pgxpool.Pool
+	// copies holds a token per table copy running (copyTablesAll).
+	copies chan struct{}
 }
 
 // openCatalogForMoves opens a pool on the catalog once its schema version
@@ -194,6 +212,12 @@ func newMover(ctx context.Context, cfg *shardmgr.Config, opts MoveOptions) (*mov
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = time.Second
 	}
+	if opts.WorkerStartTimeout <= 0 {
+		opts.WorkerStartTimeout = DefaultWorkerStartTimeout
+	}
+	if opts.CatchupTimeout <= 0 {
+		opts.CatchupTimeout = DefaultCatchupTimeout
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -207,7 +231,8 @@ func newMover(ctx context.Context, cfg *shardmgr.Config, opts MoveOptions) (*mov
 		catalog.Close()
 		return nil, err
 	}
-	return &mover{cfg: cfg, catalog: catalog, m: m, opts: opts, log: log, pools: map[string]*pgxpool.Pool{}}, nil
+	return &mover{cfg: cfg, catalog: catalog, m: m, opts: opts, log: log, pools: map[string]*pgxpool.Pool{},
+		copies: make(chan struct{}, copyTablesAll)}, nil
 }
 
 func (mo *mover) close() {
@@ -320,6 +345,9 @@ func MoveShard(ctx context.Context, cfg *shardmgr.Config, shard int, to string, 
 		if len(plan.Moves) > 0 {
 			res.ModeReason = plan.Moves[0].ModeReason
 		}
+	}
+	if err != nil && !errors.Is(err, ErrMoveBusy) && !errors.Is(err, errStopped) {
+		mo.stopSubscriptions(ctx, []*MoveRecord{rec})
 	}
 	return res, err
 }
@@ -478,21 +506,33 @@ func (mo *mover) run(ctx context.Context, rec *MoveRecord) (*MoveResult, error) 
 			err := fmt.Errorf("move %d: phase %s is not one of a %s move", rec.ID, rec.Phase, rec.Mode)
 			return res(err), err
 		}
-		mo.progress(rec, MoveProgress{Phase: next.phase, Lag: -1})
-		mo.log.Info("move", "id", rec.ID, "shard", rec.Shard, "from", rec.From, "to", rec.To, "phase", next.phase)
+		mo.starting(mv, next)
 		err := mo.open(ctx, mv)
 		if err == nil {
 			err = next.run(mo, ctx, mv)
 		}
 		if err != nil {
-			err = &shardmgr.ShardError{Shard: rec.Shard, Host: rec.To, Err: fmt.Errorf("move %d (%s -> %s), phase %s: %w", rec.ID, rec.From, rec.To, next.phase, err)}
-			err = mo.failed(ctx, mv, next, err)
-			recordError(ctx, mo.catalog, rec, err)
+			err = mo.stepFailed(ctx, mv, next, err)
 			return res(err), err
 		}
 	}
 	mo.log.Info("move done", "id", rec.ID, "shard", rec.Shard, "to", rec.To, "elapsed", time.Since(start))
 	return res(nil), nil
+}
+
+// starting reports that mv works towards next's phase.
+func (mo *mover) starting(mv *move, next step) {
+	mo.progress(mv.MoveRecord, MoveProgress{Phase: next.phase, Lag: -1})
+	mo.log.Info("move", "id", mv.ID, "shard", mv.Shard, "from", mv.From, "to", mv.To, "phase", next.phase)
+}
+
+// stepFailed names the move and phase in err, leaves the move as safe as
+// it can (failed) and records the error in the journal.
+func (mo *mover) stepFailed(ctx context.Context, mv *move, next step, err error) error {
+	err = &shardmgr.ShardError{Shard: mv.Shard, Host: mv.To, Err: fmt.Errorf("move %d (%s -> %s), phase %s: %w", mv.ID, mv.From, mv.To, next.phase, err)}
+	err = mo.failed(ctx, mv, next, err)
+	recordError(ctx, mo.catalog, mv.MoveRecord, err)
+	return err
 }
 
 // failed leaves a move whose step towards next failed as safe as it can,

@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
@@ -279,37 +277,17 @@ func (mo *mover) copyOffline(ctx context.Context, mv *move) error {
 // copyTable streams one table from the source into the target with COPY
 // in binary format, column by name.
 func copyTable(ctx context.Context, src *pgxpool.Pool, dst *pgconn.PgConn, schema, table string) (int64, error) {
-	rows, err := src.Query(ctx, `SELECT pg_catalog.quote_ident(a.attname) FROM pg_catalog.pg_attribute a
-		WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '' ORDER BY a.attnum`,
-		pgx.Identifier{schema, table}.Sanitize())
+	list, err := copyColumns(ctx, src, schema, table)
 	if err != nil {
 		return 0, err
 	}
-	cols, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return 0, err
-	}
-	list := strings.Join(cols, ", ")
 	qt := pgx.Identifier{schema, table}.Sanitize()
 	conn, err := src.Acquire(ctx)
 	if err != nil {
 		return 0, err
 	}
 	defer conn.Release()
-	pr, pw := io.Pipe()
-	var g errgroup.Group
-	g.Go(func() error {
-		_, err := conn.Conn().PgConn().CopyTo(ctx, pw, fmt.Sprintf(`COPY (SELECT %s FROM ONLY %s) TO STDOUT (FORMAT binary)`, list, qt))
-		pw.CloseWithError(err)
-		return err
-	})
-	tag, err := dst.CopyFrom(ctx, pr, fmt.Sprintf(`COPY %s (%s) FROM STDIN (FORMAT binary)`, qt, list))
-	pr.CloseWithError(err)
-	if gerr := g.Wait(); gerr != nil && err == nil {
-		err = gerr
-	}
-	if err != nil {
-		return 0, err
-	}
-	return tag.RowsAffected(), nil
+	return pipeCopy(ctx, conn.Conn().PgConn(), dst,
+		fmt.Sprintf(`COPY (SELECT %s FROM ONLY %s) TO STDOUT (FORMAT binary)`, list, qt),
+		fmt.Sprintf(`COPY %s (%s) FROM STDIN (FORMAT binary)`, qt, list))
 }

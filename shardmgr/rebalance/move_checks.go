@@ -21,6 +21,15 @@ import (
 func (mo *mover) verifyCopy(ctx context.Context, mv *move) error {
 	src, dst := mv.src, mv.dst
 	if mv.Mode == MoveOnline {
+		// A run that failed with the source left fenced disabled the
+		// subscription; this one needs it.
+		repl, err := replNameOf(ctx, src, dst, mv.MoveRecord)
+		if err == nil {
+			err = enableSubscription(ctx, dst, repl)
+		}
+		if err != nil {
+			return err
+		}
 		wctx, cancel := context.WithTimeout(ctx, mo.opts.CutoverTimeout)
 		n, err := bumpMark(wctx, src, mv.MoveRecord)
 		if err == nil {

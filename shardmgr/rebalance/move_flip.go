@@ -18,6 +18,13 @@ import (
 // fail, the change logging it started is taken away.
 func (mo *mover) prepareCutover(ctx context.Context, mv *move) (err error) {
 	src, dst := mv.src, mv.dst
+	repl, err := replNameOf(ctx, src, dst, mv.MoveRecord)
+	if err != nil {
+		return err
+	}
+	if err := enableSubscription(ctx, dst, repl); err != nil { // a failed cut-over disabled it
+		return fmt.Errorf("target %s: %w", mv.To, err)
+	}
 	t0 := time.Now()
 	ps, err := mo.prescan(ctx, src, dst, mv.MoveRecord)
 	if err != nil {
@@ -44,6 +51,9 @@ func (mo *mover) prepareCutover(ctx context.Context, mv *move) (err error) {
 		if near {
 			mv.prescan = ps
 			return nil
+		}
+		if time.Since(t0) > mo.opts.CatchupTimeout {
+			return fmt.Errorf("%w: the target did not come close behind the source again within %s (--catchup-timeout) after the scans", ErrCatchupTimeout, mo.opts.CatchupTimeout)
 		}
 		select {
 		case <-ctx.Done():

@@ -16,67 +16,39 @@ import (
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
 
-// startReplication publishes the shard's tables on the source and
-// subscribes the target to them, which copies the rows and then follows
-// every change.
+// startReplication copies the shard's rows at a snapshot and subscribes
+// the target to the changes since (see move_copy.go): a batch of one.
+// When the move's batch already subscribed the target, there is nothing
+// left to do; a batch that died before it subscribed is dropped and the
+// move starts over.
 func (mo *mover) startReplication(ctx context.Context, mv *move) error {
-	src, dst := mv.src, mv.dst
-	tables, err := dataTables(ctx, src, mv.Schema)
+	repl, err := replNameOf(ctx, mv.src, mv.dst, mv.MoveRecord)
 	if err != nil {
-		return fmt.Errorf("source %s: %w", mv.From, err)
+		return err
 	}
-	name := pgx.Identifier{mv.replName}.Sanitize()
-	var hasPub bool
-	if err := src.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_catalog.pg_publication WHERE pubname = $1)`, mv.replName).Scan(&hasPub); err != nil {
-		return fmt.Errorf("source %s: %w", mv.From, err)
-	}
-	for _, db := range []*pgxpool.Pool{src, dst} {
-		if err := createMarkTable(ctx, db, mv.MoveRecord); err != nil {
-			return fmt.Errorf("mark table: %w", err)
-		}
-	}
-	if !hasPub {
-		names := []string{markTable(mv.MoveRecord)}
-		for _, t := range tables {
-			names = append(names, pgx.Identifier{mv.Schema, t}.Sanitize())
-		}
-		if _, err := src.Exec(ctx, `CREATE PUBLICATION `+name+` FOR TABLE `+strings.Join(names, ", ")); err != nil {
-			return fmt.Errorf("source %s: create publication: %w", mv.From, err)
-		}
-	}
-	hasSub, err := subscriptionExists(ctx, dst, mv.replName)
+	hasSub, err := subscriptionExists(ctx, mv.dst, repl)
 	if err != nil {
 		return fmt.Errorf("target %s: %w", mv.To, err)
 	}
 	if hasSub {
+		if err := enableSubscription(ctx, mv.dst, repl); err != nil {
+			return fmt.Errorf("target %s: %w", mv.To, err)
+		}
 		return setPhase(ctx, mo.catalog, mv.MoveRecord, PhaseCopy, "")
 	}
-	// The slot is made here rather than by CREATE SUBSCRIPTION: that
-	// would wait forever when both hosts are databases of one server (the
-	// slot waits for the transaction creating it). A slot left by an
-	// earlier attempt is reused.
-	if _, err := src.Exec(ctx, `SELECT pg_catalog.pg_create_logical_replication_slot($1, 'pgoutput')
-		WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_replication_slots WHERE slot_name = $1)`, mv.replName); err != nil {
-		return fmt.Errorf("source %s: create replication slot: %w", mv.From, err)
-	}
-	h, _ := mo.cfg.Host(mv.From)
-	conninfo, err := mo.connInfo(h)
-	if err != nil {
-		return fmt.Errorf("source %s: %w", mv.From, err)
-	}
-	err = pgx.BeginFunc(ctx, dst, func(tx pgx.Tx) error {
-		if err := quietStatementLog(ctx, tx); err != nil {
-			mo.log.Warn("the mover's role may not keep CREATE SUBSCRIPTION out of the target's server log: should it fail, the log shows the source's password",
-				"id", mv.ID, "host", mv.To, "err", err)
+	if repl != mv.replName {
+		if err := dropBatch(ctx, mv.src, mv.dst, repl); err != nil {
+			return fmt.Errorf("source %s: drop an unfinished batch: %w", mv.From, err)
 		}
-		_, err := tx.Exec(ctx, fmt.Sprintf(`CREATE SUBSCRIPTION %s CONNECTION %s PUBLICATION %s WITH (slot_name = %s, create_slot = false, copy_data = true)`,
-			name, pg.QuoteLiteral(conninfo), name, pg.QuoteLiteral(mv.replName)))
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("target %s: create subscription: %w", mv.To, err)
 	}
-	return setPhase(ctx, mo.catalog, mv.MoveRecord, PhaseCopy, "")
+	b := &batch{name: mv.replName, moves: []*move{mv}}
+	if err := mo.copyBatch(ctx, b); err != nil {
+		return err
+	}
+	if err := mo.subscribe(ctx, mv.dst, mv.To, []*batch{b}); err != nil {
+		return err
+	}
+	return b.recordCopied(ctx, mo)
 }
 
 // quietStatementLog keeps the statements of tx out of the server's log,
@@ -173,17 +145,38 @@ func dropSlot(ctx context.Context, q pg.Execer, name string) error {
 	}
 }
 
-// dropReplication removes a move's subscription, slot, publication, mark
-// tables and change logs. It is idempotent.
+// dropReplication removes a move's replication: its tables leave its
+// batch's publication, and the batch's subscription, slot and publication
+// go with the batch's last move; then its mark tables and change logs. It
+// is idempotent.
 func dropReplication(ctx context.Context, src, dst *pgxpool.Pool, rec *MoveRecord) error {
-	if err := dropSubscription(ctx, dst, rec.replName); err != nil {
-		return fmt.Errorf("target %s: %w", rec.To, err)
+	repl, err := replNameOf(ctx, src, dst, rec)
+	if err != nil {
+		return err
 	}
-	if err := dropSlot(ctx, src, rec.replName); err != nil {
+	// The batch's moves leave it one at a time (a lock on the source,
+	// which they share), so that exactly the last one drops it. The
+	// batch's name is its first move's: whether others share it, the
+	// publication tells.
+	unlock, err := lockBatch(ctx, src, repl)
+	if err != nil {
 		return fmt.Errorf("source %s: %w", rec.From, err)
 	}
-	if _, err := src.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{rec.replName}.Sanitize()); err != nil {
+	defer unlock()
+	last, err := leaveBatch(ctx, src, rec, repl)
+	if err != nil {
 		return fmt.Errorf("source %s: %w", rec.From, err)
+	}
+	if last {
+		if err := dropSubscription(ctx, dst, repl); err != nil {
+			return fmt.Errorf("target %s: %w", rec.To, err)
+		}
+		if err := dropSlot(ctx, src, repl); err != nil {
+			return fmt.Errorf("source %s: %w", rec.From, err)
+		}
+		if _, err := src.Exec(ctx, `DROP PUBLICATION IF EXISTS `+pgx.Identifier{repl}.Sanitize()); err != nil {
+			return fmt.Errorf("source %s: %w", rec.From, err)
+		}
 	}
 	for _, db := range []*pgxpool.Pool{src, dst} {
 		if _, err := db.Exec(ctx, `DROP TABLE IF EXISTS `+markTable(rec)); err != nil {
@@ -232,11 +225,23 @@ func replicationLag(ctx context.Context, src shardmgr.Querier, slot string) (int
 }
 
 // catchUp waits for the initial copy of every table and for the lag to
-// fall under CatchupLag.
+// fall under CatchupDelay. It never waits unbounded: the target's server
+// must start the subscription's apply worker within WorkerStartTimeout (at
+// once when its worker slots are all taken), and the whole catch-up must
+// end within CatchupTimeout.
 func (mo *mover) catchUp(ctx context.Context, mv *move) error {
 	src, dst := mv.src, mv.dst
+	repl, err := replNameOf(ctx, src, dst, mv.MoveRecord)
+	if err != nil {
+		return err
+	}
+	if err := enableSubscription(ctx, dst, repl); err != nil {
+		return fmt.Errorf("target %s: %w", mv.To, err)
+	}
+	start := time.Now()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
+	worker := false
 	for {
 		var tables, ready int
 		var errs int64
@@ -244,9 +249,9 @@ func (mo *mover) catchUp(ctx context.Context, mv *move) error {
 				coalesce((SELECT apply_error_count + sync_error_count FROM pg_catalog.pg_stat_subscription_stats st WHERE st.subid = s.oid), 0)
 			FROM pg_catalog.pg_subscription s LEFT JOIN pg_catalog.pg_subscription_rel r ON r.srsubid = s.oid
 			WHERE s.subname = $1 AND s.subdbid = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())
-			GROUP BY s.oid`, mv.replName).Scan(&tables, &ready, &errs)
+			GROUP BY s.oid`, repl).Scan(&tables, &ready, &errs)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("target %s: subscription %s is missing", mv.To, mv.replName)
+			return fmt.Errorf("target %s: subscription %s is missing", mv.To, repl)
 		}
 		if err != nil {
 			return fmt.Errorf("target %s: %w", mv.To, err)
@@ -254,7 +259,17 @@ func (mo *mover) catchUp(ctx context.Context, mv *move) error {
 		if errs > 0 {
 			return fmt.Errorf("target %s: logical replication reported %d errors (see the target server's log)", mv.To, errs)
 		}
-		lag, err := replicationLag(ctx, src, mv.replName)
+		if !worker {
+			ws, err := readWorkerSlots(ctx, dst, repl)
+			if err != nil {
+				return fmt.Errorf("target %s: %w", mv.To, err)
+			}
+			worker = ws.running
+			if err := ws.check(repl, time.Since(start), mo.opts.WorkerStartTimeout); err != nil {
+				return fmt.Errorf("target %s: %w", mv.To, err)
+			}
+		}
+		lag, err := replicationLag(ctx, src, repl)
 		if err != nil {
 			return fmt.Errorf("source %s: %w", mv.From, err)
 		}
@@ -263,7 +278,7 @@ func (mo *mover) catchUp(ctx context.Context, mv *move) error {
 		var rows int64
 		_ = dst.QueryRow(ctx, `SELECT coalesce(sum(n_tup_ins), 0)::bigint FROM pg_catalog.pg_stat_user_tables WHERE schemaname = $1`, mv.Schema).Scan(&rows)
 		mo.progress(mv.MoveRecord, MoveProgress{Phase: PhaseCatchup, Tables: tables, Synced: ready, Rows: rows, Lag: lag})
-		if ready == tables {
+		if worker && ready == tables {
 			near, err := mo.closeEnough(ctx, src, dst, mv.MoveRecord)
 			if err != nil {
 				return err
@@ -272,12 +287,120 @@ func (mo *mover) catchUp(ctx context.Context, mv *move) error {
 				return setPhase(ctx, mo.catalog, mv.MoveRecord, PhaseCatchup, "")
 			}
 		}
+		if waited := time.Since(start); waited > mo.opts.CatchupTimeout {
+			return fmt.Errorf("%w: after %s (--catchup-timeout) the target is %d bytes of WAL behind, %d of %d tables synced", ErrCatchupTimeout, mo.opts.CatchupTimeout, lag, ready, tables)
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:
 		}
 	}
+}
+
+// workerSlots is what the target's server says of a subscription's apply
+// worker and of the limits on starting one.
+type workerSlots struct {
+	running bool // the subscription's apply worker runs
+	// logical replication workers running, and max_logical_replication_workers
+	used, max int
+	// background workers running, and max_worker_processes
+	bgUsed, bgMax int
+}
+
+// readWorkerSlots reads the target's subscription workers: those
+// pg_stat_subscription lists and those pg_stat_activity shows (the larger
+// count: one view may trail the other by a moment).
+func readWorkerSlots(ctx context.Context, dst shardmgr.Querier, sub string) (workerSlots, error) {
+	var w workerSlots
+	err := dst.QueryRow(ctx, `SELECT
+			EXISTS (SELECT FROM pg_catalog.pg_stat_subscription WHERE subname = $1 AND pid IS NOT NULL AND relid IS NULL),
+			greatest((SELECT count(*) FROM pg_catalog.pg_stat_subscription WHERE pid IS NOT NULL),
+				(SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE backend_type = 'logical replication worker')),
+			pg_catalog.current_setting('max_logical_replication_workers')::int,
+			(SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE backend_type NOT IN ('client backend', 'autovacuum launcher',
+				'autovacuum worker', 'background writer', 'checkpointer', 'archiver', 'startup', 'walreceiver', 'walsender', 'walwriter',
+				'standalone backend')),
+			pg_catalog.current_setting('max_worker_processes')::int`, sub).Scan(&w.running, &w.used, &w.max, &w.bgUsed, &w.bgMax)
+	return w, err
+}
+
+// check fails when the subscription has no worker and cannot get one:
+// every slot is taken (at once), or none started within timeout.
+func (w workerSlots) check(sub string, waited, timeout time.Duration) error {
+	switch {
+	case w.running:
+		return nil
+	case w.used >= w.max:
+		return fmt.Errorf("%w for subscription %s: all %d slots are taken (max_logical_replication_workers = %d); raise it "+
+			"(ALTER SYSTEM SET max_logical_replication_workers = ..., then restart the server) or run fewer moves to this host at once (--parallel)",
+			ErrNoWorker, sub, w.used, w.max)
+	case w.bgUsed >= w.bgMax:
+		return fmt.Errorf("%w for subscription %s: all %d background worker slots are taken (max_worker_processes = %d); raise it "+
+			"(ALTER SYSTEM SET max_worker_processes = ..., then restart the server) or run fewer moves to this host at once (--parallel)",
+			ErrNoWorker, sub, w.bgUsed, w.bgMax)
+	case waited > timeout:
+		return fmt.Errorf("%w for subscription %s: none started within %s (%d of max_logical_replication_workers = %d in use, "+
+			"%d of max_worker_processes = %d); the target server's log says why", ErrNoWorker, sub, timeout, w.used, w.max, w.bgUsed, w.bgMax)
+	}
+	return nil
+}
+
+// enableSubscription enables the subscription name on the target when it
+// exists and a failed run disabled it.
+func enableSubscription(ctx context.Context, dst pg.Execer, name string) error {
+	var disabled bool
+	err := dst.QueryRow(ctx, `SELECT NOT subenabled FROM pg_catalog.pg_subscription
+		WHERE subname = $1 AND subdbid = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())`, name).Scan(&disabled)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && !disabled) {
+		return nil
+	}
+	if err == nil {
+		_, err = dst.Exec(ctx, `ALTER SUBSCRIPTION `+pgx.Identifier{name}.Sanitize()+` ENABLE`)
+	}
+	if err != nil {
+		return fmt.Errorf("enable subscription %s: %w", name, err)
+	}
+	return nil
+}
+
+// stopSubscriptions disables the subscriptions of online moves that
+// stopped unfinished, so that they hold none of their targets' worker
+// slots (the slots on the sources keep the changes for a resume, which
+// enables them again). Best effort: a failure is logged.
+func (mo *mover) stopSubscriptions(ctx context.Context, recs []*MoveRecord) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	for _, rec := range recs {
+		if rec.Mode != MoveOnline || !rec.Phase.Open() {
+			continue
+		}
+		dst, err := mo.pool(ctx, rec.To)
+		var repl string
+		if err == nil {
+			repl, err = replNameOf(ctx, nil, dst, rec)
+		}
+		if err == nil {
+			err = disableSubscription(ctx, dst, repl)
+		}
+		if err != nil {
+			mo.log.Warn("could not disable a stopped move's subscription: it may hold a worker slot on the target until the move is resumed or aborted",
+				"id", rec.ID, "host", rec.To, "err", err)
+		}
+	}
+}
+
+// disableSubscription disables the subscription name on the target when
+// it exists.
+func disableSubscription(ctx context.Context, dst pg.Execer, name string) error {
+	ok, err := subscriptionExists(ctx, dst, name)
+	if err == nil && ok {
+		_, err = dst.Exec(ctx, `ALTER SUBSCRIPTION `+pgx.Identifier{name}.Sanitize()+` DISABLE`)
+	}
+	if err != nil {
+		return fmt.Errorf("disable subscription %s: %w", name, err)
+	}
+	return nil
 }
 
 // closeEnough reports whether a change on the source shows up on the

@@ -67,8 +67,6 @@ type Fix struct {
 	// Offline: moving the shards offline (or in auto mode) needs none of
 	// this.
 	Offline bool `json:"offline,omitempty"`
-	// Parallel, when above 0, is the most moves at once that fit.
-	Parallel int `json:"parallel,omitempty"`
 	// SQL fixes the server (ALTER SYSTEM, ALTER ROLE, GRANT, ALTER TABLE).
 	SQL string `json:"sql,omitempty"`
 	// Restart: SQL takes effect only after the server restarts (else a
@@ -245,22 +243,22 @@ func tablesWithoutIdentity(ctx context.Context, q shardmgr.Querier, schemas, onl
 	return out, err
 }
 
-// replicationNeed is how many replication slots and WAL senders on a
-// source, and logical replication workers on a target, n online moves in
-// flight need at the least: one each for every move's subscription, and
-// one for a table-sync worker, without which no initial copy makes
-// progress (more sync workers, up to max_sync_workers_per_subscription per
-// move, only make the copies faster).
-func replicationNeed(n int) int {
-	if n <= 0 {
-		return 0
-	}
-	return n + 1
-}
+// Online moves run in batches: the moves from one source to one target
+// share one replication slot and WAL sender on the source and one
+// subscription, so one logical replication worker, on the target (the
+// copy is shardid's, so no table-sync workers). A target runs its batches
+// in waves of the workers it has free, so one free worker is enough for
+// any number of moves; a source serves every batch of a wave at once, so
+// it needs a slot and a sender per target its moves go to.
 
-// mostParallel is the most online moves at once that free slots allow, 0
-// when not even one fits.
-func mostParallel(free int) int { return max(free-1, 0) }
+// batchesFrom is how many batches moves make: one per source and target.
+func batchesFrom(moves []preflightMove) int {
+	pairs := map[[2]string]bool{}
+	for _, m := range moves {
+		pairs[[2]string{m.From, m.To}] = true
+	}
+	return len(pairs)
+}
 
 // preflightMove is a move the preflight looks at.
 type preflightMove struct {
@@ -365,7 +363,7 @@ func runPreflight(ctx context.Context, cfg *shardmgr.Config, poolOf func(context
 // onlineImpossible is why one online move from src to dst of m cannot run
 // at all, "" when it can.
 func onlineImpossible(src, dst *hostFacts, m preflightMove) string {
-	one := replicationNeed(1)
+	const one = 1 // a batch of one: one slot and sender, one worker
 	switch {
 	case src.walLevel != "logical":
 		return fmt.Sprintf("wal_level is %s on %s", src.walLevel, m.From)
@@ -444,19 +442,17 @@ func onlineChecks(facts map[string]*hostFacts, online []preflightMove, parallel 
 		out := map[string]serverGroup{}
 		for k, h := range first {
 			slices.Sort(shards[k])
-			out[h] = serverGroup{strings.Join(names[k], ", "), shards[k]}
+			out[h] = serverGroup{strings.Join(names[k], ", "), names[k], shards[k]}
 		}
 		return out
 	}
 	srcServers, dstServers := group(sources, from), group(targets, to)
-	capacity := func(host string, role Role, setting string, limit, used, inFlight int, shards []int) Check {
-		need := replicationNeed(inFlight)
+	capacity := func(host string, role Role, setting string, limit, used, need int, why string, shards []int) Check {
 		free := limit - used
 		c := Check{Host: host, Role: role, Setting: setting, Value: fmt.Sprintf("%d (%d free)", limit, free),
-			Need: fmt.Sprintf("%d free for %d moves at once", need, inFlight), OK: free >= need, Shards: shards}
+			Need: fmt.Sprintf("%d free (%s)", need, why), OK: free >= need, Shards: shards}
 		if !c.OK {
-			c.Fix = &Fix{Offline: true, Parallel: mostParallel(free), Restart: true,
-				SQL: fmt.Sprintf("ALTER SYSTEM SET %s = %d", setting, limit+need-free)}
+			c.Fix = &Fix{Offline: true, Restart: true, SQL: fmt.Sprintf("ALTER SYSTEM SET %s = %d", setting, limit+need-free)}
 		}
 		return c
 	}
@@ -474,10 +470,17 @@ func onlineChecks(facts map[string]*hostFacts, online []preflightMove, parallel 
 		}
 		checks = append(checks, wal)
 		if srv, ok := srcServers[h]; ok {
-			n := min(len(srv.shards), parallel)
+			var mine []preflightMove
+			for _, m := range online {
+				if slices.Contains(srv.hosts, m.From) {
+					mine = append(mine, m)
+				}
+			}
+			n := batchesFrom(mine)
+			why := fmt.Sprintf("one per batch, a source and target pair: %d", n)
 			checks = append(checks,
-				capacity(srv.names, RoleSource, CheckSlots, f.maxSlots, f.usedSlots, n, srv.shards),
-				capacity(srv.names, RoleSource, CheckSenders, f.maxSenders, f.usedSenders, n, srv.shards))
+				capacity(srv.names, RoleSource, CheckSlots, f.maxSlots, f.usedSlots, n, why, srv.shards),
+				capacity(srv.names, RoleSource, CheckSenders, f.maxSenders, f.usedSenders, n, why, srv.shards))
 		}
 		checks = append(checks, pub)
 		// One line per table-less-key shard: the way out names its tables.
@@ -509,10 +512,10 @@ func onlineChecks(facts map[string]*hostFacts, online []preflightMove, parallel 
 	for _, h := range targets {
 		f, shards := facts[h], to[h]
 		if srv, ok := dstServers[h]; ok {
-			n := min(len(srv.shards), parallel)
+			why := "batches run in waves of the free workers"
 			checks = append(checks,
-				capacity(srv.names, RoleTarget, CheckWorkers, f.maxWorkers, f.usedWorkers, n, srv.shards),
-				capacity(srv.names, RoleTarget, CheckWorkerProcesses, f.maxProcesses, f.usedProcesses, n, srv.shards))
+				capacity(srv.names, RoleTarget, CheckWorkers, f.maxWorkers, f.usedWorkers, 1, why, srv.shards),
+				capacity(srv.names, RoleTarget, CheckWorkerProcesses, f.maxProcesses, f.usedProcesses, 1, why, srv.shards))
 		}
 		need := "superuser (PostgreSQL 15)"
 		if f.version >= 160000 {
@@ -534,7 +537,8 @@ func onlineChecks(facts map[string]*hostFacts, online []preflightMove, parallel 
 // serverGroup is the hosts of one server among a preflight's sources (or
 // targets), and the shards of their moves.
 type serverGroup struct {
-	names  string // "pg1", or "pg1, pg2" for two databases of one server
+	names  string   // "pg1", or "pg1, pg2" for two databases of one server
+	hosts  []string // the same names, one each
 	shards []int
 }
 

@@ -1,7 +1,9 @@
 package rebalance
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/install"
 	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
 	"github.com/shardid/shardid/shardmgr/migrate"
 )
 
@@ -120,20 +123,39 @@ func TestPreflightWALLevelReplica(t *testing.T) {
 	require.Equal(t, MoveOffline, moveRecord(t, cfg, mv.ID).Mode)
 }
 
-// A target with one logical replication worker: no online move can run
-// there (its table sync needs a second); --parallel 4 is refused with the
-// setting and the fix, never left to hang; auto goes offline.
+// A target whose only logical replication worker is taken: no online move
+// can run there; apply is refused with the setting and the fix, never
+// left to hang, and auto goes offline. (One free worker is enough for any
+// --parallel: batches run in waves of the free workers,
+// TestApplyParallelOnOneWorkerTarget.)
 func TestPreflightOneWorkerOnTarget(t *testing.T) {
 	t.Parallel()
 	cfg := stockCluster(t, nil, map[string]string{"max_logical_replication_workers": "1"})
 	gen := clusterMap(t, cfg).Generation
+	// Someone else's subscription holds pg4's one worker.
+	src, dst := hostPool(t, cfg, "pg2"), hostPool(t, cfg, "pg4")
+	_, err := src.Exec(ctx(t), `CREATE PUBLICATION other_pub`)
+	require.NoError(t, err)
+	conninfo, err := libpqConnInfo(cfg.Hosts[1].DSN)
+	require.NoError(t, err)
+	_, err = dst.Exec(ctx(t), `CREATE SUBSCRIPTION other_sub CONNECTION `+pg.QuoteLiteral(conninfo)+` PUBLICATION other_pub`)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		dst.Exec(context.Background(), `ALTER SUBSCRIPTION other_sub DISABLE`)
+		dst.Exec(context.Background(), `ALTER SUBSCRIPTION other_sub SET (slot_name = NONE)`)
+		dst.Exec(context.Background(), `DROP SUBSCRIPTION other_sub`)
+	})
+	require.Eventually(t, func() bool {
+		var n int
+		return dst.QueryRow(ctx(t), `SELECT count(*) FROM pg_catalog.pg_stat_subscription WHERE pid IS NOT NULL`).Scan(&n) == nil && n == 1
+	}, time.Minute, 50*time.Millisecond, "the other subscription's worker starts")
 
-	_, err := Apply(ctx(t), cfg, ApplyOptions{Parallel: 4, Move: MoveOptions{Migrations: sampleSet(t)}})
+	_, err = Apply(ctx(t), cfg, ApplyOptions{Parallel: 4, Move: MoveOptions{Migrations: sampleSet(t)}})
 	require.ErrorIs(t, err, ErrPreflight)
 	c := failedCheck(t, err, "pg4", CheckWorkers)
 	require.Equal(t, RoleTarget, c.Role)
-	require.Equal(t, "1 (1 free)", c.Value)
-	require.Equal(t, "2 free for 1 moves at once", c.Need)
+	require.Equal(t, "1 (0 free)", c.Value)
+	require.Equal(t, "1 free (batches run in waves of the free workers)", c.Need)
 	require.Equal(t, &Fix{Offline: true, SQL: "ALTER SYSTEM SET max_logical_replication_workers = 2", Restart: true}, c.Fix)
 	requireNothingChanged(t, cfg, gen)
 
@@ -144,37 +166,40 @@ func TestPreflightOneWorkerOnTarget(t *testing.T) {
 	require.Equal(t, "no logical replication worker free on pg4", res.Moves[0].ModeReason)
 }
 
-// Free slots are counted against --parallel: three moves at once from a
-// source with three slots free need four, and the fix names the most that
-// fit.
-func TestPreflightParallelNeedsSlots(t *testing.T) {
+// A source serves one batch per target its moves go to, all at once: one
+// slot each, whatever --parallel; the fix names the setting to raise.
+func TestPreflightSlotsPerBatch(t *testing.T) {
 	facts := map[string]*hostFacts{
-		"pg1": {walLevel: "logical", maxSlots: 10, usedSlots: 7, maxSenders: 10, super: true, noIdentity: map[string][]string{}},
+		"pg1": {walLevel: "logical", maxSlots: 10, usedSlots: 9, maxSenders: 10, super: true, noIdentity: map[string][]string{}},
 		"pg4": {maxWorkers: 4, maxProcesses: 8, usedProcesses: 1, super: true, version: 150000},
+		"pg5": {maxWorkers: 4, maxProcesses: 8, usedProcesses: 1, super: true, version: 150000},
 	}
 	var moves []preflightMove
 	for s := range 3 {
 		moves = append(moves, preflightMove{Shard: s, From: "pg1", To: "pg4", Schema: "x", Mode: MoveOnline})
 	}
-	var slots Check
+	// Three moves to one target are one batch: one free slot is enough.
 	for _, c := range onlineChecks(facts, moves, 4, nil) {
+		require.True(t, c.OK, "%v", c)
+	}
+	moves = append(moves, preflightMove{Shard: 3, From: "pg1", To: "pg5", Schema: "y", Mode: MoveOnline})
+	var slots Check
+	for _, c := range onlineChecks(facts, moves, 1, nil) {
 		if c.Setting == CheckSlots {
 			slots = c
 		} else {
 			require.True(t, c.OK, "%v", c)
 		}
 	}
-	require.Equal(t, Check{Host: "pg1", Role: RoleSource, Setting: CheckSlots, Value: "10 (3 free)", Need: "4 free for 3 moves at once",
-		Shards: []int{0, 1, 2}, Fix: &Fix{Offline: true, Parallel: 2, SQL: "ALTER SYSTEM SET max_replication_slots = 11", Restart: true}}, slots)
-	for _, c := range onlineChecks(facts, moves, 2, nil) {
-		require.True(t, c.OK, "%v", c)
-	}
+	require.Equal(t, Check{Host: "pg1", Role: RoleSource, Setting: CheckSlots, Value: "10 (1 free)", Need: "2 free (one per batch, a source and target pair: 2)",
+		Shards: []int{0, 1, 2, 3}, Fix: &Fix{Offline: true, SQL: "ALTER SYSTEM SET max_replication_slots = 11", Restart: true}}, slots)
 }
 
 // Two hosts that are two databases of one server share its slots: two
-// moves, one from each, need three slots of the one server, reported once.
+// moves, one from each, are two batches and need two slots of the one
+// server, reported once.
 func TestPreflightCountsSlotsPerServer(t *testing.T) {
-	f := &hostFacts{walLevel: "logical", maxSlots: 10, usedSlots: 8, maxSenders: 10, super: true, noIdentity: map[string][]string{}}
+	f := &hostFacts{walLevel: "logical", maxSlots: 10, usedSlots: 9, maxSenders: 10, super: true, noIdentity: map[string][]string{}}
 	facts := map[string]*hostFacts{"pg1": f, "pg2": f, "pg4": {maxWorkers: 10, maxProcesses: 20, super: true, version: 150000}}
 	moves := []preflightMove{
 		{Shard: 1, From: "pg1", To: "pg4", Schema: "a", Mode: MoveOnline},
@@ -189,9 +214,9 @@ func TestPreflightCountsSlotsPerServer(t *testing.T) {
 	require.Len(t, slots, 1)
 	require.Equal(t, "pg1, pg2", slots[0].Host)
 	require.Equal(t, []int{1, 2}, slots[0].Shards)
-	require.Equal(t, "3 free for 2 moves at once", slots[0].Need)
+	require.Equal(t, "2 free (one per batch, a source and target pair: 2)", slots[0].Need)
 	require.False(t, slots[0].OK)
-	// Each its own server: one move each, two free slots each suffice.
+	// Each its own server: one batch each, two free slots each suffice.
 	for _, c := range onlineChecks(facts, moves, 4, nil) {
 		require.True(t, c.OK, "%v", c)
 	}

@@ -3,6 +3,7 @@ package rebalance
 import (
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -61,8 +62,11 @@ func TestApplyWaitsForAMoveRunByAnotherManager(t *testing.T) {
 	)
 	go func() {
 		defer close(done)
+		// Each step's progress report takes a while, so that the move is
+		// still running when apply gets to it (a move of a few rows takes
+		// well under a second).
 		moved, moveErr = MoveShard(ctx(t), cfg, 0, "pg4", MoveOptions{Migrations: sampleSet(t),
-			Progress: func(MoveProgress) { once.Do(func() { close(started) }) }})
+			Progress: func(MoveProgress) { once.Do(func() { close(started) }); time.Sleep(300 * time.Millisecond) }})
 	}()
 	<-started
 	res, err := Apply(ctx(t), cfg, ApplyOptions{Move: MoveOptions{Migrations: sampleSet(t)}})
