@@ -2,8 +2,10 @@ package rebalance
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/shardid/shardid/internal/charts"
 	"github.com/shardid/shardid/internal/localpg"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/shardid/shardid/shardmgr"
@@ -135,6 +138,39 @@ func (c *phaseClock) progress(p MoveProgress) {
 	}
 }
 
+// Bars are each phase's share of the move in seconds, in the order the
+// move went through them: its timeline.
+func (c *phaseClock) Bars(end time.Time) []charts.Bar {
+	var bars []charts.Bar
+	for i, p := range c.seen {
+		next := end
+		if i+1 < len(c.at) {
+			next = c.at[i+1]
+		}
+		bars = append(bars, charts.Bar{Label: string(p), Value: next.Sub(c.at[i]).Seconds()})
+	}
+	return bars
+}
+
+// moveSVG, when set, is where benchMoveVsRaw draws its last round: the
+// move against the raw pipeline, the move's phases in order, and how long
+// writes were refused (docs/img/move-timeline.svg).
+var moveSVG = flag.String("move-svg", "", "draw the last move-vs-raw round as an SVG chart into this file")
+
+func drawMove(b *testing.B, raw, rawCopy, rawIndex float64, res *MoveResult, phases []charts.Bar) {
+	f, err := os.Create(*moveSVG)
+	require.NoError(b, err)
+	defer f.Close()
+	secs := func(v float64) string { return fmt.Sprintf("%.2f s", v) }
+	require.NoError(b, charts.WriteSVG(f,
+		charts.Panel{Title: fmt.Sprintf("online move vs raw COPY, %d rows", res.Rows), YLabel: "seconds", Format: secs, Bars: []charts.Bar{
+			{Label: "move", Value: res.Elapsed.Seconds()}, {Label: "raw", Value: raw}, {Label: "raw copy", Value: rawCopy}, {Label: "raw indexes", Value: rawIndex}}},
+		charts.Panel{Title: "the move's phases, in order", YLabel: "seconds", Format: secs, Bars: phases},
+		charts.Panel{Title: "writes refused", YLabel: "milliseconds", Format: func(v float64) string { return fmt.Sprintf("%.0f ms", v) }, Bars: []charts.Bar{
+			{Label: "refused", Value: float64(res.Refused.Milliseconds())}}},
+	))
+}
+
 // String lists each phase's share of the move: "schema 0.1s, copy 3.2s, ...".
 func (c *phaseClock) String(end time.Time) string {
 	var parts []string
@@ -216,6 +252,9 @@ func benchMoveVsRaw(b *testing.B, rows int) {
 		rawS += raw
 		rawCopyS += t1.Sub(t0).Seconds()
 		rawIndexS += t2.Sub(t1).Seconds()
+		if *moveSVG != "" {
+			drawMove(b, raw, t1.Sub(t0).Seconds(), t2.Sub(t1).Seconds(), res, clock.Bars(end))
+		}
 		b.Logf("raw: %.2fs (copy %.2fs, indexes %.2fs); move: %.2fs (%s), refused %d ms, %d rows (%s)",
 			raw, t1.Sub(t0).Seconds(), t2.Sub(t1).Seconds(), res.Elapsed.Seconds(), clock.String(end), res.Refused.Milliseconds(), res.Rows, byteCount(res.Bytes))
 		for _, l := range log.lines {
