@@ -48,8 +48,15 @@ func TestMoveFailsAtOnceWithoutWorkerSlots(t *testing.T) {
 
 	c, cancel := context.WithTimeout(ctx(t), 20*time.Second) // well under WorkerStartTimeout's 30s
 	defer cancel()
+	// The preflight refuses such a target before anything changes
+	// (TestPreflightOneWorkerOnTarget); here the slots are gone after it
+	// looked, and the mover's own check must not hang either.
+	_, err := MoveShard(c, cfg, 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
+	require.ErrorIs(t, err, ErrPreflight)
+	opts := MoveOptions{Migrations: sampleSet(t)}
+	opts.skipPreflight = true
 	t0 := time.Now()
-	res, err := MoveShard(c, cfg, 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
+	res, err := MoveShard(c, cfg, 1, "pg4", opts)
 	require.ErrorIs(t, err, ErrNoWorker)
 	require.ErrorContains(t, err, "max_logical_replication_workers = 0")
 	require.Less(t, time.Since(t0), 15*time.Second, "failed at once, not after a timeout")
