@@ -18,6 +18,7 @@ import (
 	"github.com/shardid/shardid/internal/localpg"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 	"github.com/shardid/shardid/shardmgr/internal/fence"
 	"github.com/shardid/shardid/shardmgr/internal/shardschema"
 	"github.com/shardid/shardid/shardmgr/migrate"
@@ -54,34 +55,14 @@ func addHost(t testing.TB, cfg *shardmgr.Config, name, retry string) {
 	require.NoError(t, cfg.ValidateCluster())
 }
 
-// routeLikes inserts n rows into shard's likes table through the router.
 func routeLikes(t testing.TB, r *shardmgr.Router, shard, n int) {
-	t.Helper()
-	err := r.Tx(ctx(t), shard, func(ctx context.Context, tx pgx.Tx, s shardmgr.Shard) error {
-		_, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (user_id, post_id) SELECT g, g %% 100 FROM generate_series(1, $1) g`, s.Table("likes")), n)
-		return err
-	})
-	require.NoError(t, err)
+	clustertest.RouteLikes(t, r, shard, n)
 }
-
 func openRouter(t testing.TB, cfg *shardmgr.Config, opts ...shardmgr.RouterOption) *shardmgr.Router {
-	t.Helper()
-	r, err := shardmgr.Open(ctx(t), cfg, opts...)
-	require.NoError(t, err)
-	t.Cleanup(r.Close)
-	return r
+	return clustertest.OpenRouter(t, cfg, opts...)
 }
-
-// likeIDs reads shard's like ids from the host the catalog places it on.
 func likeIDs(t testing.TB, cfg *shardmgr.Config, shard int) []int64 {
-	t.Helper()
-	m := clusterMap(t, cfg)
-	p := hostPool(t, cfg, m.Shards[shard].Host)
-	rows, err := p.Query(ctx(t), fmt.Sprintf(`SELECT id FROM %s ORDER BY id`, pgx.Identifier{m.Shards[shard].Schema, "likes"}.Sanitize()))
-	require.NoError(t, err)
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	require.NoError(t, err)
-	return ids
+	return clustertest.LikeIDs(t, cfg, shard)
 }
 
 func requireVerifyOK(t testing.TB, cfg *shardmgr.Config) {
