@@ -91,7 +91,7 @@ func TestWalkCommands(t *testing.T) {
 // outputs a user relies on are checked.
 func TestREADMEWalk(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts four PostgreSQL servers")
+		t.Skip("-short: starts four PostgreSQL servers")
 	}
 	readme, err := os.ReadFile("../../README.md")
 	require.NoError(t, err)
