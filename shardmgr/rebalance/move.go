@@ -98,6 +98,9 @@ type MoveOptions struct {
 	// the mover's own checks are what stands between it and a server
 	// whose capacity ran out after the preflight looked.
 	skipPreflight bool
+	// rangeCopyMinBytes, in tests, copies tables from this size on in
+	// ranges of their key (0: rangeCopyMinBytes).
+	rangeCopyMinBytes int64
 }
 
 // MoveProgress is where one move stands.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,6 +37,10 @@ const (
 	// once (a batch copies its moves together, and batches run side by
 	// side): each takes a connection on both hosts.
 	copyTablesAll = 8
+	// copyRanges is how many ranges of its integer primary key a big
+	// table is copied in at once, each a COPY of its own at the same
+	// snapshot.
+	copyRanges = 4
 	// slotTimeout bounds the creation of the slot, which waits for the
 	// transactions running on the source to end (its snapshot must see
 	// all or nothing of each).
@@ -162,11 +167,30 @@ func (mo *mover) copyAtSnapshot(ctx context.Context, mv *move, snapshot string, 
 	}
 	srcHost, _ := mo.cfg.Host(mv.From)
 	dstHost, _ := mo.cfg.Host(mv.To)
+	// A piece is a table, or one range of a big table's key.
+	type piece struct{ table, where string }
+	var pieces []piece
+	for _, t := range tables {
+		minBytes := int64(rangeCopyMinBytes)
+		if mo.opts.rangeCopyMinBytes > 0 {
+			minBytes = mo.opts.rangeCopyMinBytes
+		}
+		ranges, err := copyRangesOf(ctx, mv.src, mv.Schema, t, minBytes)
+		if err != nil {
+			return 0, fmt.Errorf("source %s: %w", mv.From, err)
+		}
+		if ranges == nil {
+			pieces = append(pieces, piece{t, ""})
+		}
+		for _, r := range ranges {
+			pieces = append(pieces, piece{t, r})
+		}
+	}
 	t0 := time.Now()
-	counts := make([]int64, len(tables))
+	counts := make([]int64, len(pieces))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(copyTables)
-	for i, t := range tables {
+	for i, p := range pieces {
 		g.Go(func() error {
 			select {
 			case mo.copies <- struct{}{}:
@@ -174,9 +198,9 @@ func (mo *mover) copyAtSnapshot(ctx context.Context, mv *move, snapshot string, 
 			case <-gctx.Done():
 				return gctx.Err()
 			}
-			n, err := copyTableAt(gctx, srcHost.DSN, dstHost.DSN, mv.Schema, t, snapshot)
+			n, err := copyTableAt(gctx, srcHost.DSN, dstHost.DSN, mv.Schema, p.table, snapshot, p.where)
 			if err != nil {
-				return fmt.Errorf("copy %s: %w", pgx.Identifier{mv.Schema, t}.Sanitize(), err)
+				return fmt.Errorf("copy %s: %w", pgx.Identifier{mv.Schema, p.table}.Sanitize(), err)
 			}
 			counts[i] = n
 			return nil
@@ -194,7 +218,7 @@ func (mo *mover) copyAtSnapshot(ctx context.Context, mv *move, snapshot string, 
 	if err := buildIndexes(ctx, mv.dst, indexes); err != nil {
 		return 0, fmt.Errorf("target %s: build the indexes after the copy: %w", mv.To, err)
 	}
-	mo.log.Info("copied at the slot's snapshot", "id", mv.ID, "tables", len(tables), "rows", rows,
+	mo.log.Info("copied at the slot's snapshot", "id", mv.ID, "tables", len(tables), "pieces", len(pieces), "rows", rows,
 		"copy", t1.Sub(t0), "indexes", len(indexes), "build", time.Since(t1))
 	return rows, nil
 }
@@ -255,11 +279,66 @@ func copyColumns(ctx context.Context, q shardmgr.Querier, schema, table string) 
 	return strings.Join(cols, ", "), nil
 }
 
+// rangeCopyMinBytes is the size from which a table is copied in ranges
+// (MoveOptions.rangeCopyMinBytes lowers it in tests).
+const rangeCopyMinBytes = 64 << 20
+
+// copyRangesOf splits a big table with a one-column integer primary key
+// into up to copyRanges ranges of that key, at the boundaries of the
+// key's histogram in pg_stats (equal numbers of rows, as ANALYZE saw
+// them). The ranges are disjoint and cover every value whatever the
+// estimates, so they only decide how evenly the work is shared. nil: one
+// COPY for the whole table (small, no such key, or no statistics).
+func copyRangesOf(ctx context.Context, q shardmgr.Querier, schema, table string, minBytes int64) ([]string, error) {
+	var size int64
+	var key *string
+	var bounds []string
+	err := q.QueryRow(ctx, `SELECT pg_catalog.pg_table_size(c.oid),
+			(SELECT a.attname FROM pg_catalog.pg_index i JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+			  WHERE i.indrelid = c.oid AND i.indisprimary AND i.indnkeyatts = 1 AND a.atttypid IN ('int2'::regtype, 'int4'::regtype, 'int8'::regtype)),
+			(SELECT s.histogram_bounds::text::text[] FROM pg_catalog.pg_stats s
+			  JOIN pg_catalog.pg_index i ON i.indrelid = c.oid AND i.indisprimary AND i.indnkeyatts = 1
+			  JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum = i.indkey[0]
+			  WHERE s.schemaname = n.nspname AND s.tablename = c.relname AND s.attname = a.attname)
+		FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relname = $2`, schema, table).Scan(&size, &key, &bounds)
+	if err != nil {
+		return nil, err
+	}
+	if size < minBytes || key == nil || len(bounds) < copyRanges+1 {
+		return nil, nil
+	}
+	col := pgx.Identifier{*key}.Sanitize()
+	var cuts []int64
+	for i := 1; i < copyRanges; i++ {
+		v, err := strconv.ParseInt(bounds[i*(len(bounds)-1)/copyRanges], 10, 64)
+		if err != nil {
+			return nil, nil
+		}
+		if len(cuts) == 0 || v > cuts[len(cuts)-1] {
+			cuts = append(cuts, v)
+		}
+	}
+	ranges := make([]string, 0, len(cuts)+1)
+	for i := range len(cuts) + 1 {
+		switch {
+		case i == 0:
+			ranges = append(ranges, fmt.Sprintf("%s < %d", col, cuts[0]))
+		case i == len(cuts):
+			ranges = append(ranges, fmt.Sprintf("%s >= %d", col, cuts[i-1]))
+		default:
+			ranges = append(ranges, fmt.Sprintf("%s >= %d AND %s < %d", col, cuts[i-1], col, cuts[i]))
+		}
+	}
+	return ranges, nil
+}
+
 // copyTableAt streams one table from the source, read at snapshot, into
 // the target with binary COPY, on connections of its own (a copy never
 // waits for a pool another move's copy holds), the target's side in one
 // transaction past the fence.
-func copyTableAt(ctx context.Context, srcDSN, dstDSN, schema, table, snapshot string) (int64, error) {
+// where, when not empty, limits the copy to one range of the table's key.
+func copyTableAt(ctx context.Context, srcDSN, dstDSN, schema, table, snapshot, where string) (int64, error) {
 	src, err := pg.Connect(ctx, srcDSN)
 	if err != nil {
 		return 0, fmt.Errorf("source: %w", err)
@@ -288,8 +367,12 @@ func copyTableAt(ctx context.Context, srcDSN, dstDSN, schema, table, snapshot st
 			return err
 		}
 		qt := pgx.Identifier{schema, table}.Sanitize()
+		filter := ""
+		if where != "" {
+			filter = " WHERE " + where
+		}
 		n, err = pipeCopy(ctx, src.PgConn(), dst.PgConn(),
-			fmt.Sprintf(`COPY (SELECT %s FROM ONLY %s) TO STDOUT (FORMAT binary)`, list, qt),
+			fmt.Sprintf(`COPY (SELECT %s FROM ONLY %s%s) TO STDOUT (FORMAT binary)`, list, qt, filter),
 			fmt.Sprintf(`COPY %s (%s) FROM STDIN (FORMAT binary)`, qt, list))
 		return err
 	})
