@@ -135,7 +135,7 @@ func TestGoldenJSON(t *testing.T) {
 		r, err := shardmgr.Open(context.Background(), cfg)
 		require.NoError(t, err)
 		for s := range 6 {
-			routeLikes(t, r, s)
+			routeLikes(t, r, s, 10)
 		}
 		r.Close()
 
@@ -157,13 +157,34 @@ func TestGoldenJSON(t *testing.T) {
 	})
 }
 
-// routeLikes inserts a few rows into shard's likes table through r.
-func routeLikes(t *testing.T, r *shardmgr.Router, shard int) {
+// routeLikes inserts rows rows into shard's likes table through r.
+func routeLikes(t *testing.T, r *shardmgr.Router, shard, rows int) {
 	t.Helper()
 	require.NoError(t, r.Tx(context.Background(), shard, func(ctx context.Context, tx pgx.Tx, s shardmgr.Shard) error {
-		_, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (user_id, post_id) SELECT g, g FROM generate_series(1, 10) g`, s.Table("likes")))
+		_, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (user_id, post_id) SELECT g, g FROM generate_series(1, $1) g`, s.Table("likes")), rows)
 		return err
 	}))
+}
+
+// initAndFill runs init and the sample migrations on the cluster of path,
+// then inserts rows rows into every one of its shards through a router.
+// It returns the migrations directory.
+func initAndFill(t *testing.T, path string, shards, rows int) string {
+	t.Helper()
+	dir := filepath.Join("..", "..", "testdata", "migrations")
+	out, code := runClusterCmd(t, "init", "--config", path)
+	require.Equal(t, 0, code, out)
+	out, code = runClusterCmd(t, "migrate", "up", "--config", path, "--dir", dir)
+	require.Equal(t, 0, code, out)
+	cfg, err := shardmgr.LoadConfig(path)
+	require.NoError(t, err)
+	r, err := shardmgr.Open(context.Background(), cfg)
+	require.NoError(t, err)
+	defer r.Close()
+	for s := range shards {
+		routeLikes(t, r, s, rows)
+	}
+	return dir
 }
 
 // The HTTP API of shardid serve: each response's status, content type and

@@ -1,42 +1,22 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardid/shardid/internal/localpg/pgtest"
-	"github.com/shardid/shardid/shardmgr"
 )
 
 // Two shardid rebalance apply at once both exit 0: one runs the moves,
 // the other waits for it and says it found nothing left to do.
 func TestRebalanceApplyTwiceAtOnce(t *testing.T) {
 	path, _ := clusterFile(t, 6)
-	dir := filepath.Join("..", "..", "testdata", "migrations")
-	out, code := runClusterCmd(t, "init", "--config", path)
-	require.Equal(t, 0, code, out)
-	out, code = runClusterCmd(t, "migrate", "up", "--config", path, "--dir", dir)
-	require.Equal(t, 0, code, out)
-	cfg, err := shardmgr.LoadConfig(path)
-	require.NoError(t, err)
-	r, err := shardmgr.Open(context.Background(), cfg)
-	require.NoError(t, err)
-	for s := range 6 {
-		err := r.Tx(context.Background(), s, func(ctx context.Context, tx pgx.Tx, sh shardmgr.Shard) error {
-			_, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (user_id, post_id) SELECT g, g FROM generate_series(1, 10) g`, sh.Table("likes")))
-			return err
-		})
-		require.NoError(t, err)
-	}
-	r.Close()
+	dir := initAndFill(t, path, 6, 10)
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
 	require.NoError(t, err)
 	_, err = fmt.Fprintf(f, "  - name: pg4\n    dsn: %s\n", pgtest.NewDB(t, pgtest.Servers(t, 4)[3]))
@@ -64,6 +44,6 @@ func TestRebalanceApplyTwiceAtOnce(t *testing.T) {
 	}
 	require.Equal(t, 1, moved, "%s\n----\n%s", outs[0], outs[1])
 	require.Equal(t, 1, waited, "%s\n----\n%s", outs[0], outs[1])
-	out, code = runClusterCmd(t, "verify", "--config", path)
+	out, code := runClusterCmd(t, "verify", "--config", path)
 	require.Equal(t, 0, code, out)
 }

@@ -1,20 +1,16 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardid/shardid/internal/localpg/pgtest"
-	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/rebalance"
 )
 
@@ -29,26 +25,9 @@ func decodeStrict(t *testing.T, out string, v any) {
 // shardid rebalance plan, shardid rebalance apply, verify.
 func TestRebalanceCLI(t *testing.T) {
 	path, _ := clusterFile(t, 6)
-	dir := filepath.Join("..", "..", "testdata", "migrations")
-	out, code := runClusterCmd(t, "init", "--config", path)
-	require.Equal(t, 0, code, out)
-	out, code = runClusterCmd(t, "migrate", "up", "--config", path, "--dir", dir)
-	require.Equal(t, 0, code, out)
+	dir := initAndFill(t, path, 6, 100)
 
-	cfg, err := shardmgr.LoadConfig(path)
-	require.NoError(t, err)
-	r, err := shardmgr.Open(context.Background(), cfg)
-	require.NoError(t, err)
-	for s := range 6 {
-		err := r.Tx(context.Background(), s, func(ctx context.Context, tx pgx.Tx, sh shardmgr.Shard) error {
-			_, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (user_id, post_id) SELECT g, g FROM generate_series(1, 100) g`, sh.Table("likes")))
-			return err
-		})
-		require.NoError(t, err)
-	}
-	r.Close()
-
-	out, code = runClusterCmd(t, "rebalance", "plan", "--config", path)
+	out, code := runClusterCmd(t, "rebalance", "plan", "--config", path)
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "balanced by count: nothing to move")
 

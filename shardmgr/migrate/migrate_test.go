@@ -22,6 +22,7 @@ import (
 	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 	"github.com/shardid/shardid/shardmgr/migrate"
 	shsql "github.com/shardid/shardid/sql"
 )
@@ -59,17 +60,11 @@ func shardPool(t testing.TB, cfg *shardmgr.Config, m *shardmgr.ShardMap, id int)
 }
 
 func clusterMap(t testing.TB, cfg *shardmgr.Config) *shardmgr.ShardMap {
-	t.Helper()
-	m, err := shardmgr.ReadMap(ctx(t), pool(t, cfg.Catalog))
-	require.NoError(t, err)
-	return m
+	return clustertest.ClusterMap(t, cfg)
 }
 
 func tableExists(t testing.TB, p *pgxpool.Pool, name string) bool {
-	t.Helper()
-	var ok bool
-	require.NoError(t, p.QueryRow(ctx(t), `SELECT to_regclass($1) IS NOT NULL`, name).Scan(&ok))
-	return ok
+	return clustertest.TableExists(t, p, name)
 }
 
 func statusVersions(t testing.TB, cfg *shardmgr.Config, set *migrate.MigrationSet) (*migrate.MigrationStatus, map[int]int) {
