@@ -173,53 +173,6 @@ func (v *verifier) checkSequence(t *shardTask) {
 	}
 }
 
-// checkCounter compares the safe counter with the largest id stored in the
-// shard's tables on its host. The stored ids are read first: anything
-// inserted meanwhile came from a counter value the later read sees.
-func (v *verifier) checkCounter(ctx context.Context, t *shardTask) {
-	cols := t.host.columns[t.schema]
-	if !t.safe || len(cols) == 0 {
-		return
-	}
-	if _, ok := t.host.sequences[t.schema+"."+shsql.CounterName]; !ok {
-		return
-	}
-	var maxID *int64
-	var where shardschema.IDColumn
-	for _, c := range cols {
-		m, err := shardschema.MaxID(ctx, t.host.pool, c)
-		if err != nil {
-			v.problem(CheckCounter, t.id, t.host.name, "read max(%s): %v", c, err)
-			return
-		}
-		if m != nil && (maxID == nil || *m > *maxID) {
-			maxID, where = m, c
-		}
-	}
-	if maxID == nil {
-		return
-	}
-	var last int64
-	var called bool
-	seq := pgx.Identifier{t.schema, shsql.CounterName}.Sanitize()
-	if err := t.host.pool.QueryRow(ctx, "SELECT last_value, is_called FROM "+seq).Scan(&last, &called); err != nil {
-		v.problem(CheckCounter, t.id, t.host.name, "read %s: %v", seq, err)
-		return
-	}
-	next := last
-	if called {
-		next++
-	}
-	if nextID := shardschema.IDOfCounter(v.m.Layout, next, t.id); nextID <= *maxID {
-		force := ""
-		if shardschema.UnixMilli(v.m.Layout, *maxID) > v.opts.Now().UnixMilli()+shsql.AdvanceMarginMS {
-			force = ", force => true" // the stored id lies beyond the hour next_id_advance allows
-		}
-		v.problem(CheckCounter, t.id, t.host.name, "counter is behind stored ids: the next id would be %d but %s already holds %d (rewound or restored sequence, or a table-only restore; repair: SELECT %s(%d%s))",
-			nextID, where, *maxID, pgx.Identifier{t.schema, shsql.AdvanceName}.Sanitize(), *maxID, force)
-	}
-}
-
 // checkOutput calls the generator and decodes its id.
 func (v *verifier) checkOutput(ctx context.Context, t *shardTask) {
 	if !t.callable() {
