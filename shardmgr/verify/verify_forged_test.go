@@ -125,3 +125,40 @@ func TestVerifyReportsExhaustedCounter(t *testing.T) {
 		require.NotContains(t, p.Detail, "next_id_advance", "%s", p)
 	}
 }
+
+// Issue 18, item 10: a role with CREATE on a shard schema (a migration
+// role) creates the fence function before a move, takes over the counter,
+// or hangs a trigger under the fence's name on a table. verify names each
+// object and its owner; a cluster as init made it has no such problem
+// (TestVerifyHealthy).
+func TestVerifyChecksOwnersOfToolkitObjects(t *testing.T) {
+	t.Parallel()
+	cfg, m := sixShards(t)
+	h0, h4 := m.Shards[0].Host, m.Shards[4].Host
+	migrator := fmt.Sprintf("migrator_%d", time.Now().UnixNano())
+	for _, h := range []string{h0, h4} {
+		exec(t, cfg, h, fmt.Sprintf(`CREATE ROLE %s`, migrator))
+		t.Cleanup(func() {
+			hostPool(t, cfg, h).Exec(context.Background(), fmt.Sprintf("DROP OWNED BY %[1]s; DROP ROLE %[1]s", migrator))
+		})
+	}
+	exec(t, cfg, h0, fmt.Sprintf(`GRANT USAGE, CREATE ON SCHEMA shard_0000 TO %[1]s;
+		SET ROLE %[1]s;
+		CREATE FUNCTION shard_0000.shardid_fence() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NULL; END';
+		RESET ROLE`, migrator))
+	exec(t, cfg, h0, fmt.Sprintf(`ALTER SEQUENCE shard_0001.next_id_counter OWNER TO %s`, migrator))
+	exec(t, cfg, h4, fmt.Sprintf(`CREATE FUNCTION public.let_through() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN RETURN NULL; END';
+		ALTER FUNCTION public.let_through() OWNER TO %s;
+		CREATE TRIGGER shardid_fence BEFORE INSERT ON shard_0004.items FOR EACH STATEMENT EXECUTE FUNCTION public.let_through()`, migrator))
+
+	rep, err := Verify(ctx(t), cfg, VerifyOptions{})
+	require.NoError(t, err)
+	got := map[int]string{}
+	for _, p := range rep.Failed(CheckOwner) {
+		got[p.Shard] += p.Detail
+	}
+	require.Len(t, got, 3, "%v", rep.Problems)
+	require.Contains(t, got[0], "function shard_0000.shardid_fence() is owned by role "+migrator+", not by postgres")
+	require.Contains(t, got[1], "sequence shard_0001.next_id_counter is owned by role "+migrator)
+	require.Contains(t, got[4], "function let_through() (run by trigger shardid_fence on shard_0004.items) is owned by role "+migrator)
+}
