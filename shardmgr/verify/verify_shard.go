@@ -131,9 +131,9 @@ func (v *verifier) checkGenerator(t *shardTask) {
 	t.safe = got.Variant == shsql.Safe
 	for _, a := range t.host.advancers[t.schema] {
 		if a.public {
-			v.problem(CheckGenerator, t.id, t.host.name, "PUBLIC may execute %s: any role with USAGE on the schema can push the counter to its maximum and stop the generator for good (run shardid migrate generator, or the install SQL again)", a.signature)
+			v.problem(CheckGenerator, t.id, t.host.name, "PUBLIC may execute %s: any role with USAGE on the schema can push the counter far ahead of the clock, or with an older generator to its maximum, stopping it for good (run shardid init, shardid migrate generator, or the install SQL again)", a.signature)
 		} else if a.args == 1 {
-			v.note(CheckGenerator, t.id, t.host.name, "%s is the form of an older install SQL, without the guard against a floor far ahead of the clock (run shardid migrate generator)", a.signature)
+			v.note(CheckGenerator, t.id, t.host.name, "%s is the form of an older install SQL, without the guard against a floor far ahead of the clock (run shardid init or shardid migrate generator)", a.signature)
 		}
 	}
 	if got.Variant != want.Variant {
