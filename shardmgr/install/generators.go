@@ -19,7 +19,12 @@ import (
 // release's objects and privileges. Upgraded shards count as installed;
 // the shards that failed are returned.
 func upgradeGenerators(ctx context.Context, cfg *shardmgr.Config, present []int, opts InitOptions, log *slog.Logger, res *InitResult) ([]error, error) {
-	r, err := migrate.UpgradeGenerators(ctx, cfg, migrate.GeneratorOptions{Shards: present, Workers: opts.Workers, Logger: log})
+	r, err := migrate.UpgradeGenerators(ctx, cfg, migrate.GeneratorOptions{
+		Shards: present, Workers: opts.Workers, Logger: log,
+		Waiting: func(w migrate.LockWait) {
+			log.Info("generator upgrade waits for the shard's migration lock", "shard", w.Shard, "host", w.Host, "holder_pid", w.HolderPID)
+		},
+	})
 	if r == nil {
 		return nil, err
 	}
