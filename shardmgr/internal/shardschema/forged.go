@@ -64,6 +64,34 @@ func IDsBeyond(ctx context.Context, q pg.Querier, c IDColumn, floor, limit int64
 	return b, err
 }
 
+// MaxGenuineID is MaxStoredID without forged ids: the largest id in the
+// columns of schema whose DEFAULT is its generator whose time is at most
+// the host's clock plus marginMS (sql.AdvanceMarginMS; 0 when none). An
+// id beyond was not handed out by a generator (docs/uniqueness.md#forged-ids):
+// carrying a counter past it would burn the id space or exhaust it.
+func MaxGenuineID(ctx context.Context, q pg.Querier, schema string, l idgen.Layout, marginMS int64) (int64, error) {
+	var nowMS int64
+	if err := q.QueryRow(ctx, `SELECT pg_catalog.floor(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) * 1000)::bigint`).Scan(&nowMS); err != nil {
+		return 0, err
+	}
+	cols, err := IDColumns(ctx, q, schema)
+	if err != nil {
+		return 0, err
+	}
+	ceiling := CeilingID(l, nowMS+marginMS)
+	var out int64
+	for _, c := range cols {
+		m, err := MaxIDUpTo(ctx, q, c, ceiling)
+		if err != nil {
+			return 0, err
+		}
+		if m != nil {
+			out = max(out, *m)
+		}
+	}
+	return out, nil
+}
+
 // only is the ONLY of a read of c's own rows: a partitioned parent's rows
 // live in its partitions.
 func only(c IDColumn) string {
