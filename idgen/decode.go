@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -93,15 +94,18 @@ type scheme struct {
 	decode   func(s string, epoch int64) (Decoded, error)
 	hasEpoch bool
 	about    string
+	// spanMS is the latest time after the epoch an id can carry, in ms:
+	// an epoch later than math.MaxInt64 - spanMS would overflow.
+	spanMS int64
 }
 
 var schemes = map[string]scheme{
-	"instagram": {decodeInstagram, true, "64-bit: 41 bits of ms since the epoch (default Instagram's), 13 of shard, 10 of sequence"},
-	"snowflake": {decodeSnowflake, true, "64-bit: 41 bits of ms since the epoch (default Twitter's), 5 of datacenter, 5 of worker, 12 of sequence"},
-	"sonyflake": {decodeSonyflake, true, "64-bit: 39 bits of 10 ms since the epoch (default 2014-09-01), 8 of sequence, 16 of machine"},
-	"uuidv7":    {func(s string, _ int64) (Decoded, error) { return DecodeUUIDv7(s) }, false, "RFC 9562 version 7 UUID: 48 bits of Unix ms, rand_a, rand_b"},
-	"ulid":      {func(s string, _ int64) (Decoded, error) { return DecodeULID(s) }, false, "26 Crockford base32 characters: 48 bits of Unix ms, 80 random bits"},
-	"objectid":  {func(s string, _ int64) (Decoded, error) { return DecodeObjectID(s) }, false, "MongoDB ObjectId, 24 hex digits: 4 bytes of Unix seconds, 5 random (once machine and process), 3 of counter"},
+	"instagram": {decodeInstagram, true, "64-bit: 41 bits of ms since the epoch (default Instagram's), 13 of shard, 10 of sequence", 0},
+	"snowflake": {decodeSnowflake, true, "64-bit: 41 bits of ms since the epoch (default Twitter's), 5 of datacenter, 5 of worker, 12 of sequence", 1<<41 - 1},
+	"sonyflake": {decodeSonyflake, true, "64-bit: 39 bits of 10 ms since the epoch (default 2014-09-01), 8 of sequence, 16 of machine", (1<<39 - 1) * 10},
+	"uuidv7":    {func(s string, _ int64) (Decoded, error) { return DecodeUUIDv7(s) }, false, "RFC 9562 version 7 UUID: 48 bits of Unix ms, rand_a, rand_b", 0},
+	"ulid":      {func(s string, _ int64) (Decoded, error) { return DecodeULID(s) }, false, "26 Crockford base32 characters: 48 bits of Unix ms, 80 random bits", 0},
+	"objectid":  {func(s string, _ int64) (Decoded, error) { return DecodeObjectID(s) }, false, "MongoDB ObjectId, 24 hex digits: 4 bytes of Unix seconds, 5 random (once machine and process), 3 of counter", 0},
 }
 
 // Schemes lists the layouts Decode reads, sorted.
@@ -135,6 +139,10 @@ func Decode(name, id string, epoch int64) (Decoded, error) {
 	}
 	if epoch < 0 {
 		return Decoded{}, fmt.Errorf("%w: negative epoch %d", ErrInvalidLayout, epoch)
+	}
+	if sc.spanMS > 0 && epoch > math.MaxInt64-sc.spanMS {
+		// The instagram layout checks its own (Layout.Validate).
+		return Decoded{}, fmt.Errorf("%w: epoch %d leaves no room for %s ids' time in an int64 of milliseconds", ErrInvalidLayout, epoch, name)
 	}
 	return sc.decode(strings.TrimSpace(id), epoch)
 }

@@ -14,6 +14,12 @@
 //	ddl, err := sql.Render(sql.Params{Shard: 5})
 //	// CREATE TABLE shard_0005.likes (id bigint PRIMARY KEY DEFAULT shard_0005.next_id(), ...)
 //
+// The install SQL refuses to create or replace anything in a schema where
+// another role owns one of the toolkit's objects (OwnerSQLState), and
+// next_id_advance never moves the counter beyond AdvanceLimitMS past the
+// clock, forced or not. Render is for a caller that runs the SQL in its own
+// transaction; RenderScript wraps it in one for psql.
+//
 // The package imports nothing of shardid and runs no SQL: callers execute
 // what it renders.
 package sql

@@ -418,7 +418,7 @@ func TestPrivilegesInsertOnlyRole(t *testing.T) {
 // The rendered SQL is what `shardid sql function` prints for DBAs: psql on
 // a bare database must run it, and run it again.
 func TestSQLIsPsqlRunnable(t *testing.T) {
-	ddl, err := shsql.Render(shsql.Params{Shard: 5})
+	ddl, err := shsql.RenderScript(shsql.Params{Shard: 5})
 	require.NoError(t, err)
 	file := filepath.Join(t.TempDir(), "shard_0005.sql")
 	require.NoError(t, os.WriteFile(file, []byte(ddl), 0o644))

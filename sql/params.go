@@ -30,6 +30,9 @@ const (
 	PullUpName       = "next_id_pull_up" // the safe generator's fenced pull-up
 	AdvanceName      = "next_id_advance" // the safe generator's owner-only floor: next_id_advance(min_id, force)
 	InstagramSeqName = "table_id_seq"    // the instagram variant's sequence
+	// FenceFuncName is the fence's trigger function, <schema>.shardid_fence(),
+	// which the shard manager writes during a move (its package fence).
+	FenceFuncName = "shardid_fence"
 )
 
 // LockClass is the first key of the advisory locks that fence the safe
@@ -42,8 +45,46 @@ const LockClass = 0x73686964
 const AdvanceSQLState = "SIDAD"
 
 // AdvanceMarginMS is how far ahead of the server's clock next_id_advance
-// may put the counter without force: one hour.
+// may put the counter without force: one hour. No generator of a cluster
+// hands out an id whose time lies further ahead of its host's clock unless
+// someone forced an advance (docs/uniqueness.md#forged-ids).
 const AdvanceMarginMS = 3_600_000
+
+// AdvanceLimitMS is how far ahead of the server's clock next_id_advance
+// puts the counter at most, forced or not: ten years. A floor beyond it
+// (or within AdvanceReserveMS of the counter's maximum) is refused with
+// AdvanceLimitSQLState: taking the counter there would leave the shard
+// without ids, for good or for years, and no id a generator handed out
+// lies that far ahead (docs/uniqueness.md#the-advances-limit).
+const AdvanceLimitMS = 10 * 365 * 24 * 3_600_000
+
+// AdvanceReserveMS is how much of the counter's range next_id_advance
+// always leaves above the floor it sets, forced or not: a day of ids at
+// the full rate. It binds only when the layout ends within
+// AdvanceLimitMS of the clock.
+const AdvanceReserveMS = 24 * 3_600_000
+
+// AdvanceLimitSQLState is the SQLSTATE next_id_advance raises, forced or
+// not, for a floor beyond AdvanceLimitMS or within AdvanceReserveMS of the
+// counter's maximum.
+const AdvanceLimitSQLState = "SIDAL"
+
+// OwnerSQLState is the SQLSTATE the install SQL raises when an object it
+// would create or replace in the shard's schema (generator, counter,
+// helpers, fence function) already exists and is owned by a role other
+// than the one running it (docs/uniqueness.md#owners).
+const OwnerSQLState = "SIDOW"
+
+// OwnedObjects are the functions of a shard's schema that the toolkit
+// relies on, by name (any argument list): the install SQL refuses to run
+// when one of them belongs to another role, and verify reports it. The
+// fence's trigger function is among them: a role that owned it could
+// swap in a body that lets every write through.
+var OwnedObjects = []string{FunctionName, PullUpName, AdvanceName, "id_time", "id_shard", "id_seq", FenceFuncName}
+
+// OwnedSequences are the sequences of a shard's schema that the toolkit
+// relies on (either variant's counter), checked as OwnedObjects are.
+var OwnedSequences = []string{CounterName, InstagramSeqName}
 
 // Layout defaults: Instagram's.
 const (
@@ -81,8 +122,13 @@ func (p Params) UsableTimeBits() int { return 63 - p.ShardBits - p.SeqBits }
 func DefaultSchema(shard int) string { return fmt.Sprintf("shard_%04d", shard) }
 
 // Version of the generator objects; the marker comment carries it so that
-// a later release can tell what it upgrades.
-const Version = 1
+// a later release can tell what it upgrades. Any change to the objects or
+// their privileges is a new version, so that init and migrate generator
+// bring every shard to it: v1 (the first releases; the earliest let
+// PUBLIC execute next_id_advance(bigint)); v2 (next_id_advance is the owner's only,
+// refuses a floor beyond AdvanceLimitMS forced or not; the install SQL
+// refuses objects owned by another role).
+const Version = 2
 
 var (
 	ErrVariant = errors.New("unknown generator variant (want safe or instagram)")

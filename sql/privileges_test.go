@@ -147,7 +147,7 @@ func TestReinstallRevokesPublicAdvance(t *testing.T) {
 	var v int64
 	require.NoError(t, user.QueryRow(ctx, "SELECT shard_0021.next_id_advance(1)").Scan(&v), "the old installation lets PUBLIC advance")
 
-	ddl, err := shsql.Render(shsql.Params{Shard: 21})
+	ddl, err := shsql.RenderScript(shsql.Params{Shard: 21})
 	require.NoError(t, err)
 	file := filepath.Join(t.TempDir(), "shard_0021.sql")
 	require.NoError(t, os.WriteFile(file, []byte(ddl), 0o644))

@@ -21,8 +21,8 @@ func RenderUUIDv7(schema string) (string, error) {
 	if schema == "" {
 		schema = DefaultUUIDv7Schema
 	}
-	if !schemaRE.MatchString(schema) {
-		return "", fmt.Errorf("%w: %q (lower-case letters, digits and _, at most 63)", ErrSchema, schema)
+	if err := CheckSchema(schema); err != nil {
+		return "", err
 	}
 	var b bytes.Buffer
 	d := struct {

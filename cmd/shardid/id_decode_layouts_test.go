@@ -47,3 +47,24 @@ func TestIDDecodeLayoutsBadInput(t *testing.T) {
 		require.Empty(t, out, "nothing printed when one id is bad")
 	}
 }
+
+// An epoch so large that an id's time overflows an int64 of milliseconds
+// is refused (it printed the year -292275054), for every 64-bit layout.
+func TestIDDecodeRefusesOverflowingEpoch(t *testing.T) {
+	for _, args := range [][]string{
+		{"--epoch", "9223372036854775807", "4041150592192615424"},
+		{"--layout", "instagram", "--epoch", "9223372036854775807", "4041150592192615424"},
+		{"--layout", "snowflake", "--epoch", "9223372036854775807", "175928847299117063"},
+		{"--layout", "sonyflake", "--epoch", "9223372036854775807", "175928847299117063"},
+		{"--layout", "snowflake", "--epoch", "9223372036852000000", "175928847299117063"},
+	} {
+		out, err := runShardid(t, append([]string{"id", "decode"}, args...)...)
+		require.Error(t, err, args)
+		require.Equal(t, 2, exitCode(err), args)
+		require.Contains(t, err.Error(), "leaves no room", args)
+		require.Empty(t, out, args)
+	}
+	out, err := runShardid(t, "id", "decode", "--layout", "snowflake", "--epoch", "1420070400000", "175928847299117063")
+	require.NoError(t, err)
+	require.Contains(t, out, "2016-04-30T11:18:25.796Z", "an ordinary epoch still decodes")
+}

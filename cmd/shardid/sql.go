@@ -21,8 +21,10 @@ func newSQLCmd() *cobra.Command {
 		Use:   "function --shard N [--schema NAME] [--variant safe|instagram] [--epoch MS]",
 		Short: "Print the SQL that installs the id generator for one logical shard",
 		Long: `Prints idempotent SQL that creates the shard's schema (default shard_NNNN), its
-generator <schema>.next_id() and the helpers id_time, id_shard and id_seq.
-Run it with psql on a bare database; running it again never resets the counter.
+generator <schema>.next_id() and the helpers id_time, id_shard and id_seq, in
+one transaction. Run it with psql (not inside a transaction of your own);
+running it again never resets the counter. It refuses to replace anything in a
+schema where another role owns one of the generator's objects.
 
   shardid sql function --shard 5 | psql -v ON_ERROR_STOP=1 mydb
   CREATE TABLE shard_0005.likes (id bigint PRIMARY KEY DEFAULT shard_0005.next_id(), ...);`,
@@ -31,7 +33,7 @@ Run it with psql on a bare database; running it again never resets the counter.
 			if !cmd.Flags().Changed("shard") {
 				return usagef("--shard is required")
 			}
-			out, err := shsql.Render(p)
+			out, err := shsql.RenderScript(p)
 			if err != nil {
 				return usageError{err}
 			}

@@ -46,3 +46,19 @@ func TestConfigDevZero(t *testing.T) {
 		require.Equal(t, 1, strings.Count(strings.TrimSpace(out), "\n")+1, out)
 	}
 }
+
+// Issue 18, item 12: what sql function prints for psql is one transaction,
+// so under psql's autocommit next_id_advance is never visible, and
+// executable by PUBLIC, before its REVOKE (sql.TestScriptIsOneTransaction
+// runs it).
+func TestSQLFunctionIsOneTransaction(t *testing.T) {
+	out, err := runShardid(t, "sql", "function", "--shard", "5")
+	require.NoError(t, err)
+	begin := strings.Index(out, "\nBEGIN;\n")
+	require.GreaterOrEqual(t, begin, 0, "a BEGIN")
+	require.Less(t, begin, strings.Index(out, "CREATE "), "before the first CREATE")
+	require.Less(t, strings.Index(out, "CREATE OR REPLACE FUNCTION shard_0005.next_id_advance"), strings.Index(out, "REVOKE ALL ON FUNCTION shard_0005.next_id_advance"))
+	require.True(t, strings.HasSuffix(out, "\nCOMMIT;\n"), "a COMMIT last")
+	require.Equal(t, 1, strings.Count(out, "\nBEGIN;\n"))
+	require.Equal(t, 1, strings.Count(out, "COMMIT;"))
+}

@@ -36,3 +36,14 @@ func TestSQLUUIDv7(t *testing.T) {
 	_, err = runShardid(t, "sql", "uuidv7", "--schema", "Bad;")
 	require.Equal(t, 2, exitCode(err))
 }
+
+// PostgreSQL's own schemas are refused, by the rule of sql function.
+func TestSQLUUIDv7RefusesSystemSchemas(t *testing.T) {
+	for _, schema := range []string{"information_schema", "pg_catalog", "pg_temp", "pg_ids"} {
+		out, err := runShardid(t, "sql", "uuidv7", "--schema", schema)
+		require.Error(t, err, schema)
+		require.Equal(t, 2, exitCode(err), schema)
+		require.Contains(t, err.Error(), "is reserved for PostgreSQL's own objects", schema)
+		require.Empty(t, out, schema)
+	}
+}

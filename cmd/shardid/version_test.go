@@ -21,7 +21,7 @@ func TestVersion(t *testing.T) {
 	out, code = runClusterCmd(t, "version")
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "catalog schema: 12")
-	require.Contains(t, out, "generator:      v1")
+	require.Contains(t, out, "generator:      v2") // v2: owner check, the advance's limit (issue 18)
 
 	out, code = runClusterCmd(t, "version", "--json")
 	require.Equal(t, 0, code, out)

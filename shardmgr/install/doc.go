@@ -7,11 +7,15 @@
 // progress) for shardid status.
 //
 // Init is idempotent: run again, it finishes what is missing and changes
-// nothing that is right. Before it records anything it asks the servers
-// whether two hosts are one database or a host belongs elsewhere.
+// nothing that is right. On every shard whose generator it finds it runs
+// this release's install SQL again (repairing privileges changed by hand)
+// and upgrades an older generator version (migrate.UpgradeGenerators), so
+// that after init every shard has this release's generator. Before it
+// records anything it asks the servers whether two hosts are one database
+// or a host belongs elsewhere.
 //
 // It must never replace a generator whose marker differs from the
-// catalog's, never change what is fixed once initialised (cluster name,
+// catalog's but for an older version, never change what is fixed once initialised (cluster name,
 // shard count, epoch), and never change the catalog's map except through
 // shardmgr/internal/catalog (one transaction, generation bumped).
 package install

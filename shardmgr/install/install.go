@@ -99,8 +99,13 @@ func (r *InitResult) Changed() bool {
 // every shard's schema and generator on its host, in parallel per host.
 //
 // Running it again is safe: it finishes what is missing and changes
-// nothing that is already right. It never replaces a generator whose
-// marker differs from what the catalog expects, and it refuses a cluster
+// nothing that is already right. On shards whose generator it finds, it
+// runs this release's install SQL again (which re-applies the generator's
+// privileges, repairing any changed by hand) and upgrades an older
+// generator version to this release's, carrying the counter past the ids
+// stored (migrate.UpgradeGenerators). It never replaces a generator whose
+// marker names another variant, shard, epoch or layout, nor a newer
+// version, and it refuses a cluster
 // file that contradicts the catalog on what is fixed once initialised
 // (cluster name, shard count, epoch) with an error wrapping
 // ErrClusterMismatch.
@@ -168,9 +173,15 @@ func Init(ctx context.Context, cfg *shardmgr.Config, opts InitOptions) (*InitRes
 		log.Info("catalog", "change", c, "generation", m.Generation)
 	}
 
-	failures, err := installShards(ctx, cfg, m, opts, res)
+	failures, present, err := installShards(ctx, cfg, m, opts, res)
 	if err != nil {
 		return nil, err
+	}
+	if len(failures) == 0 && len(present) > 0 {
+		failures, err = upgradeGenerators(ctx, cfg, present, opts, log, res)
+		if err != nil && len(failures) == 0 {
+			return nil, err
+		}
 	}
 	if len(failures) > 0 {
 		sort.Slice(failures, func(i, j int) bool { return failures[i].Error() < failures[j].Error() })
@@ -237,17 +248,21 @@ func ensureDatabases(ctx context.Context, cfg *shardmgr.Config, log *slog.Logger
 
 // installShards installs every host's record and shards, hosts in
 // parallel, counting in res what it installed and what was right, and
-// returns the shards that failed; a host-wide failure is the error.
-func installShards(ctx context.Context, cfg *shardmgr.Config, m *shardmgr.ShardMap, opts InitOptions, res *InitResult) ([]error, error) {
+// returns the shards that failed and those whose generator it found
+// already there (which upgradeGenerators brings to this release's); a
+// host-wide failure is the error.
+func installShards(ctx context.Context, cfg *shardmgr.Config, m *shardmgr.ShardMap, opts InitOptions, res *InitResult) (failures []error, present []int, err error) {
 	var (
-		mu       sync.Mutex
-		done     int
-		failures []error
+		mu   sync.Mutex
+		done int
 	)
-	progress := func(installed bool, err error) {
+	progress := func(id int, found, installed bool, err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		done++
+		if found && err == nil {
+			present = append(present, id)
+		}
 		switch {
 		case err != nil:
 			failures = append(failures, err)
@@ -267,9 +282,9 @@ func installShards(ctx context.Context, cfg *shardmgr.Config, m *shardmgr.ShardM
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return failures, nil
+	return failures, present, nil
 }
 
 // planCatalog creates the cluster in the catalog, or checks it against cfg
@@ -450,7 +465,7 @@ func reconcileCatalog(ctx context.Context, tx pgx.Tx, cfg *shardmgr.Config, cur 
 // installHost writes host h's record and installs the generators of the
 // shards the map places on it, with workers connections. Per-shard
 // failures go to progress; host-wide ones are returned.
-func installHost(ctx context.Context, cfg *shardmgr.Config, m *shardmgr.ShardMap, h shardmgr.Host, workers int, progress func(installed bool, err error)) error {
+func installHost(ctx context.Context, cfg *shardmgr.Config, m *shardmgr.ShardMap, h shardmgr.Host, workers int, progress func(id int, present, installed bool, err error)) error {
 	mine := m.ShardsOn(h.Name)
 	if err := migrations.Up(ctx, h.DSN, migrations.Host); err != nil {
 		return fmt.Errorf("host %s: %w", h.Name, err)
@@ -498,7 +513,7 @@ func installHost(ctx context.Context, cfg *shardmgr.Config, m *shardmgr.ShardMap
 				if err != nil {
 					err = &shardmgr.ShardError{Shard: id, Host: h.Name, Err: err}
 				}
-				progress(installed, err)
+				progress(id, present, installed, err)
 			}
 			return nil
 		})
@@ -515,7 +530,9 @@ func installHost(ctx context.Context, cfg *shardmgr.Config, m *shardmgr.ShardMap
 }
 
 // installShard installs shard id's generator and host record unless both
-// are already right. A generator with a different marker is left alone.
+// are already right. A generator with a different marker is left alone,
+// but for an older version of the same generator (same variant, shard,
+// epoch and layout), which Init then upgrades (upgradeGenerators).
 func installShard(ctx context.Context, pool *pgxpool.Pool, m *shardmgr.ShardMap, id int, present bool, marker string, recorded bool) (bool, error) {
 	p := catalog.GeneratorParams(m, id)
 	want, err := shsql.Marker(p)
@@ -523,7 +540,9 @@ func installShard(ctx context.Context, pool *pgxpool.Pool, m *shardmgr.ShardMap,
 		return false, err
 	}
 	if present && marker != want {
-		return false, fmt.Errorf("%w: a different generator is already installed (marker %q, want %q); init does not replace it", migrate.ErrForeignGenerator, marker, want)
+		if err := olderVersionOf(marker, want); err != nil {
+			return false, err
+		}
 	}
 	if present && recorded {
 		return false, nil
@@ -544,4 +563,22 @@ func installShard(ctx context.Context, pool *pgxpool.Pool, m *shardmgr.ShardMap,
 		return false, err
 	}
 	return true, nil
+}
+
+// olderVersionOf is nil when marker names an older version of the
+// generator want names: what init upgrades. Anything else is refused: a
+// newer version (ErrGeneratorTooNew), another variant, shard, epoch or
+// layout, or no marker (ErrForeignGenerator).
+func olderVersionOf(marker, want string) error {
+	have, haveVersion, err := shsql.ParseMarker(marker)
+	if err == nil {
+		wantP, _, _ := shsql.ParseMarker(want)
+		switch {
+		case haveVersion > shsql.Version:
+			return fmt.Errorf("%w: generator v%d (marker %q); this binary writes v%d", migrate.ErrGeneratorTooNew, haveVersion, marker, shsql.Version)
+		case have == wantP && haveVersion < shsql.Version:
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: a different generator is already installed (marker %q, want %q); init does not replace it", migrate.ErrForeignGenerator, marker, want)
 }

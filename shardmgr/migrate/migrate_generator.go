@@ -61,9 +61,15 @@ type GeneratorUpgrade struct {
 	// re-installed.
 	Upgraded bool `json:"upgraded"`
 	// MaxID is the highest id stored in a column whose DEFAULT calls the
-	// shard's next_id(); the counter was carried past it. Zero when none.
-	MaxID   int64    `json:"max_id,omitempty"`
-	Columns []string `json:"columns,omitempty"` // table.column
+	// shard's next_id(), but for forged ones; the counter was carried past
+	// it. Zero when none.
+	MaxID int64 `json:"max_id,omitempty"`
+	// ForgedIDs counts the stored ids whose time lies beyond the host's
+	// clock plus the margin of next_id_advance (sql.AdvanceMarginMS): no
+	// generator of the cluster made them, and the counter was not carried
+	// past them (shardid verify says where they are).
+	ForgedIDs int64    `json:"forged_ids,omitempty"`
+	Columns   []string `json:"columns,omitempty"` // table.column
 	// Err is why the shard was not upgraded (JSON: its message, "error").
 	Err error `json:"-"`
 }
@@ -100,7 +106,9 @@ func (r *GeneratorResult) Counts() (upgraded, unchanged, failed int) {
 // the highest id stored there is read, the generator is re-installed and
 // the counter is carried past that id (next_id_advance), so every id after
 // the upgrade is greater than every id before. Ids stored in columns
-// without such a DEFAULT are not seen.
+// without such a DEFAULT are not seen, nor forged ones: ids whose time lies
+// beyond the host's clock plus the advance's margin (ForgedIDs), which no
+// generator made and which, carried over, would burn or exhaust the counter.
 //
 // A generator for another shard, epoch or layout is never replaced
 // (ErrForeignGenerator). Shards already current keep their generator and
@@ -149,6 +157,9 @@ func UpgradeGenerators(ctx context.Context, cfg *shardmgr.Config, opts Generator
 				log.Warn("generator upgrade failed", "shard", r.ID, "host", r.Host, "err", r.Err)
 			} else if r.Upgraded {
 				log.Info("generator upgraded", "shard", r.ID, "host", r.Host, "from", r.From, "to", r.To, "max_id", r.MaxID)
+			}
+			if r.ForgedIDs > 0 {
+				log.Warn("stored ids beyond the clock were not carried over: no generator made them (run shardid verify)", "shard", r.ID, "host", r.Host, "ids", r.ForgedIDs)
 			}
 		},
 	}
@@ -237,23 +248,36 @@ func upgradeGenerator(ctx context.Context, conn *pgx.Conn, m *shardmgr.ShardMap,
 				return fmt.Errorf("lock the tables using %s: %w", fn, err)
 			}
 		}
+		// Ids beyond the host's clock plus the margin next_id_advance allows
+		// without force were not handed out by a generator of this cluster
+		// (written with an explicit id, docs/uniqueness.md#forged-ids): the
+		// counter is not carried past them, which could exhaust it.
+		var nowMS int64
+		if err := tx.QueryRow(ctx, `SELECT pg_catalog.floor(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) * 1000)::bigint`).Scan(&nowMS); err != nil {
+			return err
+		}
+		ceiling := shardschema.CeilingID(m.Layout, nowMS+shsql.AdvanceMarginMS)
 		for _, c := range cols {
-			mx, err := shardschema.MaxID(ctx, tx, c)
+			mx, err := shardschema.MaxIDUpTo(ctx, tx, c, ceiling)
 			if err != nil {
 				return fmt.Errorf("max(%s) of %s: %w", c.Column, c.Table, err)
 			}
 			if mx != nil && *mx > r.MaxID {
 				r.MaxID = *mx
 			}
+			b, err := shardschema.IDsBeyond(ctx, tx, c, ceiling, 1<<62)
+			if err != nil {
+				return fmt.Errorf("ids of %s beyond the clock: %w", c, err)
+			}
+			r.ForgedIDs += b.Count
 		}
 		if _, err := tx.Exec(ctx, ddl, pgx.QueryExecModeSimpleProtocol); err != nil {
 			return fmt.Errorf("install generator: %w", err)
 		}
 		if r.MaxID > 0 && p.Variant != shsql.Instagram {
-			// force: the floor is an id stored in the shard, however far
-			// ahead of the clock it lies.
+			// No force: the floor lies within the margin of the clock.
 			advance := pgx.Identifier{sh.Schema, shsql.AdvanceName}.Sanitize()
-			if _, err := tx.Exec(ctx, `SELECT `+advance+`($1, force => true)`, r.MaxID); err != nil {
+			if _, err := tx.Exec(ctx, `SELECT `+advance+`($1)`, r.MaxID); err != nil {
 				return fmt.Errorf("carry the counter past %d: %w", r.MaxID, err)
 			}
 		}

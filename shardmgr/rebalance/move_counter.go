@@ -23,7 +23,7 @@ func (mo *mover) carryCounter(ctx context.Context, src, dst *pgxpool.Pool, rec *
 		return fmt.Errorf("source %s: read %s: %w", rec.From, seq, err)
 	}
 	floor := shardschema.IDOfCounter(mo.m.Layout, last, rec.Shard)
-	stored, err := shardschema.MaxStoredID(ctx, dst, rec.Schema)
+	stored, err := shardschema.MaxGenuineID(ctx, dst, rec.Schema, mo.m.Layout, shsql.AdvanceMarginMS) // forged ids are not carried
 	if err != nil {
 		return fmt.Errorf("target %s: %w", rec.To, err)
 	}

@@ -42,8 +42,15 @@ const (
 	// cannot repeat values (CACHE 1, NO CYCLE, INCREMENT 1).
 	CheckSequence = "sequence"
 	// CheckCounter: the counter is ahead of every id already stored in
-	// the shard's tables (columns whose DEFAULT is its generator).
+	// the shard's tables (columns whose DEFAULT is its generator), and no
+	// stored id lies beyond the host's clock plus the margin of
+	// next_id_advance where the counter would reach it (a forged id).
 	CheckCounter = "counter"
+	// CheckOwner: the toolkit's objects in every shard schema (generator,
+	// counter, helpers, fence function, the functions of its triggers)
+	// belong to the toolkit's role, the owner of the host's shardid
+	// schema.
+	CheckOwner = "owner"
 	// CheckLock: no idle session holds the generator's shared advisory
 	// lock, no session blocks the generator with its exclusive lock, and no
 	// call of the generator waits out verify's lock or statement timeout;
@@ -268,6 +275,7 @@ var checks = []check{
 	{name: CheckGenerator, pass: shardsPass},
 	{name: CheckGeneratorID, pass: shardsPass},
 	{name: CheckSequence, pass: shardsPass},
+	{name: CheckOwner, pass: hostsPass},
 	{name: CheckCounter, pass: shardsPass},
 	{name: CheckLock, pass: shardsPass}, // and the host scan, for idle holders
 	{name: CheckClock, pass: clockPass},

@@ -131,9 +131,9 @@ func (v *verifier) checkGenerator(t *shardTask) {
 	t.safe = got.Variant == shsql.Safe
 	for _, a := range t.host.advancers[t.schema] {
 		if a.public {
-			v.problem(CheckGenerator, t.id, t.host.name, "PUBLIC may execute %s: any role with USAGE on the schema can push the counter to its maximum and stop the generator for good (run shardid migrate generator, or the install SQL again)", a.signature)
+			v.problem(CheckGenerator, t.id, t.host.name, "PUBLIC may execute %s: any role with USAGE on the schema can push the counter far ahead of the clock, or with an older generator to its maximum, stopping it for good (run shardid init, shardid migrate generator, or the install SQL again)", a.signature)
 		} else if a.args == 1 {
-			v.note(CheckGenerator, t.id, t.host.name, "%s is the form of an older install SQL, without the guard against a floor far ahead of the clock (run shardid migrate generator)", a.signature)
+			v.note(CheckGenerator, t.id, t.host.name, "%s is the form of an older install SQL, without the guard against a floor far ahead of the clock (run shardid init or shardid migrate generator)", a.signature)
 		}
 	}
 	if got.Variant != want.Variant {
@@ -170,53 +170,6 @@ func (v *verifier) checkSequence(t *shardTask) {
 	}
 	if s.increment != 1 {
 		v.problem(CheckSequence, t.id, t.host.name, "%s has INCREMENT %d (want 1)", name, s.increment)
-	}
-}
-
-// checkCounter compares the safe counter with the largest id stored in the
-// shard's tables on its host. The stored ids are read first: anything
-// inserted meanwhile came from a counter value the later read sees.
-func (v *verifier) checkCounter(ctx context.Context, t *shardTask) {
-	cols := t.host.columns[t.schema]
-	if !t.safe || len(cols) == 0 {
-		return
-	}
-	if _, ok := t.host.sequences[t.schema+"."+shsql.CounterName]; !ok {
-		return
-	}
-	var maxID *int64
-	var where shardschema.IDColumn
-	for _, c := range cols {
-		m, err := shardschema.MaxID(ctx, t.host.pool, c)
-		if err != nil {
-			v.problem(CheckCounter, t.id, t.host.name, "read max(%s): %v", c, err)
-			return
-		}
-		if m != nil && (maxID == nil || *m > *maxID) {
-			maxID, where = m, c
-		}
-	}
-	if maxID == nil {
-		return
-	}
-	var last int64
-	var called bool
-	seq := pgx.Identifier{t.schema, shsql.CounterName}.Sanitize()
-	if err := t.host.pool.QueryRow(ctx, "SELECT last_value, is_called FROM "+seq).Scan(&last, &called); err != nil {
-		v.problem(CheckCounter, t.id, t.host.name, "read %s: %v", seq, err)
-		return
-	}
-	next := last
-	if called {
-		next++
-	}
-	if nextID := shardschema.IDOfCounter(v.m.Layout, next, t.id); nextID <= *maxID {
-		force := ""
-		if shardschema.UnixMilli(v.m.Layout, *maxID) > v.opts.Now().UnixMilli()+shsql.AdvanceMarginMS {
-			force = ", force => true" // the stored id lies beyond the hour next_id_advance allows
-		}
-		v.problem(CheckCounter, t.id, t.host.name, "counter is behind stored ids: the next id would be %d but %s already holds %d (rewound or restored sequence, or a table-only restore; repair: SELECT %s(%d%s))",
-			nextID, where, *maxID, pgx.Identifier{t.schema, shsql.AdvanceName}.Sanitize(), *maxID, force)
 	}
 }
 
