@@ -12,7 +12,7 @@ import (
 	"github.com/Masterminds/sprig/v3"
 )
 
-// TemplateFuncs are the names of the functions a shard migration may call
+// templateFuncNames are the names of the functions a shard migration may call
 // beside text/template's own (and tern's install_snapshot): sprig's pure
 // string, math, list, dictionary, conversion and encoding helpers. A
 // migration is rendered wherever `shardid migrate render` runs, a pull
@@ -22,7 +22,7 @@ import (
 // random source: sprig's env, expandenv, getHostByName, now, the date,
 // random, uuid, crypto and os* functions are left out. docs/migrations.md
 // lists them; a test keeps the two in step.
-var TemplateFuncs = []string{
+var templateFuncNames = []string{
 	// strings
 	"abbrev", "abbrevboth", "trunc", "trim", "trimAll", "trimall", "trimPrefix", "trimSuffix",
 	"upper", "lower", "title", "untitle", "substr", "repeat", "nospace", "initials", "swapcase",
@@ -56,12 +56,17 @@ var TemplateFuncs = []string{
 	"base", "dir", "clean", "ext", "isAbs",
 }
 
+// TemplateFuncs returns the names of the sprig functions a shard migration
+// may call beside text/template's own and install_snapshot (see
+// templateFuncNames for why these and no others).
+func TemplateFuncs() []string { return slices.Clone(templateFuncNames) }
+
 // templateFuncs is the function map a migration's templates are parsed
-// with: TemplateFuncs taken from sprig, and install_snapshot.
+// with: templateFuncNames taken from sprig, and install_snapshot.
 func templateFuncs(installSnapshot func(string) (string, error)) template.FuncMap {
 	all := sprig.TxtFuncMap()
-	out := make(template.FuncMap, len(TemplateFuncs)+1)
-	for _, name := range TemplateFuncs {
+	out := make(template.FuncMap, len(templateFuncNames)+1)
+	for _, name := range templateFuncNames {
 		f, ok := all[name]
 		if !ok {
 			panic("migrate: sprig has no function " + name)
@@ -86,7 +91,7 @@ func explainFunc(err error) error {
 	if m == nil {
 		return err
 	}
-	if _, inSprig := sprig.TxtFuncMap()[m[1]]; !inSprig || slices.Contains(TemplateFuncs, m[1]) {
+	if _, inSprig := sprig.TxtFuncMap()[m[1]]; !inSprig || slices.Contains(templateFuncNames, m[1]) {
 		return err
 	}
 	return fmt.Errorf("%w (%s is a sprig function migrations may not call: it reads the environment, the network, the clock or a random source; docs/migrations.md lists the functions they may call)", err, m[1])

@@ -55,11 +55,11 @@ func TestMigrationTemplatesCannotReadEnvironmentOrNetwork(t *testing.T) {
 func TestTemplateFuncsDocumented(t *testing.T) {
 	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "migrations.md"))
 	require.NoError(t, err)
-	for _, name := range migrate.TemplateFuncs {
+	for _, name := range migrate.TemplateFuncs() {
 		require.Regexp(t, "`"+regexp.QuoteMeta(name)+"`", string(doc), "docs/migrations.md must list %s", name)
 	}
 	for _, name := range []string{"env", "expandenv", "getHostByName", "now", "uuidv4", "osBase", "genPrivateKey", "randBytes"} {
-		require.False(t, slices.Contains(migrate.TemplateFuncs, name), name)
+		require.False(t, slices.Contains(migrate.TemplateFuncs(), name), name)
 	}
 }
 
