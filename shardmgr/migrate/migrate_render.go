@@ -63,7 +63,10 @@ type MigrationSet struct {
 
 // LoadMigrationSet reads the migrations held at the root of fsys. It fails
 // with an error wrapping ErrMigrationSet when there are none, when their
-// numbers have gaps or duplicates, or when a template does not parse.
+// numbers have gaps or duplicates, or when a template does not parse or
+// calls a function outside TemplateFuncs. It reads whatever fsys serves:
+// for a directory, LoadMigrationDir (or os.Root's FS) keeps every read
+// inside it, where os.DirFS follows symbolic links anywhere.
 func LoadMigrationSet(fsys fs.FS) (*MigrationSet, error) {
 	fsys = limitFS{fsys, MaxMigrationFileSize}
 	names, err := migrate.FindMigrations(fsys)
