@@ -35,7 +35,7 @@ func (s State) Valid() bool {
 // CatalogHost is a host as the catalog records it.
 type CatalogHost struct {
 	Name  string
-	DSN   string // as written in the cluster file: ${VAR}s unexpanded
+	DSN   string // as written in the cluster file, ${VAR}s unexpanded, without a password (Host.CatalogDSN)
 	Drain bool
 }
 

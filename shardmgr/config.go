@@ -88,7 +88,7 @@ type Host struct {
 	Drain bool `yaml:"drain"`
 
 	// rawDSN is the DSN as written, before ${VAR} expansion: what the
-	// catalog records, so that passwords never land in it.
+	// catalog records, without its password (CatalogDSN).
 	rawDSN string
 }
 
@@ -99,6 +99,13 @@ func (h Host) RawDSN() string {
 	}
 	return h.rawDSN
 }
+
+// CatalogDSN is what the catalog records for the host: the DSN as written
+// (${VAR}s unexpanded) without its password, which every role that may
+// read the catalog (a router's) would otherwise see. Connections take the
+// password from the cluster file (Open), or from PGPASSWORD or a passfile
+// (OpenCatalog), as libpq does.
+func (h Host) CatalogDSN() string { return pg.StripPassword(h.RawDSN()) }
 
 // notFound is the error for a cluster file that does not exist: "PATH not
 // found", wrapping fs.ErrNotExist.

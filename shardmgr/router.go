@@ -90,7 +90,7 @@ type Router struct {
 }
 
 // Open opens a router on the cluster described by cfg: the map from its
-// catalog, host DSNs from the file. It reads the catalog's schema version
+// catalog, host DSNs (with their passwords) from the file. It reads the catalog's schema version
 // first and refuses one it cannot read (a *CatalogVersionError: dirty, or
 // newer than this package knows and not readable by it, or older than
 // CatalogSchemaRouterOldest); a catalog migrated by a newer shardid whose
@@ -107,7 +107,9 @@ func Open(ctx context.Context, cfg *Config, opts ...RouterOption) (*Router, erro
 }
 
 // OpenCatalog opens a router from the catalog alone: host DSNs are the
-// ones the catalog records (see WithLookupEnv for their ${VAR}s).
+// ones the catalog records (see WithLookupEnv for their ${VAR}s), which
+// hold no password: pgx takes it from PGPASSWORD or a passfile
+// (PGPASSFILE, ~/.pgpass), or from a ${VAR} written as the password.
 func OpenCatalog(ctx context.Context, catalogDSN string, opts ...RouterOption) (*Router, error) {
 	return open(ctx, catalogDSN, map[string]string{}, opts)
 }

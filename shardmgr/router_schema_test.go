@@ -3,6 +3,7 @@ package shardmgr_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -24,8 +25,8 @@ func TestOpenChecksCatalogSchema(t *testing.T) {
 		text  string
 	}{
 		{schematest.CatalogNewerAdditive, nil, ""},
-		{schematest.CatalogNewerBreaking, shardmgr.ErrCatalogTooNew, "this catalog was upgraded to schema 13 by a newer shardid; this binary knows 12"},
-		{schematest.CatalogDirty, shardmgr.ErrCatalogDirty, "this catalog is dirty at schema 12: migration 12 failed half way; this binary knows 12"},
+		{schematest.CatalogNewerBreaking, shardmgr.ErrCatalogTooNew, fmt.Sprintf("this catalog was upgraded to schema %d by a newer shardid; this binary knows %d", shardmgr.CatalogSchema+1, shardmgr.CatalogSchema)},
+		{schematest.CatalogDirty, shardmgr.ErrCatalogDirty, fmt.Sprintf("this catalog is dirty at schema %[1]d: migration %[1]d failed half way; this binary knows %[1]d", shardmgr.CatalogSchema)},
 		{schematest.CatalogOlder, nil, ""},
 	}
 	for _, tc := range cases {

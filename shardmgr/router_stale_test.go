@@ -246,7 +246,7 @@ func TestRouterServesThroughCatalogOutage(t *testing.T) {
 	for _, r := range []*shardmgr.Router{patient, strict} {
 		require.Eventually(t, func() bool {
 			return r.ReadTx(ctx(t), 0, count) == nil && r.Staleness() == 0
-		}, 15*time.Second, 20*time.Millisecond, "the map is confirmed once the catalog is back")
+		}, 2*time.Minute, 20*time.Millisecond, "the map is confirmed once the catalog is back")
 		for id := range shards {
 			require.NoError(t, r.Tx(ctx(t), id, insert))
 		}

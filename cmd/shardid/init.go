@@ -91,6 +91,9 @@ file) is used, if any. See docs/migrations.md.`,
 			}
 			return migrateErr
 		}
+		for _, w := range res.Warnings {
+			fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", w)
+		}
 		printInitResult(out, cfg, res)
 		if migrated != nil {
 			printMigrateResult(out, migrated)

@@ -40,7 +40,7 @@ func runChild(t *testing.T, args ...string) string {
 }
 
 func connects(dsn string) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a stopped server refuses at once
 	defer cancel()
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {

@@ -152,7 +152,7 @@ func TestREADMEWalk(t *testing.T) {
 			serve.Stdout, serve.Stderr = logs, logs
 			require.NoError(t, serve.Start())
 			logs.Close()
-			waitListening(t, addr, 60*time.Second, logs.Name())
+			waitListening(t, addr, 3*time.Minute, logs.Name())
 		case strings.HasPrefix(cmd, "curl "):
 			// Each curl of the line, by Go's HTTP client.
 			for _, c := range strings.Split(cmd, ";") {
@@ -280,7 +280,7 @@ func waitListening(t *testing.T, addr string, timeout time.Duration, logFile str
 // httpGet fetches url and requires 200 OK.
 func httpGet(t *testing.T, url string) string {
 	t.Helper()
-	client := &http.Client{Timeout: 30 * time.Second}
+	client := &http.Client{Timeout: 2 * time.Minute}
 	resp, err := client.Get(url)
 	require.NoError(t, err, "GET %s", url)
 	defer resp.Body.Close()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -36,10 +37,11 @@ func runCmd(t *testing.T, args ...string) (string, error) {
 // line naming both versions and what to do, and changes nothing.
 func TestCommandsCheckCatalogSchema(t *testing.T) {
 	t.Parallel()
-	const (
-		tooNew = "this catalog was upgraded to schema 13 by a newer shardid; this binary knows 12 (upgrade the binary; shardid version shows the schema it knows)"
-		dirty  = "this catalog is dirty at schema 12: migration 12 failed half way; this binary knows 12 (repair it by hand and clear the dirty flag: see docs/upgrading.md)"
-		tooOld = "this catalog is at schema 11; this binary needs 12 (run shardid init with this binary to upgrade it)"
+	n, prev := shardmgr.CatalogSchema, schematest.PreviousCatalog
+	var (
+		tooNew = fmt.Sprintf("this catalog was upgraded to schema %d by a newer shardid; this binary knows %d (upgrade the binary; shardid version shows the schema it knows)", n+1, n)
+		dirty  = fmt.Sprintf("this catalog is dirty at schema %d: migration %d failed half way; this binary knows %d (repair it by hand and clear the dirty flag: see docs/upgrading.md)", n, n, n)
+		tooOld = fmt.Sprintf("this catalog is at schema %d; this binary needs %d (run shardid init with this binary to upgrade it)", prev, n)
 	)
 	dir := "../../testdata/migrations"
 	commands := []struct {
@@ -105,11 +107,11 @@ func TestCommandsCheckCatalogSchema(t *testing.T) {
 				// changed nothing, so mark the catalog clean at N-1; init
 				// then applies N again.
 				_, err := pgtest.Pool(t, cfg.Catalog).Exec(context.Background(),
-					`UPDATE shardid.catalog_migrations SET version = $1, dirty = false`, shardmgr.CatalogSchema-1)
+					`UPDATE shardid.catalog_migrations SET version = $1, dirty = false`, schematest.PreviousCatalog)
 				require.NoError(t, err)
 				out, code := runClusterCmd(t, "init", "--config", path)
 				require.Zero(t, code, out)
-				require.Contains(t, out, "upgraded the catalog schema from 11 to 12\n")
+				require.Contains(t, out, fmt.Sprintf("upgraded the catalog schema from %d to %d\n", schematest.PreviousCatalog, shardmgr.CatalogSchema))
 				out, code = runClusterCmd(t, "verify", "--config", path)
 				require.Zero(t, code, out)
 			}
@@ -136,14 +138,14 @@ func TestInitSaysItUpgradedTheCatalog(t *testing.T) {
 	schematest.SetCatalog(t, cfg.Catalog, schematest.CatalogOlder)
 	out, code = runClusterCmd(t, "init", "--config", path)
 	require.Zero(t, code, out)
-	require.Contains(t, out, "upgraded the catalog schema from 11 to 12\n")
+	require.Contains(t, out, fmt.Sprintf("upgraded the catalog schema from %d to %d\n", schematest.PreviousCatalog, shardmgr.CatalogSchema))
 
 	schematest.SetCatalog(t, cfg.Catalog, schematest.CatalogOlder)
 	out, code = runClusterCmd(t, "init", "--config", path, "--json")
 	require.Zero(t, code, out)
 	var res map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out), &res))
-	require.Equal(t, map[string]any{"from": 11.0, "to": 12.0}, res["catalog_upgrade"])
+	require.Equal(t, map[string]any{"from": float64(schematest.PreviousCatalog), "to": float64(shardmgr.CatalogSchema)}, res["catalog_upgrade"])
 	out, code = runClusterCmd(t, "init", "--config", path, "--json")
 	require.Zero(t, code, out)
 	require.NotContains(t, out, "catalog_upgrade", "an up-to-date catalog is not upgraded")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -9,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/shardid/shardid/shardmgr"
 )
 
 func TestVersion(t *testing.T) {
@@ -20,7 +23,7 @@ func TestVersion(t *testing.T) {
 
 	out, code = runClusterCmd(t, "version")
 	require.Equal(t, 0, code, out)
-	require.Contains(t, out, "catalog schema: 12")
+	require.Contains(t, out, fmt.Sprintf("catalog schema: %d", shardmgr.CatalogSchema))
 	require.Contains(t, out, "generator:      v2") // v2: owner check, the advance's limit (issue 18)
 
 	out, code = runClusterCmd(t, "version", "--json")
@@ -30,7 +33,7 @@ func TestVersion(t *testing.T) {
 	for _, k := range []string{"version", "go", "catalog_schema", "generator"} {
 		require.Contains(t, v, k)
 	}
-	require.EqualValues(t, 12, v["catalog_schema"])
+	require.EqualValues(t, shardmgr.CatalogSchema, v["catalog_schema"])
 
 	_, code = runClusterCmd(t, "version", "extra")
 	require.Equal(t, 2, code)

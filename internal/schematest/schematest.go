@@ -7,6 +7,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"strconv"
+	"strings"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -30,9 +33,27 @@ const (
 	CatalogNewerBreaking = "newer-breaking"
 	// CatalogDirty: this binary's last migration failed half way.
 	CatalogDirty = "dirty"
-	// CatalogOlder: one migration behind this binary (down to N-1).
+	// CatalogOlder: one migration behind this binary (down to
+	// PreviousCatalog).
 	CatalogOlder = "older"
 )
+
+// PreviousCatalog is the catalog schema before this binary's: the highest
+// catalog migration below shardmgr.CatalogSchema (numbers may skip).
+var PreviousCatalog = func() int {
+	entries, err := fs.ReadDir(migrations.Catalog.FS, ".")
+	if err != nil {
+		panic(err)
+	}
+	prev := 0
+	for _, e := range entries {
+		num, _, _ := strings.Cut(e.Name(), "_")
+		if v, err := strconv.Atoi(num); err == nil && v < shardmgr.CatalogSchema {
+			prev = max(prev, v)
+		}
+	}
+	return prev
+}()
 
 // CatalogStates lists the states above.
 var CatalogStates = []string{CatalogNewerAdditive, CatalogNewerBreaking, CatalogDirty, CatalogOlder}
@@ -60,14 +81,14 @@ func SetCatalog(t testing.TB, dsn, state string) {
 		// This binary's last migration, run again after a step down, fails
 		// on a statement of its own: golang-migrate leaves the version
 		// dirty and the schema as it was before the migration.
-		require.NoError(t, migrations.To(ctx, dsn, migrations.Catalog, shardmgr.CatalogSchema-1))
+		require.NoError(t, migrations.To(ctx, dsn, migrations.Catalog, uint(PreviousCatalog)))
 		set, err := migrations.Catalog.With(fstest.MapFS{
 			fmt.Sprintf("%03d_catalog_readers.up.sql", shardmgr.CatalogSchema): {Data: []byte("SELECT 1/0;")},
 		})
 		require.NoError(t, err)
 		require.Error(t, migrations.Up(ctx, dsn, set))
 	case CatalogOlder:
-		require.NoError(t, migrations.To(ctx, dsn, migrations.Catalog, shardmgr.CatalogSchema-1))
+		require.NoError(t, migrations.To(ctx, dsn, migrations.Catalog, uint(PreviousCatalog)))
 	default:
 		t.Fatalf("unknown catalog state %q", state)
 	}

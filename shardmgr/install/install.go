@@ -70,6 +70,9 @@ type InitResult struct {
 	Elapsed time.Duration `json:"-"`
 	// Migrated is the migration run, when InitOptions.Migrations was set.
 	Migrated *migrate.MigrateResult `json:"migrations,omitempty"`
+	// Warnings are what Init found unsafe but left as it was, one line
+	// each: a catalog database that every role may connect to.
+	Warnings []string `json:"warnings"`
 }
 
 // MarshalJSON writes the lists as [] when empty and Elapsed in seconds.
@@ -81,6 +84,9 @@ func (r InitResult) MarshalJSON() ([]byte, error) {
 	}
 	if p.CatalogChanges == nil {
 		p.CatalogChanges = []string{}
+	}
+	if p.Warnings == nil {
+		p.Warnings = []string{}
 	}
 	return json.Marshal(struct {
 		plain
@@ -159,6 +165,11 @@ func Init(ctx context.Context, cfg *shardmgr.Config, opts InitOptions) (*InitRes
 	if res.CatalogUpgrade, err = upgradeCatalog(ctx, lock, cfg.Catalog); err != nil {
 		return nil, err
 	}
+	if w, err := publicCatalogWarning(ctx, lock); err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	} else if w != "" {
+		res.Warnings = append(res.Warnings, w)
+	}
 	catalog, err := pg.OpenPool(ctx, cfg.Catalog, 2)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: %w", err)
@@ -195,6 +206,20 @@ func Init(ctx context.Context, cfg *shardmgr.Config, opts InitOptions) (*InitRes
 	}
 	res.Elapsed = time.Since(start)
 	return res, err
+}
+
+// publicCatalogWarning says so when every role may connect to the
+// catalog database: any of them could then hold the catalog's advisory
+// locks (the writer's, init's) and make moves and init wait.
+func publicCatalogWarning(ctx context.Context, conn *pgx.Conn) (string, error) {
+	db := conn.Config().Database
+	open, err := pgdatabase.PublicCanConnect(ctx, conn, db)
+	if err != nil || !open {
+		return "", err
+	}
+	return fmt.Sprintf("every role may connect to the catalog database %s (PUBLIC has CONNECT), and any role that connects can hold the catalog's locks and stall moves and init: "+
+		"REVOKE CONNECT ON DATABASE %s FROM PUBLIC, then GRANT CONNECT to the roles that route or manage (docs/shardmgr.md)",
+		db, pgx.Identifier{db}.Sanitize()), nil
 }
 
 // upgradeCatalog migrates the catalog to this binary's schema under the
@@ -343,7 +368,7 @@ func createCluster(ctx context.Context, tx pgx.Tx, cfg *shardmgr.Config) error {
 	}
 	for _, h := range cfg.Hosts {
 		if _, err := tx.Exec(ctx, `INSERT INTO shardid.hosts (name, dsn, drain, added_generation) VALUES ($1, $2, $3, $4)`,
-			h.Name, h.RawDSN(), h.Drain, gen); err != nil {
+			h.Name, h.CatalogDSN(), h.Drain, gen); err != nil {
 			return err
 		}
 	}
@@ -455,7 +480,7 @@ func reconcileCatalog(ctx context.Context, tx pgx.Tx, cfg *shardmgr.Config, cur 
 		if _, err := tx.Exec(ctx, `INSERT INTO shardid.hosts (name, dsn, drain, added_generation) VALUES ($1, $2, $3, $4)
 			ON CONFLICT (name) DO UPDATE SET dsn = EXCLUDED.dsn, drain = EXCLUDED.drain
 			WHERE (hosts.dsn, hosts.drain) IS DISTINCT FROM (EXCLUDED.dsn, EXCLUDED.drain)`,
-			h.Name, h.RawDSN(), h.Drain, gen); err != nil {
+			h.Name, h.CatalogDSN(), h.Drain, gen); err != nil {
 			return nil, err
 		}
 	}

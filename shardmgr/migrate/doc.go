@@ -1,5 +1,6 @@
 // Package migrate runs per-shard migrations: tern files, written once and
-// rendered for every shard with text/template (and sprig), applied to each
+// rendered for every shard with text/template (and the pure sprig functions
+// of TemplateFuncs), applied to each
 // shard's schema on its host, hosts in parallel, with tern's own version
 // table so the plain tern CLI agrees. It loads and renders migration sets
 // (LoadMigrationSet, Render, WriteRendered for the tern and golang-migrate

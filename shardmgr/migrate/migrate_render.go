@@ -2,7 +2,6 @@ package migrate
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -14,7 +13,6 @@ import (
 	"sync"
 	"text/template"
 
-	"github.com/Masterminds/sprig/v3"
 	"github.com/jackc/tern/v2/migrate"
 
 	"github.com/shardid/shardid/shardmgr"
@@ -46,9 +44,11 @@ var disableTxRE = regexp.MustCompile(`(?m)^---- tern: disable-tx ----$`)
 //	{{.shard_id}}  its logical shard id, e.g. 5 (an int)
 //	{{.next_id}}   its generator call, e.g. shard_0005.next_id()
 //
-// Loading parses and checks the files; rendering is done by tern itself
-// (migrate.Migrator.LoadMigrations), so the plain tern CLI given the same
-// values would run the same SQL.
+// Loading parses and checks the files; rendering executes them as tern
+// does (the same template names, shared templates and install_snapshot),
+// so the plain tern CLI given the same values runs the same SQL. The
+// functions a migration may call are TemplateFuncs, not all of sprig's:
+// none reads the environment, the network or a file outside the set.
 type MigrationSet struct {
 	fsys  fs.FS
 	names []string // index = version - 1
@@ -63,7 +63,10 @@ type MigrationSet struct {
 
 // LoadMigrationSet reads the migrations held at the root of fsys. It fails
 // with an error wrapping ErrMigrationSet when there are none, when their
-// numbers have gaps or duplicates, or when a template does not parse.
+// numbers have gaps or duplicates, or when a template does not parse or
+// calls a function outside TemplateFuncs. It reads whatever fsys serves:
+// for a directory, LoadMigrationDir (or os.Root's FS) keeps every read
+// inside it, where os.DirFS follows symbolic links anywhere.
 func LoadMigrationSet(fsys fs.FS) (*MigrationSet, error) {
 	fsys = limitFS{fsys, MaxMigrationFileSize}
 	names, err := migrate.FindMigrations(fsys)
@@ -89,7 +92,10 @@ func LoadMigrationSet(fsys fs.FS) (*MigrationSet, error) {
 }
 
 // LoadMigrationDir is LoadMigrationSet on a directory of the file system,
-// with the directory named in errors.
+// with the directory named in errors. It reads nothing outside dir: a
+// symbolic link that leads out of it (to /etc/passwd, to a key) is refused
+// with an error naming the link, whether a migration, a shared template or
+// a snapshot (os.Root holds every open inside dir).
 func LoadMigrationDir(dir string) (*MigrationSet, error) {
 	st, err := os.Stat(dir)
 	if err != nil {
@@ -101,11 +107,26 @@ func LoadMigrationDir(dir string) (*MigrationSet, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("%s: %w: not a directory", dir, ErrMigrationSet)
 	}
-	s, err := LoadMigrationSet(os.DirFS(dir))
+	// The root stays open while the set lives (install_snapshot reads
+	// when rendering); os.Root closes it when collected.
+	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", dir, err)
+		return nil, fmt.Errorf("%s: %w: %w", dir, ErrMigrationSet, err)
+	}
+	s, err := LoadMigrationSet(root.FS())
+	if err != nil {
+		root.Close()
+		return nil, fmt.Errorf("%s: %w", dir, explainEscape(err))
 	}
 	return s, nil
+}
+
+// explainEscape says what os.Root's "path escapes from parent" means here.
+func explainEscape(err error) error {
+	if !strings.Contains(err.Error(), "path escapes from parent") {
+		return err
+	}
+	return fmt.Errorf("%w (a symbolic link that leads outside the migrations directory: refused)", err)
 }
 
 // MaxMigrationFileSize is the largest migration or template file a
@@ -198,49 +219,44 @@ func templateData(shard int, schema string) map[string]any {
 // including a template value that does not exist ({{.nope}}), which tern
 // alone would render as "<no value>".
 func (s *MigrationSet) Render(shard int, schema string) ([]RenderedMigration, error) {
-	data := templateData(shard, schema)
-	if err := s.strictCheck(data); err != nil {
-		return nil, fmt.Errorf("%w: shard %d: %w", ErrMigrationSet, shard, err)
-	}
-	m, err := migrate.NewMigratorEx(context.Background(), nil, schema+".schema_version", &migrate.MigratorOptions{})
+	out, err := s.execute(templateData(shard, schema))
 	if err != nil {
-		return nil, err
-	}
-	m.Data = data
-	if err := m.LoadMigrations(s.fsys); err != nil {
 		return nil, fmt.Errorf("%w: shard %d: %w", ErrMigrationSet, shard, err)
 	}
-	if len(m.Migrations) != len(s.names) {
-		return nil, fmt.Errorf("%w: the directory changed while it was read", ErrMigrationSet)
-	}
-	out := make([]RenderedMigration, len(m.Migrations))
-	for i, mg := range m.Migrations {
-		out[i] = RenderedMigration{
-			Version: int(mg.Sequence), Name: mg.Name, Up: mg.UpSQL, Down: mg.DownSQL,
-			UpNoTx: disableTxRE.MatchString(mg.UpSQL), DownNoTx: disableTxRE.MatchString(mg.DownSQL),
+	for i := range out {
+		if !containsSQL(out[i].Up) {
+			return nil, fmt.Errorf("%w: shard %d: %s: %w", ErrMigrationSet, shard, out[i].Name, migrate.ErrNoFwMigration)
 		}
 	}
 	return out, nil
 }
 
-// strictTemplates parses the files as tern does (sprig functions, shared
-// templates from subfolders, the same template names) but with
-// missingkey=error, which tern does not set. It returns, per migration,
-// the up and down templates; install_snapshot evaluates with s.data.
+// containsSQL is tern's test of an up half: a line that is neither empty
+// nor a -- comment.
+func containsSQL(sql string) bool {
+	for line := range strings.SplitSeq(sql, "\n") {
+		if l := strings.TrimSpace(line); l != "" && !strings.HasPrefix(l, "--") {
+			return true
+		}
+	}
+	return false
+}
+
+// strictTemplates parses the files as tern does (shared templates from
+// subfolders, the same template names) but with TemplateFuncs instead of
+// all of sprig, and with missingkey=error, which tern does not set. It
+// returns, per migration, the up and down templates; install_snapshot
+// evaluates with s.data.
 func (s *MigrationSet) strictTemplates() ([][2]*template.Template, error) {
-	root := template.New("main").Option("missingkey=error").Funcs(sprig.TxtFuncMap()).Funcs(template.FuncMap{
-		"install_snapshot": func(name string) (string, error) {
-			sub, err := fs.Sub(s.fsys, "snapshots/"+name)
-			if err != nil {
-				return "", err
-			}
-			cp, err := migrate.LoadCodePackage(sub)
-			if err != nil {
-				return "", err
-			}
-			return cp.Eval(s.data)
-		},
-	})
+	snapshotFuncs := templateFuncs(nil)
+	delete(snapshotFuncs, "install_snapshot") // tern's code packages have none
+	root := template.New("main").Option("missingkey=error").Funcs(templateFuncs(func(name string) (string, error) {
+		sub, err := fs.Sub(s.fsys, "snapshots/"+name)
+		if err != nil {
+			return "", err
+		}
+		return codePackage(sub, snapshotFuncs, s.data)
+	}))
 	err := fs.WalkDir(s.fsys, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -253,7 +269,7 @@ func (s *MigrationSet) strictTemplates() ([][2]*template.Template, error) {
 			return err
 		}
 		_, err = root.New(p).Parse(string(body))
-		return err
+		return explainFunc(err)
 	})
 	if err != nil {
 		return nil, err
@@ -266,36 +282,48 @@ func (s *MigrationSet) strictTemplates() ([][2]*template.Template, error) {
 		}
 		up, down, hasDown := strings.Cut(string(body), ternSeparator)
 		if out[i][0], err = root.New(filepath.Base(name) + " up").Parse(strings.TrimSpace(up)); err != nil {
-			return nil, err
+			return nil, explainFunc(err)
 		}
 		if hasDown {
 			if out[i][1], err = root.New(filepath.Base(name) + " down").Parse(strings.TrimSpace(down)); err != nil {
-				return nil, err
+				return nil, explainFunc(err)
 			}
 		}
 	}
 	return out, nil
 }
 
-// strictCheck executes every template with data under missingkey=error
-// and discards the output.
+// strictCheck executes every template with data and discards the output.
 func (s *MigrationSet) strictCheck(data map[string]any) error {
+	_, err := s.execute(data)
+	return err
+}
+
+// execute renders every migration with data.
+func (s *MigrationSet) execute(data map[string]any) ([]RenderedMigration, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.data = data
+	out := make([]RenderedMigration, len(s.strict))
 	var buf bytes.Buffer
-	for _, pair := range s.strict {
-		for _, t := range pair {
+	for i, pair := range s.strict {
+		var halves [2]string
+		for j, t := range pair {
 			if t == nil {
 				continue
 			}
 			buf.Reset()
 			if err := t.Execute(&buf, data); err != nil {
-				return err
+				return nil, err
 			}
+			halves[j] = buf.String()
+		}
+		out[i] = RenderedMigration{
+			Version: i + 1, Name: s.names[i], Up: halves[0], Down: halves[1],
+			UpNoTx: disableTxRE.MatchString(halves[0]), DownNoTx: disableTxRE.MatchString(halves[1]),
 		}
 	}
-	return nil
+	return out, nil
 }
 
 // renderAll renders the migrations of every listed shard, so that a

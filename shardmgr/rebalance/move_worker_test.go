@@ -46,20 +46,25 @@ func TestMoveFailsAtOnceWithoutWorkerSlots(t *testing.T) {
 	routeLikes(t, r, 1, 300)
 	want := likeIDs(t, cfg, 1)
 
-	c, cancel := context.WithTimeout(ctx(t), 20*time.Second) // well under WorkerStartTimeout's 30s
-	defer cancel()
 	// The preflight refuses such a target before anything changes
 	// (TestPreflightOneWorkerOnTarget); here the slots are gone after it
-	// looked, and the mover's own check must not hang either.
-	_, err := MoveShard(c, cfg, 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
+	// looked, and the mover's own check must not hang either: with a
+	// worker start timeout of ten minutes, a move that waited for it would
+	// outlast the test's context (half of it), while one that fails at
+	// once finishes long before, however loaded the machine (a bound of
+	// seconds did not hold at a load average of 25 on 2 cores).
+	const workerStart = 10 * time.Minute
+	c, cancel := context.WithTimeout(ctx(t), workerStart/2)
+	defer cancel()
+	_, err := MoveShard(c, cfg, 1, "pg4", MoveOptions{Migrations: sampleSet(t), WorkerStartTimeout: workerStart})
 	require.ErrorIs(t, err, ErrPreflight)
-	opts := MoveOptions{Migrations: sampleSet(t)}
+	opts := MoveOptions{Migrations: sampleSet(t), WorkerStartTimeout: workerStart}
 	opts.skipPreflight = true
 	t0 := time.Now()
 	res, err := MoveShard(c, cfg, 1, "pg4", opts)
 	require.ErrorIs(t, err, ErrNoWorker)
 	require.ErrorContains(t, err, "max_logical_replication_workers = 0")
-	require.Less(t, time.Since(t0), 15*time.Second, "failed at once, not after a timeout")
+	require.Less(t, time.Since(t0), workerStart/2, "failed at once, not after a timeout")
 	require.Equal(t, PhaseCopy, res.Phase)
 	require.Zero(t, subscriptionsEnabled(t, cfg, "pg4"))
 	require.Equal(t, "pg2", clusterMap(t, cfg).Shards[1].Host)

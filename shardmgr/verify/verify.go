@@ -91,7 +91,7 @@ type VerifyOptions struct {
 	LockTimeout time.Duration
 	// StatementTimeout bounds every statement verify runs but the reads of
 	// Deep. Zero means 30 s. Connecting is bounded by each DSN's
-	// connect_timeout, 10 s when it has none.
+	// connect_timeout, 30 s (pg.DefaultConnectTimeout) when it has none.
 	StatementTimeout time.Duration
 
 	// hostClock, in tests, replaces a host's clock reading.

@@ -200,7 +200,7 @@ func CompareHosts(m *shardmgr.ShardMap, cfg *shardmgr.Config) []HostDiff {
 		switch {
 		case !ok:
 			out = append(out, HostDiff{h.Name, HostAdded})
-		case ch.DSN != h.RawDSN():
+		case ch.DSN != h.CatalogDSN():
 			out = append(out, HostDiff{h.Name, HostDSN})
 		case ch.Drain != h.Drain:
 			out = append(out, HostDiff{h.Name, HostDrain})

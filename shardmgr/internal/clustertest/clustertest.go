@@ -77,7 +77,7 @@ func DropLater(t testing.TB, s *localpg.Server, db string) {
 
 // Ctx is a context for one test, cancelled when it ends.
 func Ctx(t testing.TB) context.Context {
-	c, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	t.Cleanup(cancel)
 	return c
 }

@@ -43,7 +43,7 @@ func TestRaiseFenceWaitsForWritersNotVacuum(t *testing.T) {
 	require.Eventually(t, func() bool {
 		_, err := db.Exec(c, `INSERT INTO s.t SELECT 3 WHERE false`)
 		return IsFenceError(err)
-	}, 5*time.Second, 10*time.Millisecond)
+	}, 2*time.Minute, 10*time.Millisecond)
 	_, err = db.Exec(c, `INSERT INTO s.t VALUES (3)`)
 	require.True(t, IsFenceError(err), "%v", err)
 	// ...but Raise returns only once the writer in flight has ended.
@@ -56,7 +56,7 @@ func TestRaiseFenceWaitsForWritersNotVacuum(t *testing.T) {
 	select {
 	case err := <-done:
 		require.NoError(t, err)
-	case <-time.After(10 * time.Second):
+	case <-time.After(2 * time.Minute):
 		t.Fatal("Raise still waiting after the writer ended")
 	}
 	rows, err := db.Query(c, `SELECT id FROM s.t ORDER BY id`)

@@ -16,8 +16,10 @@ import (
 )
 
 // DefaultConnectTimeout bounds a connection attempt whose DSN sets no
-// connect_timeout: an unreachable host is a finding, not a hang.
-const DefaultConnectTimeout = 10 * time.Second
+// connect_timeout: an unreachable host is a finding, not a hang. It is
+// long enough for a server that is busy rather than gone: a new backend
+// on a loaded machine can take seconds to start.
+const DefaultConnectTimeout = 30 * time.Second
 
 // Querier is a pool, connection or transaction that runs queries.
 type Querier interface {

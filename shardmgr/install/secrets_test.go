@@ -1,0 +1,196 @@
+package install
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/shardid/shardid/internal/localpg"
+	"github.com/shardid/shardid/internal/localpg/pgtest"
+	"github.com/shardid/shardid/migrations"
+	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
+)
+
+const hostSecret = "s3cret-Hunter2"
+
+// passwordServer starts a server of this test's own on which role
+// shard_owner (a superuser) must give its password, hostSecret, while
+// every other role is trusted; PGPASSWORD and ~/.pgpass are kept out of
+// the test's way.
+func passwordServer(t *testing.T) *localpg.Server {
+	t.Helper()
+	t.Setenv("PGPASSWORD", "")
+	os.Unsetenv("PGPASSWORD")
+	t.Setenv("PGPASSFILE", filepath.Join(t.TempDir(), "none"))
+	s := pgtest.Own(t, localpg.Options{})
+	admin, err := pgx.Connect(ctx(t), s.DSN("postgres"))
+	require.NoError(t, err)
+	defer admin.Close(context.Background())
+	_, err = admin.Exec(ctx(t), `CREATE ROLE shard_owner LOGIN SUPERUSER PASSWORD '`+hostSecret+`'`)
+	require.NoError(t, err)
+	hba := filepath.Join(s.Dir, "data", "pg_hba.conf")
+	old, err := os.ReadFile(hba)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(hba, append([]byte("host all shard_owner 127.0.0.1/32 scram-sha-256\n"), old...), 0o600))
+	_, err = admin.Exec(ctx(t), `SELECT pg_reload_conf()`)
+	require.NoError(t, err)
+	// The rule holds: without its password the role is refused.
+	c, err := pgx.Connect(ctx(t), fmt.Sprintf("postgres://shard_owner@127.0.0.1:%d/postgres?sslmode=disable", s.Port))
+	if err == nil {
+		c.Close(context.Background())
+	}
+	require.ErrorContains(t, err, "password authentication failed")
+	return s
+}
+
+// A cluster file that gives hosts' passwords in their DSNs (URL and
+// key=value) leaves none in the catalog, which every routing role reads;
+// the router still connects with the password from the cluster file, and
+// a router opened from the catalog alone with PGPASSWORD.
+func TestCatalogHoldsNoPasswords(t *testing.T) {
+	s := passwordServer(t)
+	n := dbCounter.Add(1)
+	cfg := &shardmgr.Config{Cluster: fmt.Sprintf("c%d", n), Shards: 4, Path: "test.yaml",
+		Catalog: s.DSN(fmt.Sprintf("pw%d_catalog", n)),
+		Hosts: []shardmgr.Host{
+			{Name: "pg1", DSN: fmt.Sprintf("postgres://shard_owner:%s@127.0.0.1:%d/pw%d_app1?sslmode=disable", hostSecret, s.Port, n)},
+			{Name: "pg2", DSN: fmt.Sprintf("host=127.0.0.1 port=%d dbname=pw%d_app2 user=shard_owner password='%s' sslmode=disable", s.Port, n, hostSecret)},
+		}}
+	require.NoError(t, cfg.ValidateCluster())
+	_, err := Init(ctx(t), cfg, InitOptions{})
+	require.NoError(t, err)
+
+	// A routing role as docs/upgrading.md sets it up, not a superuser.
+	cat := pool(t, cfg.Catalog)
+	_, err = cat.Exec(ctx(t), `CREATE ROLE router_app LOGIN;
+		GRANT USAGE ON SCHEMA shardid TO router_app;
+		GRANT SELECT ON shardid.cluster, shardid.hosts, shardid.shards, shardid.catalog_migrations, shardid.catalog_readers TO router_app`)
+	require.NoError(t, err)
+	routerCatalog := strings.Replace(cfg.Catalog, "postgres://postgres@", "postgres://router_app@", 1)
+	rows, err := pool(t, routerCatalog).Query(ctx(t), `SELECT name, dsn FROM shardid.hosts ORDER BY name`)
+	require.NoError(t, err)
+	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct{ Name, DSN string }])
+	require.NoError(t, err)
+	require.Equal(t, []struct{ Name, DSN string }{
+		{"pg1", fmt.Sprintf("postgres://shard_owner@127.0.0.1:%d/pw%d_app1?sslmode=disable", s.Port, n)},
+		{"pg2", fmt.Sprintf("host=127.0.0.1 port=%d dbname=pw%d_app2 user=shard_owner sslmode=disable", s.Port, n)},
+	}, got)
+
+	// The router, as the routing role, reaches the shards with the
+	// passwords of the cluster file.
+	rcfg := *cfg
+	rcfg.Catalog = routerCatalog
+	r, err := shardmgr.Open(ctx(t), &rcfg)
+	require.NoError(t, err)
+	defer r.Close()
+	for id := range cfg.Shards {
+		require.NoError(t, r.Tx(ctx(t), id, func(ctx context.Context, tx pgx.Tx, sh shardmgr.Shard) error {
+			var user string
+			return tx.QueryRow(ctx, `SELECT current_user`).Scan(&user)
+		}), "shard %d", id)
+	}
+	// From the catalog alone, the password comes from the environment.
+	selectOne := func(ctx context.Context, tx pgx.Tx, _ shardmgr.Shard) error {
+		_, err := tx.Exec(ctx, `SELECT 1`)
+		return err
+	}
+	r2, err := shardmgr.OpenCatalog(ctx(t), routerCatalog)
+	require.NoError(t, err)
+	require.ErrorContains(t, r2.Tx(ctx(t), 0, selectOne), "password", "the catalog gave the router a password")
+	r2.Close()
+	t.Setenv("PGPASSWORD", hostSecret)
+	r2, err = shardmgr.OpenCatalog(ctx(t), routerCatalog)
+	require.NoError(t, err)
+	require.NoError(t, r2.Tx(ctx(t), 0, selectOne))
+	r2.Close()
+
+	// init again finds the catalog as the file says: nothing to change.
+	gen := readGeneration(t, cfg)
+	_, err = Init(ctx(t), cfg, InitOptions{})
+	require.NoError(t, err)
+	require.Equal(t, gen, readGeneration(t, cfg))
+}
+
+func readGeneration(t *testing.T, cfg *shardmgr.Config) int64 {
+	t.Helper()
+	var gen int64
+	require.NoError(t, pool(t, cfg.Catalog).QueryRow(ctx(t), `SELECT generation FROM shardid.cluster`).Scan(&gen))
+	return gen
+}
+
+// A catalog that a binary of schema 12 wrote, DSNs with their passwords,
+// loses them when init upgrades it; the SQL of migration 14 strips what
+// StripPassword strips for the spellings people write.
+func TestCatalogUpgradeStripsPasswords(t *testing.T) {
+	cfg := initCluster(t, 4)
+	cat := pool(t, cfg.Catalog)
+	require.NoError(t, migrations.To(ctx(t), cfg.Catalog, migrations.Catalog, 12))
+	dsns := []string{
+		"postgres://app:" + hostSecret + "@db1:5432/a1?sslmode=disable",
+		"postgresql://app:" + hostSecret + "@db1,db2:5433/a2",
+		"postgres://app:p%40" + hostSecret + "@db1/a3",
+		"postgres://app:${PG_PASSWORD}@db1/a4",
+		"postgres://app@db1/a5?password=" + hostSecret,
+		"postgres://app@db1/a6?password=" + hostSecret + "&sslmode=disable",
+		"postgres://app@db1/a7?sslmode=require&sslpassword=" + hostSecret + "&password=" + hostSecret + "&application_name=x",
+		"postgres://app:" + hostSecret + "@db1/a8?password=${PW}",
+		"host=db1 user=app password=" + hostSecret + " dbname=a9",
+		"password=" + hostSecret + " host=db1 dbname=a10",
+		"host=db1 dbname=a11 password = '" + hostSecret + " x\\'y'",
+		"host=db1 dbname=a12 password=${PW}",
+		"host=db1 dbname=a13 passfile=/p",
+	}
+	for i, dsn := range dsns {
+		_, err := cat.Exec(ctx(t), `INSERT INTO shardid.hosts (name, dsn, added_generation) VALUES ($1, $2, 1)`, fmt.Sprintf("x%d", i), dsn)
+		require.NoError(t, err)
+	}
+	for _, h := range cfg.Hosts { // as the old init wrote them
+		_, err := cat.Exec(ctx(t), `UPDATE shardid.hosts SET dsn = $2 WHERE name = $1`, h.Name,
+			strings.Replace(h.DSN, "postgres://postgres@", "postgres://postgres:"+hostSecret+"@", 1))
+		require.NoError(t, err)
+	}
+	require.NoError(t, migrations.Up(ctx(t), cfg.Catalog, migrations.Catalog))
+	for i, dsn := range dsns {
+		var got string
+		require.NoError(t, cat.QueryRow(ctx(t), `SELECT dsn FROM shardid.hosts WHERE name = $1`, fmt.Sprintf("x%d", i)).Scan(&got))
+		require.Equal(t, pg.StripPassword(dsn), got, dsn)
+	}
+	_, err := cat.Exec(ctx(t), `DELETE FROM shardid.hosts WHERE name LIKE 'x%'`)
+	require.NoError(t, err)
+	var leaked int
+	require.NoError(t, cat.QueryRow(ctx(t), `SELECT count(*) FROM shardid.hosts WHERE strpos(dsn, $1) > 0`, hostSecret).Scan(&leaked))
+	require.Zero(t, leaked)
+	// What the migration left is what init records: nothing to change.
+	gen := readGeneration(t, cfg)
+	_, err = Init(ctx(t), cfg, InitOptions{})
+	require.NoError(t, err)
+	require.Equal(t, gen, readGeneration(t, cfg))
+}
+
+// init says so when every role may connect to the catalog database (any
+// of them could hold the catalog's locks), and stops saying so once
+// CONNECT is PUBLIC's no more.
+func TestInitWarnsWhenPublicMayConnectToCatalog(t *testing.T) {
+	cfg := testCluster(t, 2, false)
+	res, err := Init(ctx(t), cfg, InitOptions{})
+	require.NoError(t, err)
+	cat := pool(t, cfg.Catalog)
+	var db string
+	require.NoError(t, cat.QueryRow(ctx(t), `SELECT current_database()`).Scan(&db))
+	require.Len(t, res.Warnings, 1)
+	require.Contains(t, res.Warnings[0], "every role may connect to the catalog database "+db)
+	require.Contains(t, res.Warnings[0], "REVOKE CONNECT ON DATABASE "+pgx.Identifier{db}.Sanitize()+" FROM PUBLIC")
+
+	_, err = cat.Exec(ctx(t), "REVOKE CONNECT ON DATABASE "+pgx.Identifier{db}.Sanitize()+" FROM PUBLIC")
+	require.NoError(t, err)
+	res, err = Init(ctx(t), cfg, InitOptions{})
+	require.NoError(t, err)
+	require.Empty(t, res.Warnings)
+}
