@@ -140,7 +140,7 @@ func schemaCheckResults(facts []schemaFacts, set *migrate.MigrationSet) []Check 
 				Need: fmt.Sprintf("the migrations up to version %d, to build the shards on their targets", top)}
 			switch {
 			case set == nil:
-				c.Value, c.OK = "none given", false
+				c.Value, c.OK = "not given", false
 				c.Fix = &Fix{Migrations: true}
 			case len(behind) > 0:
 				c.Value, c.OK, c.Shards = fmt.Sprintf("%d migrations, the shards are at version %d", set.Latest(), top), false, behind

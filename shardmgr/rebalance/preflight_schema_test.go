@@ -20,7 +20,7 @@ func TestPreflightMigrationsNeeded(t *testing.T) {
 	require.ErrorIs(t, err, ErrMigrationsNeeded)
 	c := failedCheck(t, err, "pg1", CheckMigrations)
 	require.Equal(t, []int{0}, c.Shards)
-	require.Equal(t, "none given", c.Value)
+	require.Equal(t, "not given", c.Value)
 	require.True(t, c.Fix.Migrations, "the fix names the migrations")
 	requireNothingChanged(t, cfg, gen)
 
