@@ -5,7 +5,13 @@
 
 GO ?= go
 
-.PHONY: demo test build bench lint release
+# make install puts the binary in $(BINDIR): PREFIX/bin when PREFIX is
+# given (PREFIX=/usr/local make install), else Go's own install directory,
+# $(go env GOBIN) or $(go env GOPATH)/bin.
+PREFIX ?=
+BINDIR ?= $(if $(PREFIX),$(PREFIX)/bin,$(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin))
+
+.PHONY: demo test build install bench lint release
 
 demo:
 	./scripts/ensure-postgres
@@ -22,6 +28,11 @@ lint:
 
 build:
 	$(GO) build -o shardid ./cmd/shardid
+
+install:
+	mkdir -p $(BINDIR)
+	$(GO) build -o $(BINDIR)/shardid ./cmd/shardid
+	@echo "installed $(BINDIR)/shardid"; case ":$$PATH:" in *":$(BINDIR):"*) ;; *) echo "$(BINDIR) is not on PATH: export PATH=\"$(BINDIR):\$$PATH\"";; esac
 
 bench:
 	./scripts/ensure-postgres

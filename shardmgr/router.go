@@ -26,6 +26,9 @@ type routerOptions struct {
 	lookup     func(string) (string, bool)
 	maxStale   time.Duration
 	log        *slog.Logger
+	// retryMoving is how long Tx and ReadTx retry a moving shard
+	// (WithRetryMoving).
+	retryMoving time.Duration
 }
 
 // WithRefreshInterval sets how often the router compares its generation
@@ -357,6 +360,7 @@ func (r *Router) Acquire(ctx context.Context, id int) (*pgxpool.Conn, Shard, err
 // fence.SQLState), or the host a shard has moved away from, is refused with
 // ErrShardMoving too (the host's error kept as its cause), and the router
 // reloads its map so that a retry goes to the shard's new host.
+// WithRetryMoving makes Tx retry a moving shard itself, for a bounded time.
 func (r *Router) Tx(ctx context.Context, id int, fn func(ctx context.Context, tx pgx.Tx, s Shard) error) error {
 	return r.tx(ctx, id, true, fn)
 }
@@ -369,7 +373,8 @@ func (r *Router) ReadTx(ctx context.Context, id int, fn func(ctx context.Context
 	return r.tx(ctx, id, false, fn)
 }
 
-func (r *Router) tx(ctx context.Context, id int, write bool, fn func(ctx context.Context, tx pgx.Tx, s Shard) error) error {
+// txOnce runs fn once in a transaction on shard id's host.
+func (r *Router) txOnce(ctx context.Context, id int, write bool, fn func(ctx context.Context, tx pgx.Tx, s Shard) error) error {
 	s, p, err := r.route(ctx, id, write)
 	if err != nil {
 		return err

@@ -70,16 +70,14 @@ shard_0002 of that database: point it at a scratch database.`,
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), res)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "PostgreSQL %s, %d ids per case, median of %d rounds, one session\n\n", res.Server, res.IDs, res.Rounds)
+			fmt.Fprintf(cmd.OutOrStdout(), "PostgreSQL %s, %d ids per case, median of %d rounds, one session, %s\n\n", res.Server, res.IDs, res.Rounds, res.Machine)
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 			fmt.Fprintf(w, "case\ttotal\tper id\n")
 			for _, c := range res.Cases {
 				fmt.Fprintf(w, "%s\t%.0f ms\t%.0f ns\n", c.Name, float64(c.Median.Microseconds())/1000, float64(c.PerID(res.IDs)))
 			}
 			w.Flush()
-			fmt.Fprintf(cmd.OutOrStdout(), "\nsafe is %.2fx faster than instagram (goal >= 2x)\n", res.SafeSpeedup)
-			fmt.Fprintf(cmd.OutOrStdout(), "safe costs %.2fx a bare nextval\n", res.SafeOverNextval)
-			fmt.Fprintf(cmd.OutOrStdout(), "bulk INSERT with the safe DEFAULT: %.2fx the bigserial time (goal <= 1.5x); instagram DEFAULT: %.2fx\n", res.InsertRatio, res.InsertInstagramRatio)
+			printBenchGoals(cmd.OutOrStdout(), res)
 			return nil
 		},
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io/fs"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -43,4 +44,21 @@ func TestHelpNamesTheNextStep(t *testing.T) {
 	// A missing cluster file says how to get one.
 	err = fmt.Errorf("%w: shardid.yaml not found: %w", shardmgr.ErrConfig, fs.ErrNotExist)
 	require.Contains(t, errorWithHint(err), "shardid local up writes one")
+}
+
+// shardid completion bash|zsh|fish prints a completion script (cobra's,
+// kept enabled), and completing "shardid shard " offers its commands.
+func TestCompletion(t *testing.T) {
+	for shell, want := range map[string]string{"bash": "# bash completion", "zsh": "#compdef shardid", "fish": "# fish completion for shardid"} {
+		out, err := runCmd(t, "completion", shell)
+		require.NoError(t, err, shell)
+		require.True(t, strings.HasPrefix(out, want), "%s: %.80q", shell, out)
+	}
+	out, err := runCmd(t, "__complete", "shard", "")
+	require.NoError(t, err)
+	require.Contains(t, out, "move\t")
+	require.Contains(t, out, "where\t")
+	out, err = runCmd(t, "__complete", "local", "")
+	require.NoError(t, err)
+	require.Contains(t, out, "remove-host\t")
 }

@@ -29,6 +29,7 @@ running after the command ends; 'shardid local down' stops them.
   shardid local up          # 3 servers, 64 shards, ./shardid.yaml; safe to re-run
   shardid local status
   shardid local add-host    # one more server, appended to the file's hosts
+  shardid local remove-host pg4   # once it holds no shards: out of the catalog and the file, stopped
   shardid local down [--purge]
 
 The servers are for trying shardid out: they run with fsync off.`,
@@ -38,7 +39,7 @@ The servers are for trying shardid out: they run with fsync off.`,
 	cmd.PersistentFlags().StringVar(&opts.Config, "config", "", "cluster file to write (default shardid.yaml, or the one up wrote)")
 	asJSON := cmd.PersistentFlags().Bool("json", false, "print the result as JSON")
 	cmd.AddCommand(newLocalUpCmd(&opts, asJSON), newLocalAddHostCmd(&opts, asJSON),
-		newLocalStatusCmd(&opts, asJSON), newLocalDownCmd(&opts, asJSON))
+		newLocalRemoveHostCmd(&opts, asJSON), newLocalStatusCmd(&opts, asJSON), newLocalDownCmd(&opts, asJSON))
 	return cmd
 }
 
@@ -110,6 +111,40 @@ shards until you move some to it:
 				return writeJSON(cmd.OutOrStdout(), srv)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "added host %s (port %d) to the cluster file\nnext: shardid rebalance plan, then shardid rebalance apply\n", srv.Name, srv.Port)
+			return nil
+		},
+	}
+}
+
+func newLocalRemoveHostCmd(opts *localcluster.Options, asJSON *bool) *cobra.Command {
+	return &cobra.Command{
+		Use:   "remove-host NAME",
+		Short: "Take a local server out of the cluster: catalog, cluster file, then stop it",
+		Long: `The reverse of add-host, for a host that holds no shards: removes it from the
+catalog (as init does for a host left out of the file) and from the cluster
+file's hosts, stops its server and removes its data directory. A host that
+still holds shards is refused, naming them, and nothing changes: drain it first
+(drain: true under it in the cluster file, 'shardid rebalance apply', then
+'shardid rebalance cleanup --all'). --json prints
+{"name":"pg4","catalog_changes":["remove host pg4"],"stopped":true,"removed":"DIR"}.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			res, err := localcluster.RemoveHost(cmd.Context(), *opts, args[0])
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				return writeJSON(cmd.OutOrStdout(), res)
+			}
+			out := cmd.OutOrStdout()
+			for _, c := range res.CatalogChanges {
+				fmt.Fprintf(out, "catalog: %s\n", c)
+			}
+			state := "was not running"
+			if res.Stopped {
+				state = "stopped"
+			}
+			fmt.Fprintf(out, "removed host %s: out of the cluster file, server %s, %s removed\n", res.Name, state, res.Removed)
 			return nil
 		},
 	}

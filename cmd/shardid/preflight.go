@@ -11,8 +11,8 @@ import (
 )
 
 // fixText is the way out of a failed preflight check, in the CLI's terms:
-// the SQL (and whether the server must restart), a lower --parallel, or
-// --mode offline.
+// the SQL (and whether the server must restart), the migrations, a
+// table's own migration, or --mode offline.
 func fixText(f *rebalance.Fix) string {
 	if f == nil {
 		return ""
@@ -24,6 +24,12 @@ func fixText(f *rebalance.Fix) string {
 			w += ", then restart the server"
 		}
 		ways = append(ways, w)
+	}
+	if f.Migrations {
+		ways = append(ways, "pass the migrations directory the shards were migrated with (--dir DIR, or migrations: DIR in the cluster file)")
+	}
+	if f.Tables {
+		ways = append(ways, "make the table in a migration (CREATE TABLE IF NOT EXISTS, then shardid migrate up) or move it out of the shard's schema")
 	}
 	if f.Offline {
 		ways = append(ways, "--mode offline (or --mode auto: offline where online cannot run)")

@@ -237,11 +237,32 @@ func readmeChecks(t *testing.T, home string) map[string][]walkCheck {
 				require.FileExists(t, filepath.Join(home, "shard5", "001_create_likes.up.sql"))
 			},
 		},
-		"shardid local add-host":          {contains("added host pg4")},
-		"shardid rebalance plan":          {matches(`(?m)^\d+\s+pg\d\s+pg4\s`)},
-		"shardid verify":                  {contains("verify: ok")},
+		"shardid local add-host": {contains("added host pg4")},
+		"shardid rebalance plan": {matches(`(?m)^\d+\s+pg\d\s+pg4\s`)},
+		"shardid verify":         {contains("verify: ok"), contains("verify: ok", "16 shards on 3 hosts")},
+		"shardid rebalance apply --dir shard-migrations --parallel 4": {
+			matches(`(?m)^\d+\s+\d+\s+pg[123]\s+pg4\s+online\s+cleaned\s`),
+			// The drain: every move from pg4, none to it.
+			func(t *testing.T, out string) {
+				require.Regexp(t, `(?m)^\d+\s+\d+\s+pg4\s+pg[123]\s+online\s+cleaned\s`, out)
+				require.NotRegexp(t, `(?m)^\d+\s+\d+\s+\S+\s+pg4\s`, out)
+			},
+		},
 		"shardid rebalance cleanup":       {contains("0 dropped", "kept shard_", "'shardid rebalance cleanup --all' drops them now")},
-		"shardid rebalance cleanup --all": {matches(`[1-9]\d* dropped, 0 kept`)},
+		"shardid rebalance cleanup --all": {matches(`[1-9]\d* dropped, 0 kept`), matches(`[1-9]\d* dropped, 0 kept`)},
+		"shardid shard move 0 --to pg4 --mode offline --dir shard-migrations": {
+			matches(`(?m)^\d+\s+0\s+pg1\s+pg4\s+offline\s+cleaned\s`),
+		},
+		"shardid shard where 0": {contains("shard 0: schema shard_0000 on pg4, active", "dsn: postgres://postgres@127.0.0.1:")},
+		"shardid local remove-host pg4": {
+			func(t *testing.T, out string) {
+				require.Contains(t, out, "catalog: remove host pg4")
+				require.Contains(t, out, "removed host pg4: out of the cluster file, server stopped")
+				file, err := os.ReadFile(filepath.Join(home, "shardid.yaml"))
+				require.NoError(t, err)
+				require.NotContains(t, string(file), "pg4")
+			},
+		},
 		"curl -s 'http://127.0.0.1:8080/v1/ids/order?count=3'": {func(t *testing.T, out string) {
 			var res struct {
 				Tag string   `json:"tag"`
@@ -255,7 +276,7 @@ func readmeChecks(t *testing.T, home string) map[string][]walkCheck {
 			}
 		}},
 		"curl -s http://127.0.0.1:8080/healthz; curl -s http://127.0.0.1:8080/metrics": {contains("shardid_segment")},
-		"shardid local down --purge": {contains("stopped 4 servers")},
+		"shardid local down --purge": {contains("stopped 3 servers")},
 	}
 }
 

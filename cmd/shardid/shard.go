@@ -1,10 +1,12 @@
 package main
 
 import (
+	"fmt"
 	"strconv"
 
 	"github.com/spf13/cobra"
 
+	"github.com/shardid/shardid/shardmgr/install"
 	"github.com/shardid/shardid/shardmgr/rebalance"
 )
 
@@ -16,7 +18,7 @@ func newShardCmd() *cobra.Command {
 		Short: "Act on one logical shard",
 		Args:  cobra.NoArgs,
 	}
-	cmd.AddCommand(newShardMoveCmd())
+	cmd.AddCommand(newShardMoveCmd(), newShardWhereCmd())
 	return cmd
 }
 
@@ -73,6 +75,54 @@ primary key), for the whole copy. --json prints the move:
 				printMoves(cmd.OutOrStdout(), []*rebalance.MoveResult{res})
 			}
 		}
+		return err
+	}
+	return cmd
+}
+
+func newShardWhereCmd() *cobra.Command {
+	var asJSON, dsnOnly bool
+	cmd := &cobra.Command{
+		Use:   "where N [--json | --dsn]",
+		Short: "Say where logical shard N lives: host, DSN, schema, state",
+		Long: `Reads the catalog and prints logical shard N's host, the host's DSN from the
+cluster file (without a password: ${VAR} references stay as written), its
+schema and its state, and the target of a move in progress. --dsn prints the
+DSN alone, for psql "$(shardid shard where 5 --dsn)"; --json prints
+{"shard":5,"schema":"shard_0005","host":"pg1","dsn":"postgres://...","state":"active",
+"generation":N} plus "moving_to":"pg4" during a move.`,
+		Args: cobra.ExactArgs(1),
+	}
+	configPath := addClusterConfigFlag(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the location as JSON")
+	cmd.Flags().BoolVar(&dsnOnly, "dsn", false, "print only the host's DSN (without a password)")
+	cmd.MarkFlagsMutuallyExclusive("json", "dsn")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		shard, err := strconv.Atoi(args[0])
+		if err != nil || shard < 0 {
+			return usagef("shard %q: want a shard number", args[0])
+		}
+		cfg, err := loadCluster(*configPath)
+		if err != nil {
+			return err
+		}
+		loc, err := install.WhereIs(cmd.Context(), cfg, shard)
+		if err != nil {
+			return err
+		}
+		out := cmd.OutOrStdout()
+		switch {
+		case asJSON:
+			return writeJSON(out, loc)
+		case dsnOnly:
+			_, err = fmt.Fprintln(out, loc.DSN)
+			return err
+		}
+		fmt.Fprintf(out, "shard %d: schema %s on %s, %s (generation %d)\n", loc.Shard, loc.Schema, loc.Host, loc.State, loc.Generation)
+		if loc.MovingTo != "" {
+			fmt.Fprintf(out, "moving to %s\n", loc.MovingTo)
+		}
+		_, err = fmt.Fprintf(out, "dsn: %s\n", loc.DSN)
 		return err
 	}
 	return cmd

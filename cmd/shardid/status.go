@@ -22,12 +22,14 @@ func newStatusCmd() *cobra.Command {
 		Short: "Show the map of hosts and shards, each shard's state, and the moves in progress",
 		Long: `Reads the map and the move journal from the catalog and prints, per host, its
 number of shards, a strip of the whole shard space with its own shards marked
-and its shards as ranges (with their state when not active); then each run of
+and its shards as ranges (with their state when not active), UNREACHABLE
+after a host that did not answer a query within 5 s (and why, below the
+table; "unreachable" in the JSON); then each run of
 consecutive shards with its host and state; then the moves in progress. The
 text has no escape codes, on a terminal or not.
 
 --json prints
-{"generation":N,"hosts":[{"name":"pg1","shards":[0,1,...]}],
+{"generation":N,"hosts":[{"name":"pg1","shards":[0,1,...],"unreachable":"why, when it is"}],
  "shards":[{"id":0,"schema":"shard_0000","host":"pg1","state":"active"}],
  "moves":[{"id":N,"shard":5,"from":"pg3","to":"pg4","mode":"online","phase":"copy",
            "bytes":N,"rows":N,"started":"RFC 3339","error":"..."}]}
@@ -73,6 +75,15 @@ func printStatus(w io.Writer, cluster string, st *install.Status, now time.Time)
 	if n := len(st.Moves); n > 0 {
 		fmt.Fprintf(w, ", %d %s in progress", n, plural(n, "move", "moves"))
 	}
+	var unreachable []install.HostStatus
+	for _, h := range st.Hosts {
+		if h.Unreachable != "" {
+			unreachable = append(unreachable, h)
+		}
+	}
+	if n := len(unreachable); n > 0 {
+		fmt.Fprintf(w, ", %d %s UNREACHABLE", n, plural(n, "host", "hosts"))
+	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w)
 
@@ -110,9 +121,16 @@ func printStatus(w io.Writer, cluster string, st *install.Status, now time.Time)
 				*c = cellActive
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", h.Name, len(h.Shards), string(strip), hostRanges(st, h.Shards))
+		mark := ""
+		if h.Unreachable != "" {
+			mark = "  UNREACHABLE"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s%s\n", h.Name, len(h.Shards), string(strip), hostRanges(st, h.Shards), mark)
 	}
 	tw.Flush()
+	for _, h := range unreachable {
+		fmt.Fprintf(w, "%s is unreachable: %s\n", h.Name, oneLine(h.Unreachable))
+	}
 	fmt.Fprintf(w, "(%c active, %c moving or read-only, %c coming in a move in progress, %c elsewhere)\n\n", cellActive, cellOther, cellIncoming, cellNone)
 
 	// Each shard's host and state, as runs of consecutive shards.

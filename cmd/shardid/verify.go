@@ -77,5 +77,5 @@ func printVerify(w io.Writer, rep *verify.Report) {
 		fmt.Fprintf(w, "verify: ok: %s\n", summary)
 		return
 	}
-	fmt.Fprintf(w, "verify: %d problems: %s\n", len(rep.Problems), summary)
+	fmt.Fprintf(w, "verify: %d %s: %s\n", len(rep.Problems), plural(len(rep.Problems), "problem", "problems"), summary)
 }

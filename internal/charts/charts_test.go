@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"io"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -57,11 +58,50 @@ func TestBenchSVGFromFixedNumbers(t *testing.T) {
 	var buf bytes.Buffer
 	require.NoError(t, charts.BenchSVG(&buf, res))
 	got := strings.Join(texts(t, buf.Bytes()), "|")
-	for _, want := range []string{"nextval", "safe", "instagram", "bigserial", "safe DEFAULT", "instagram DEFAULT",
+	// A label too long for its bar's slot is drawn on two lines: two texts.
+	for _, want := range []string{"nextval", "safe", "instagram", "bigserial", "safe|DEFAULT", "instagram|DEFAULT",
 		"ids per second, one session", "bulk INSERT, rows per second",
 		"601k", // 1,000,000 ids in 1664 ms, written above the safe bar
 	} {
 		require.Contains(t, got, want)
+	}
+}
+
+// Each chart says what it was measured on, and a missed goal says so.
+func TestBenchSVGCaptionAndGoals(t *testing.T) {
+	ms := time.Millisecond
+	res := &genbench.Result{IDs: 200_000, Rounds: 3, Server: "15.8 (Debian 15.8-0+deb12u1)", Machine: "linux/amd64, 2 CPUs (AMD EPYC 7B13)",
+		SafeSpeedup: 3.92, InsertRatio: 1.61, Cases: []genbench.Case{
+			{Name: genbench.CaseNextval, Median: 90 * ms},
+			{Name: genbench.CaseSafe, Median: 330 * ms},
+			{Name: genbench.CaseInstagram, Median: 1300 * ms},
+			{Name: genbench.CaseInsertSerial, Median: 600 * ms},
+			{Name: genbench.CaseInsertSafe, Median: 966 * ms},
+			{Name: genbench.CaseInsertInstagram, Median: 1900 * ms},
+		}}
+	var buf bytes.Buffer
+	require.NoError(t, charts.BenchSVG(&buf, res))
+	got := strings.Join(texts(t, buf.Bytes()), "|")
+	require.Contains(t, got, "PostgreSQL 15.8 (Debian 15.8-0+deb12u1), 200000 ids per case, median of 3 rounds, one session")
+	require.Contains(t, got, "linux/amd64, 2 CPUs (AMD EPYC 7B13)")
+	require.Contains(t, got, "safe vs instagram 3.92x (goal >= 2x)|")
+	require.Contains(t, got, "safe DEFAULT time / bigserial 1.61x (goal <= 1.5x): MISSED")
+	require.NotContains(t, got, "3.92x (goal >= 2x): MISSED")
+}
+
+// The charts name a font stack every viewer has, never Liberation Serif
+// alone: where Liberation is missing the text falls back to Arial,
+// Helvetica or the generic sans-serif.
+func TestChartsFontStack(t *testing.T) {
+	var buf bytes.Buffer
+	require.NoError(t, charts.WriteFigure(&buf, charts.Figure{Caption: []string{"a caption"},
+		Panels: []charts.Panel{{Title: "t", YLabel: "y", Bars: []charts.Bar{{"a", 1}, {"instagram DEFAULT", 2}}}}}))
+	doc := buf.String()
+	require.NotContains(t, doc, "Liberation Serif")
+	families := regexp.MustCompile(`font-family:([^;"]*)`).FindAllStringSubmatch(doc, -1)
+	require.NotEmpty(t, families)
+	for _, f := range families {
+		require.Equal(t, "'Liberation Sans',Arial,Helvetica,sans-serif", f[1])
 	}
 }
 

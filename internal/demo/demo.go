@@ -263,6 +263,9 @@ func printReport(w io.Writer, r *Report) {
 		verdict := "ok"
 		if !v.OK {
 			verdict = fmt.Sprintf("%d problems", len(v.Problems))
+			if len(v.Problems) == 1 {
+				verdict = "1 problem"
+			}
 		}
 		fmt.Fprintf(w, "verify: %s: %d checks on %d shards and %d hosts, %d probe ids, every stored id read, %.2fs\n",
 			verdict, len(v.Checks), v.Shards, v.Hosts, v.ProbeIDs, v.Elapsed.Seconds())

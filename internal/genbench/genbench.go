@@ -50,7 +50,9 @@ type Result struct {
 	IDs    int    `json:"ids"`
 	Rounds int    `json:"rounds"`
 	Server string `json:"server"`
-	Cases  []Case `json:"cases"`
+	// Machine is the machine the run was on (see Machine).
+	Machine string `json:"machine"`
+	Cases   []Case `json:"cases"`
 	// SafeSpeedup is instagram time / safe time (goal: at least 2).
 	SafeSpeedup float64 `json:"safe_speedup_vs_instagram"`
 	// SafeOverNextval is safe time / bare nextval time.
@@ -106,6 +108,7 @@ func Run(ctx context.Context, conn *pgx.Conn, opts Options) (*Result, error) {
 		return nil, fmt.Errorf("bench setup: %w", err)
 	}
 	res := &Result{IDs: opts.IDs, Rounds: opts.Rounds}
+	res.Machine = Machine()
 	if err := conn.QueryRow(ctx, "SHOW server_version").Scan(&res.Server); err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -17,6 +18,8 @@ func writeConfig(path string, shards int, servers []Server) error {
 	fmt.Fprintf(&b, "# Written by shardid local up; shardid local add-host appends hosts.\n")
 	fmt.Fprintf(&b, "cluster: local\nshards: %d\n", shards)
 	fmt.Fprintf(&b, "catalog: postgres://postgres@127.0.0.1:%d/shardid_catalog?sslmode=disable\n", servers[0].Port)
+	b.WriteString("# migrations: shard-migrations   # the shards' migrations, relative to this file: init, migrate,\n")
+	b.WriteString("#                                # rebalance apply and shard move then need no --dir\n")
 	b.WriteString("hosts:\n")
 	for _, s := range servers {
 		fmt.Fprintf(&b, "  - name: %s\n    dsn: %s\n", s.Name, s.DSN)
@@ -38,38 +41,69 @@ func writeConfig(path string, shards int, servers []Server) error {
 // appendHost adds a host to the hosts: list of the cluster file at path,
 // keeping the rest of the file (comments included) as it is.
 func appendHost(path, name, dsn string) error {
-	data, err := os.ReadFile(path)
+	doc, hosts, err := readHosts(path)
 	if err != nil {
 		return err
 	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+	str := func(v string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v} }
+	hosts.Content = append(hosts.Content, &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map",
+		Content: []*yaml.Node{str("name"), str(name), str("dsn"), str(dsn)}})
+	return writeYAML(path, doc)
+}
+
+// readHosts reads the cluster file at path, and its hosts: list.
+func readHosts(path string) (doc *yaml.Node, hosts *yaml.Node, err error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	doc = &yaml.Node{}
+	if err := yaml.Unmarshal(data, doc); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
-		return fmt.Errorf("%s: not a cluster file", path)
+		return nil, nil, fmt.Errorf("%s: not a cluster file", path)
 	}
 	top := doc.Content[0]
-	var hosts *yaml.Node
 	for i := 0; i+1 < len(top.Content); i += 2 {
 		if top.Content[i].Value == "hosts" {
 			hosts = top.Content[i+1]
 		}
 	}
 	if hosts == nil || hosts.Kind != yaml.SequenceNode {
-		return fmt.Errorf("%s: no hosts: list to add %s to", path, name)
+		return nil, nil, fmt.Errorf("%s: no hosts: list", path)
 	}
-	str := func(v string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v} }
-	hosts.Content = append(hosts.Content, &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map",
-		Content: []*yaml.Node{str("name"), str(name), str("dsn"), str(dsn)}})
+	return doc, hosts, nil
+}
+
+// writeYAML writes doc to path, indented as the file was written.
+func writeYAML(path string, doc *yaml.Node) error {
 	var out bytes.Buffer
 	enc := yaml.NewEncoder(&out)
 	enc.SetIndent(2)
-	if err := enc.Encode(&doc); err != nil {
+	if err := enc.Encode(doc); err != nil {
 		return err
 	}
 	if err := enc.Close(); err != nil {
 		return err
 	}
 	return os.WriteFile(path, out.Bytes(), 0o644)
+}
+
+// removeHostFromFile takes host name out of the hosts: list of the
+// cluster file at path, keeping the rest of the file as it is.
+func removeHostFromFile(path, name string) error {
+	doc, hosts, err := readHosts(path)
+	if err != nil {
+		return err
+	}
+	hosts.Content = slices.DeleteFunc(hosts.Content, func(h *yaml.Node) bool {
+		for i := 0; h.Kind == yaml.MappingNode && i+1 < len(h.Content); i += 2 {
+			if h.Content[i].Value == "name" && h.Content[i+1].Value == name {
+				return true
+			}
+		}
+		return false
+	})
+	return writeYAML(path, doc)
 }

@@ -6,7 +6,8 @@
 // the cluster with install.Init and writes a cluster file pointing at
 // them; running it again finds the servers, starts those that are
 // stopped and changes nothing else. AddHost adds one more server to the
-// file, Status lists them, Down stops them and, with purge, removes their
+// file, RemoveHost takes one that holds no shards out of the catalog and
+// the file and stops it, Status lists them, Down stops them and, with purge, removes their
 // data and the file.
 //
 // Everything lives under one directory (default .shardid): a directory per

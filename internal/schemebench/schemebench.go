@@ -33,8 +33,17 @@ type Options struct {
 	Rounds     int
 	GoDuration time.Duration
 	Goroutines int
-	// Progress, when set, is called before each measurement.
-	Progress func(round int, name string)
+	// Progress, when set, is called before each step: making the keys,
+	// then each measurement of each round.
+	Progress func(Step)
+}
+
+// Step is where a run stands: Done of Total steps finished, the next one
+// being Case of Round (0 while the keys are made) of Rounds.
+type Step struct {
+	Round, Rounds int
+	Case          string
+	Done, Total   int
 }
 
 // Rate is one way of making ids, measured.
@@ -104,7 +113,7 @@ func Run(ctx context.Context, dsn string, opts Options) (*Result, error) {
 		opts.Goroutines = 2
 	}
 	if opts.Progress == nil {
-		opts.Progress = func(int, string) {}
+		opts.Progress = func(Step) {}
 	}
 	conn, err := pgsession.Connect(ctx, dsn)
 	if err != nil {
@@ -165,7 +174,18 @@ func Run(ctx context.Context, dsn string, opts Options) (*Result, error) {
 	}
 	// The keys made beforehand isolate what the key's order does to the
 	// index from what making the key costs.
-	opts.Progress(0, "making keys")
+	goCases, closeGo, err := goCases(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
+	defer closeGo()
+	step := Step{Rounds: opts.Rounds, Total: 1 + opts.Rounds*(len(res.InDB)+len(goCases)+len(res.Tables))}
+	progress := func(round int, name string) {
+		step.Round, step.Case = round, name
+		opts.Progress(step)
+		step.Done++
+	}
+	progress(0, "making keys")
 	if _, err := conn.Exec(ctx, `
 INSERT INTO schemebench.keys_bigint SELECT shard_0001.next_id(), g FROM generate_series(1, `+n+`) g;
 INSERT INTO schemebench.keys_uuidv7 SELECT schemebench.uuidv7(), g FROM generate_series(1, `+n+`) g;
@@ -173,11 +193,6 @@ INSERT INTO schemebench.keys_uuidv4 SELECT gen_random_uuid(), g FROM generate_se
 		return nil, fmt.Errorf("bench keys: %w", err)
 	}
 
-	goCases, closeGo, err := goCases(ctx, dsn)
-	if err != nil {
-		return nil, err
-	}
-	defer closeGo()
 	for _, c := range goCases {
 		res.InGo = append(res.InGo, Rate{Name: c.name, How: c.how})
 	}
@@ -185,7 +200,7 @@ INSERT INTO schemebench.keys_uuidv4 SELECT gen_random_uuid(), g FROM generate_se
 	for round := 1; round <= opts.Rounds; round++ {
 		for i := range res.InDB {
 			c := &res.InDB[i]
-			opts.Progress(round, c.Name)
+			progress(round, c.Name)
 			d, err := timeExec(ctx, conn, c.How)
 			if err != nil {
 				return nil, fmt.Errorf("bench %s: %w", c.Name, err)
@@ -195,7 +210,7 @@ INSERT INTO schemebench.keys_uuidv4 SELECT gen_random_uuid(), g FROM generate_se
 		}
 		for i, gc := range goCases {
 			c := &res.InGo[i]
-			opts.Progress(round, c.Name)
+			progress(round, c.Name)
 			count, d, err := runFor(opts.GoDuration, opts.Goroutines, gc.next)
 			if err != nil {
 				return nil, fmt.Errorf("bench %s: %w", c.Name, err)
@@ -208,7 +223,7 @@ INSERT INTO schemebench.keys_uuidv4 SELECT gen_random_uuid(), g FROM generate_se
 		}
 		for i := range res.Tables {
 			c := &res.Tables[i]
-			opts.Progress(round, "insert "+c.Name)
+			progress(round, "insert "+c.Name)
 			d, err := timeExec(ctx, conn, c.How)
 			if err != nil {
 				return nil, fmt.Errorf("bench %s: %w", c.Name, err)

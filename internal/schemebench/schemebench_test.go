@@ -17,8 +17,20 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // `shardid bench schemes`.
 func TestRunSmall(t *testing.T) {
 	dsn := pgtest.NewDB(t, pgtest.Servers(t, 1)[0])
-	res, err := schemebench.Run(context.Background(), dsn, schemebench.Options{Rows: 3000, Rounds: 1, GoDuration: 50 * time.Millisecond})
+	var steps []schemebench.Step
+	res, err := schemebench.Run(context.Background(), dsn, schemebench.Options{Rows: 3000, Rounds: 2, GoDuration: 50 * time.Millisecond,
+		Progress: func(s schemebench.Step) { steps = append(steps, s) }})
 	require.NoError(t, err)
+	// Progress: every step once, in order, counted against the total.
+	require.Len(t, steps, 1+2*(5+5+7))
+	for i, s := range steps {
+		require.Equal(t, i, s.Done)
+		require.Equal(t, len(steps), s.Total)
+		require.Equal(t, 2, s.Rounds)
+		require.NotEmpty(t, s.Case)
+	}
+	require.Equal(t, "making keys", steps[0].Case)
+	require.Equal(t, 2, steps[len(steps)-1].Round)
 	require.Len(t, res.InDB, 5)
 	require.Len(t, res.InGo, 5)
 	require.Len(t, res.Tables, 7)

@@ -32,6 +32,9 @@ type Status struct {
 type HostStatus struct {
 	Name   string `json:"name"`
 	Shards []int  `json:"shards"`
+	// Unreachable is why the host did not answer a query (within 5 s),
+	// "" when it did.
+	Unreachable string `json:"unreachable,omitempty"`
 }
 
 // ShardStatus is one logical shard's host and state.
@@ -72,8 +75,18 @@ func statusOf(m *shardmgr.ShardMap) *Status {
 }
 
 // ClusterStatus reads the map and the moves in progress from the catalog
-// named in cfg.
+// named in cfg, and asks each host whether it answers (HostStatus.Unreachable).
 func ClusterStatus(ctx context.Context, cfg *shardmgr.Config) (*Status, error) {
+	st, err := readStatus(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	probeHosts(ctx, cfg, st)
+	return st, nil
+}
+
+// readStatus reads the map and the moves in progress from the catalog.
+func readStatus(ctx context.Context, cfg *shardmgr.Config) (*Status, error) {
 	if err := cfg.ValidateCluster(); err != nil {
 		return nil, err
 	}

@@ -115,6 +115,7 @@ func Apply(ctx context.Context, cfg *shardmgr.Config, opts ApplyOptions) (*Apply
 	defer unlock()
 	res.Waited = waited.Truncate(time.Millisecond) // whole ms, as reported
 	opts.Plan.Mode, opts.Plan.Parallel = opts.Move.Mode, opts.Parallel
+	opts.Plan.Migrations, opts.Plan.moving = opts.Move.Migrations, true
 	open, err := readMoves(ctx, mo.catalog, catalog.OpenMoves)
 	if err != nil {
 		return nil, err

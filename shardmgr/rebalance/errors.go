@@ -8,6 +8,10 @@ var (
 	// ErrMigrationsNeeded: the shard was migrated, so building it on the
 	// target needs the migrations directory it was migrated with.
 	ErrMigrationsNeeded = errors.New("the shard is at a migration version above 0 and no migrations were given")
+	// ErrShardTables: a moving shard has tables its migrations do not make
+	// (made by hand, or another tool's version table), or lacks one they
+	// make; the target, built from the migrations, could not take them.
+	ErrShardTables = errors.New("the shard's tables are not the ones its migrations make")
 	// ErrMoveCheck: the target's copy does not match the source's (row counts,
 	// checksums, tables or migration version); nothing was flipped.
 	ErrMoveCheck = errors.New("the copy does not match the source")

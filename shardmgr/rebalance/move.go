@@ -333,7 +333,7 @@ func MoveShard(ctx context.Context, cfg *shardmgr.Config, shard int, to string, 
 		plan.Moves = nil
 	}
 	if !opts.skipPreflight {
-		if err := plan.preflight(ctx, cfg, mo.m, mo.pool, PlanOptions{Mode: opts.Mode, Parallel: 1}, open); err != nil {
+		if err := plan.preflight(ctx, cfg, mo.m, mo.pool, PlanOptions{Mode: opts.Mode, Parallel: 1, Migrations: opts.Migrations, moving: true}, open); err != nil {
 			return nil, err
 		}
 	}

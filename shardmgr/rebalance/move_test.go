@@ -461,7 +461,7 @@ func TestMoveCarriesCounterAheadOfTargetClock(t *testing.T) {
 
 // A table without a primary key cannot follow changes online, and a table
 // the migrations did not make cannot be built on the target: both are
-// refused before anything is fenced, and offline moves the first.
+// refused before anything is journaled, and offline moves the first.
 func TestMoveRefusesWhatItCannotCopy(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 3)
@@ -492,17 +492,21 @@ func TestMoveRefusesWhatItCannotCopy(t *testing.T) {
 	// A table made by hand on shard 1.
 	_, err = hostPool(t, cfg, "pg2").Exec(ctx(t), `CREATE TABLE shard_0001.extra (id bigint PRIMARY KEY)`)
 	require.NoError(t, err)
+	// The preflight refuses it before the move is journaled.
 	_, err = MoveShard(ctx(t), cfg, 1, "pg4", MoveOptions{Migrations: set, Mode: MoveOffline})
-	require.ErrorIs(t, err, ErrMoveCheck)
+	require.ErrorIs(t, err, ErrPreflight)
+	require.ErrorIs(t, err, ErrShardTables)
 	require.ErrorContains(t, err, "extra")
 	_, err = AbortMove(ctx(t), cfg, nil)
-	require.NoError(t, err)
+	require.ErrorIs(t, err, ErrNoMove)
 
-	// Without the migrations directory a migrated shard cannot be built.
+	// Without the migrations directory a migrated shard cannot be built:
+	// refused by the preflight too.
 	_, err = MoveShard(ctx(t), cfg, 2, "pg4", MoveOptions{Mode: MoveOffline})
+	require.ErrorIs(t, err, ErrPreflight)
 	require.ErrorIs(t, err, ErrMigrationsNeeded)
 	_, err = AbortMove(ctx(t), cfg, nil)
-	require.NoError(t, err)
+	require.ErrorIs(t, err, ErrNoMove)
 	_, err = hostPool(t, cfg, "pg2").Exec(ctx(t), `DROP TABLE shard_0001.extra`)
 	require.NoError(t, err)
 	requireVerifyOK(t, cfg)

@@ -72,11 +72,18 @@ type Fix struct {
 	// Restart: SQL takes effect only after the server restarts (else a
 	// reload, SELECT pg_reload_conf(), is enough, or nothing).
 	Restart bool `json:"restart,omitempty"`
+	// Migrations: give the migrations the shards were migrated with (all
+	// of them, up to the shards' version).
+	Migrations bool `json:"migrations,omitempty"`
+	// Tables: make the tables the check names with a migration (one
+	// that creates them IF NOT EXISTS, run on every shard), or move them
+	// out of the shard's schema.
+	Tables bool `json:"tables,omitempty"`
 }
 
 func (c Check) String() string {
 	s := fmt.Sprintf("%s (%s): %s is %s, need %s", c.Host, c.Role, c.Setting, c.Value, c.Need)
-	if c.Setting == CheckReplicaIdentity {
+	if c.Setting == CheckReplicaIdentity || c.Setting == CheckMigrations || c.Setting == CheckShardTables {
 		s += fmt.Sprintf(" (shards %v)", c.Shards)
 	}
 	return s
@@ -102,7 +109,7 @@ func (e *PreflightError) Error() string {
 }
 
 func (e *PreflightError) Unwrap() []error {
-	out := []error{ErrPreflight}
+	out := append([]error{ErrPreflight}, schemaErrors(e.Failed)...)
 	for _, c := range e.Failed {
 		if c.Setting == CheckReplicaIdentity {
 			return append(out, ErrNoReplicaIdentity)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/migrate"
 )
 
 // PlanBy says what a rebalance evens out.
@@ -40,6 +41,14 @@ type PlanOptions struct {
 	// Parallel is how many moves would run at once, for the preflight's
 	// count of slots and workers. Zero means 1.
 	Parallel int
+	// Migrations are the shards' migrations: when given, the preflight
+	// also checks that they build each moving shard with the tables it
+	// has (Apply and MoveShard always check, with their own).
+	Migrations *migrate.MigrationSet
+
+	// moving: the plan is an apply's or a move's, whose migrations (nil:
+	// none) are Migrations.
+	moving bool
 }
 
 // PlannedMove is one shard to move. JSON: {"shard":N,"from":"pg1","to":"pg4","bytes":N,"mode":"online"}.
@@ -176,6 +185,13 @@ func (p *Plan) preflight(ctx context.Context, cfg *shardmgr.Config, m *shardmgr.
 	res, err := runPreflight(ctx, cfg, poolOf, movesToCheck(m, planned, opts.Mode, open), opts.Parallel)
 	if err != nil {
 		return err
+	}
+	if opts.moving || opts.Migrations != nil {
+		sc, err := schemaChecks(ctx, m, poolOf, schemaMoves(m, planned, open), opts.Migrations)
+		if err != nil {
+			return err
+		}
+		res.Checks = append(res.Checks, sc...)
 	}
 	p.Preflight = res.Checks
 	if p.Preflight == nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardid/shardid/internal/charts"
+	"github.com/shardid/shardid/internal/genbench"
 	"github.com/shardid/shardid/internal/localpg"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/shardid/shardid/shardmgr"
@@ -157,18 +158,19 @@ func (c *phaseClock) Bars(end time.Time) []charts.Bar {
 // writes were refused (docs/img/move-timeline.svg).
 var moveSVG = flag.String("move-svg", "", "draw the last move-vs-raw round as an SVG chart into this file")
 
-func drawMove(b *testing.B, raw, rawCopy, rawIndex float64, res *MoveResult, phases []charts.Bar) {
+func drawMove(b *testing.B, server string, raw, rawCopy, rawIndex float64, res *MoveResult, phases []charts.Bar) {
 	f, err := os.Create(*moveSVG)
 	require.NoError(b, err)
 	defer f.Close()
 	secs := func(v float64) string { return fmt.Sprintf("%.2f s", v) }
-	require.NoError(b, charts.WriteSVG(f,
-		charts.Panel{Title: fmt.Sprintf("online move vs raw COPY, %d rows", res.Rows), YLabel: "seconds", Format: secs, Bars: []charts.Bar{
+	caption := []string{fmt.Sprintf("PostgreSQL %s, one shard of %d rows, %.1f GiB, online move", server, res.Rows, float64(res.Bytes)/(1<<30)), genbench.Machine()}
+	require.NoError(b, charts.WriteFigure(f, charts.Figure{Caption: caption, Panels: []charts.Panel{
+		{Title: fmt.Sprintf("online move vs raw COPY, %d rows", res.Rows), YLabel: "seconds", Format: secs, Bars: []charts.Bar{
 			{Label: "move", Value: res.Elapsed.Seconds()}, {Label: "raw", Value: raw}, {Label: "raw copy", Value: rawCopy}, {Label: "raw indexes", Value: rawIndex}}},
-		charts.Panel{Title: "the move's phases, in order", YLabel: "seconds", Format: secs, Bars: phases},
-		charts.Panel{Title: "writes refused", YLabel: "milliseconds", Format: func(v float64) string { return fmt.Sprintf("%.0f ms", v) }, Bars: []charts.Bar{
+		{Title: "the move's phases, in order", YLabel: "seconds", Format: secs, Bars: phases},
+		{Title: "writes refused", YLabel: "milliseconds", Format: func(v float64) string { return fmt.Sprintf("%.0f ms", v) }, Bars: []charts.Bar{
 			{Label: "refused", Value: float64(res.Refused.Milliseconds())}}},
-	))
+	}}))
 }
 
 // String lists each phase's share of the move: "schema 0.1s, copy 3.2s, ...".
@@ -253,7 +255,9 @@ func benchMoveVsRaw(b *testing.B, rows int) {
 		rawCopyS += t1.Sub(t0).Seconds()
 		rawIndexS += t2.Sub(t1).Seconds()
 		if *moveSVG != "" {
-			drawMove(b, raw, t1.Sub(t0).Seconds(), t2.Sub(t1).Seconds(), res, clock.Bars(end))
+			var server string
+			require.NoError(b, src.QueryRow(ctx(b), `SHOW server_version`).Scan(&server))
+			drawMove(b, server, raw, t1.Sub(t0).Seconds(), t2.Sub(t1).Seconds(), res, clock.Bars(end))
 		}
 		b.Logf("raw: %.2fs (copy %.2fs, indexes %.2fs); move: %.2fs (%s), refused %d ms, %d rows (%s)",
 			raw, t1.Sub(t0).Seconds(), t2.Sub(t1).Seconds(), res.Elapsed.Seconds(), clock.String(end), res.Refused.Milliseconds(), res.Rows, byteCount(res.Bytes))

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/shardid/shardid/internal/localpg/pgtest"
+	"github.com/shardid/shardid/internal/schemebench"
+)
+
+// bench schemes without a terminal prints a line per step on stderr,
+// counted against the whole run, and a last line; stdout keeps the table.
+func TestBenchSchemesPrintsProgressLines(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.NewDB(t, pgtest.Servers(t, 1)[0])
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	root := newRootCmd()
+	var out, errOut bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	root.SetArgs([]string{"bench", "schemes", "--dsn", dsn, "--rows", "2000", "--rounds", "1", "--go-duration", "20ms"})
+	require.NoError(t, root.ExecuteContext(ctx), errOut.String())
+	lines := strings.Split(strings.TrimSpace(errOut.String()), "\n")
+	require.Equal(t, "bench schemes: [1/18] making keys (0s so far)", lines[0])
+	require.Regexp(t, `^bench schemes: \[2/18\] round 1/1: nextval \(bigserial\) \(\d+s so far\)$`, lines[1])
+	require.Regexp(t, `^bench schemes: \[18/18\] round 1/1: insert random UUIDv4, keys made beforehand `, lines[17])
+	require.Regexp(t, `^bench schemes: done in \d+s$`, lines[18])
+	require.Len(t, lines, 19)
+	require.Contains(t, out.String(), "bulk INSERT, key")
+	require.NotContains(t, out.String(), "bench schemes:")
+}
+
+// On a terminal the steps are one bar, with the case and the time spent.
+func TestBenchSchemesProgressBar(t *testing.T) {
+	var w bytes.Buffer
+	p := newSchemesProgress(&w, true)
+	p.step(schemebench.Step{Round: 0, Rounds: 3, Case: "making keys", Done: 0, Total: 52})
+	p.step(schemebench.Step{Round: 2, Rounds: 3, Case: "safe generator", Done: 20, Total: 52})
+	time.Sleep(300 * time.Millisecond) // a refresh
+	p.done(nil)
+	// The width of the screen decides how much of the case shows.
+	require.Regexp(t, regexp.MustCompile(`bench schemes .*20/52 round 2/3`), w.String())
+}

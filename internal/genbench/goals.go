@@ -1,0 +1,71 @@
+package genbench
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+)
+
+// The project's goals for the generator, as docs/benchmarks.md states them.
+const (
+	// GoalSafeSpeedup: the safe generator at least 2x as fast as
+	// Instagram's function.
+	GoalSafeSpeedup = 2.0
+	// GoalInsertRatio: a bulk INSERT with the safe DEFAULT at most 1.5x
+	// the time of the same INSERT into a bigserial table.
+	GoalInsertRatio = 1.5
+)
+
+// Goal is one of the goals, against a run.
+type Goal struct {
+	// Name says what is compared, Value the run's ratio and Want the goal
+	// ("at least 2x", "at most 1.5x"); Met says whether the run meets it.
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+	Want  string  `json:"want"`
+	Met   bool    `json:"met"`
+}
+
+func (g Goal) String() string {
+	verdict := "met"
+	if !g.Met {
+		verdict = "MISSED"
+	}
+	return fmt.Sprintf("%s: %.2fx (goal %s: %s)", g.Name, g.Value, g.Want, verdict)
+}
+
+// Goals are the run's ratios against the project's goals.
+func (r *Result) Goals() []Goal {
+	return []Goal{
+		{Name: "safe over instagram, speed", Value: r.SafeSpeedup, Want: fmt.Sprintf(">= %gx", GoalSafeSpeedup), Met: r.SafeSpeedup >= GoalSafeSpeedup},
+		{Name: "bulk INSERT, safe DEFAULT over bigserial, time", Value: r.InsertRatio, Want: fmt.Sprintf("<= %gx", GoalInsertRatio), Met: r.InsertRatio <= GoalInsertRatio},
+	}
+}
+
+// Machine describes the machine a run is on: OS and architecture, CPUs
+// and their model when the system says (Linux's /proc/cpuinfo).
+func Machine() string {
+	s := fmt.Sprintf("%s/%s, %d CPUs", runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
+	if m := cpuModel(); m != "" {
+		s += " (" + m + ")"
+	}
+	return s
+}
+
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if ok && strings.TrimSpace(k) == "model name" {
+			return strings.Join(strings.Fields(v), " ")
+		}
+	}
+	return ""
+}

@@ -1,0 +1,123 @@
+package install
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
+)
+
+// ShardLocation is where one logical shard lives, as `shardid shard where
+// N --json` prints it:
+//
+//	{"shard":5,"schema":"shard_0005","host":"pg1","dsn":"postgres://postgres@127.0.0.1:5433/app",
+//	 "state":"active","generation":N}
+//
+// DSN is the host's as the cluster file writes it, ${VAR} references kept
+// and any password left out; MovingTo names the target of a move in
+// progress.
+type ShardLocation struct {
+	Shard      int            `json:"shard"`
+	Schema     string         `json:"schema"`
+	Host       string         `json:"host"`
+	DSN        string         `json:"dsn"`
+	State      shardmgr.State `json:"state"`
+	Generation int64          `json:"generation"`
+	MovingTo   string         `json:"moving_to,omitempty"`
+}
+
+// WhereIs reads from the catalog named in cfg where logical shard shard
+// lives: its host (with the host's DSN from cfg, without a password), its
+// schema and state. An id outside the cluster's shards is an error
+// wrapping shardmgr.ErrUnknownShard.
+func WhereIs(ctx context.Context, cfg *shardmgr.Config, shard int) (*ShardLocation, error) {
+	if err := cfg.CheckShard(shard); err != nil {
+		return nil, err
+	}
+	st, err := readStatus(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if shard >= len(st.Shards) {
+		return nil, &shardmgr.ShardError{Shard: shard, Err: shardmgr.ErrUnknownShard}
+	}
+	s := st.Shards[shard]
+	loc := &ShardLocation{Shard: s.ID, Schema: s.Schema, Host: s.Host, State: s.State, Generation: st.Generation}
+	if h, ok := cfg.Host(s.Host); ok {
+		loc.DSN = DSNWithoutPassword(h.RawDSN())
+	}
+	for _, mv := range st.Moves {
+		if mv.Shard == shard {
+			loc.MovingTo = mv.To
+		}
+	}
+	return loc, nil
+}
+
+// Where a DSN carries a password: a keyword/value pair (quoted or not),
+// a URL's user info (even one that does not parse as a URL, with a ${VAR}
+// in it), a URL's password parameter.
+var (
+	keywordPassword = regexp.MustCompile(`(^|\s)password\s*=\s*('(\\.|[^'])*'|\S*)\s*`)
+	urlUserPassword = regexp.MustCompile(`^(postgres(?:ql)?://[^:@/?]*):[^@/?]*@`)
+	urlPassword     = regexp.MustCompile(`([?&])password=[^&]*(&|$)`)
+)
+
+// DSNWithoutPassword is dsn, a URL or keyword/value connection string,
+// without the password it may carry (in the user info, a password query
+// parameter or a password keyword); ${VAR} references stay as written.
+func DSNWithoutPassword(dsn string) string {
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		dsn = urlUserPassword.ReplaceAllString(dsn, "$1@")
+		dsn = urlPassword.ReplaceAllString(dsn, "$1")
+		return strings.TrimRight(dsn, "?&")
+	}
+	return strings.TrimSpace(keywordPassword.ReplaceAllString(dsn, "$1"))
+}
+
+// hostProbeTimeout bounds how long status waits for one host to answer.
+const hostProbeTimeout = 5 * time.Second
+
+// probeHosts marks each host of st that cfg names and that does not
+// answer a query within hostProbeTimeout as unreachable, with why; the
+// hosts are asked at once.
+func probeHosts(ctx context.Context, cfg *shardmgr.Config, st *Status) {
+	var wg sync.WaitGroup
+	for i := range st.Hosts {
+		h, ok := cfg.Host(st.Hosts[i].Name)
+		if !ok {
+			st.Hosts[i].Unreachable = "not in the cluster file"
+			continue
+		}
+		wg.Go(func() {
+			if err := probeHost(ctx, h.DSN); err != nil {
+				st.Hosts[i].Unreachable = err.Error()
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// probeHost connects to dsn and runs one query, within hostProbeTimeout.
+func probeHost(ctx context.Context, dsn string) error {
+	ctx, cancel := context.WithTimeout(ctx, hostProbeTimeout)
+	defer cancel()
+	conn, err := pg.Connect(ctx, dsn)
+	if err == nil {
+		defer conn.Close(context.WithoutCancel(ctx))
+		_, err = conn.Exec(ctx, "SELECT 1")
+	}
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("no answer within %s", hostProbeTimeout)
+	}
+	return errors.New(pg.OneLine(err))
+}
