@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
-	"strings"
 	"sync"
 	"time"
 
@@ -50,7 +48,7 @@ func WhereIs(ctx context.Context, cfg *shardmgr.Config, shard int) (*ShardLocati
 	s := st.Shards[shard]
 	loc := &ShardLocation{Shard: s.ID, Schema: s.Schema, Host: s.Host, State: s.State, Generation: st.Generation}
 	if h, ok := cfg.Host(s.Host); ok {
-		loc.DSN = DSNWithoutPassword(h.RawDSN())
+		loc.DSN = h.CatalogDSN() // as the catalog records it: no password
 	}
 	for _, mv := range st.Moves {
 		if mv.Shard == shard {
@@ -58,27 +56,6 @@ func WhereIs(ctx context.Context, cfg *shardmgr.Config, shard int) (*ShardLocati
 		}
 	}
 	return loc, nil
-}
-
-// Where a DSN carries a password: a keyword/value pair (quoted or not),
-// a URL's user info (even one that does not parse as a URL, with a ${VAR}
-// in it), a URL's password parameter.
-var (
-	keywordPassword = regexp.MustCompile(`(^|\s)password\s*=\s*('(\\.|[^'])*'|\S*)\s*`)
-	urlUserPassword = regexp.MustCompile(`^(postgres(?:ql)?://[^:@/?]*):[^@/?]*@`)
-	urlPassword     = regexp.MustCompile(`([?&])password=[^&]*(&|$)`)
-)
-
-// DSNWithoutPassword is dsn, a URL or keyword/value connection string,
-// without the password it may carry (in the user info, a password query
-// parameter or a password keyword); ${VAR} references stay as written.
-func DSNWithoutPassword(dsn string) string {
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
-		dsn = urlUserPassword.ReplaceAllString(dsn, "$1@")
-		dsn = urlPassword.ReplaceAllString(dsn, "$1")
-		return strings.TrimRight(dsn, "?&")
-	}
-	return strings.TrimSpace(keywordPassword.ReplaceAllString(dsn, "$1"))
 }
 
 // hostProbeTimeout bounds how long status waits for one host to answer.
