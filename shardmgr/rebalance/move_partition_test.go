@@ -333,3 +333,83 @@ func TestMovePartitionedTablesUnderWrites(t *testing.T) {
 	}
 	requireVerifyOK(t, cfg)
 }
+
+// An online move of a shard with partitioned tables aborts from every
+// phase before the flip: the target's copy, the replication and the
+// fence go (writes straight into a partition work again), the shard's
+// rows stay where they were. So does a move whose publication lists the
+// partitioned parents themselves, as moves before this one made it.
+func TestAbortPartitionedMove(t *testing.T) {
+	t.Parallel()
+	cfg, set := partitionCluster(t, 4)
+	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
+	for shard, phase := range []Phase{PhaseCopy, PhaseCatchup, PhaseFenced, PhaseCopy} {
+		seedPartitions(t, r, shard, 50)
+		before := clusterMap(t, cfg).Shards[shard]
+		want := treeIDs(t, cfg, shard, "events")
+		opts := MoveOptions{Migrations: set}
+		opts.stopAfter = phase
+		res, err := MoveShard(ctx(t), cfg, shard, "pg4", opts)
+		require.ErrorIs(t, err, errStopped)
+		src := hostPool(t, cfg, before.Host)
+		rec := moveRecord(t, cfg, res.ID)
+		if shard == 3 {
+			// The publication as an older mover made it: the parents.
+			var members []string
+			rows, err := src.Query(ctx(t), `SELECT pg_catalog.quote_ident(schemaname) || '.' || pg_catalog.quote_ident(tablename)
+				FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2`, rec.replName, before.Schema)
+			require.NoError(t, err)
+			members, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			require.NoError(t, err)
+			q := func(t string) string { return pgx.Identifier{before.Schema, t}.Sanitize() }
+			_, err = src.Exec(ctx(t), fmt.Sprintf(`ALTER PUBLICATION %s DROP TABLE %s; ALTER PUBLICATION %s ADD TABLE %s, %s`,
+				pgx.Identifier{rec.replName}.Sanitize(), strings.Join(members, ", "), pgx.Identifier{rec.replName}.Sanitize(), q("events"), q("metrics")))
+			require.NoError(t, err)
+		}
+		_, err = AbortMove(ctx(t), cfg, []int{shard})
+		require.NoError(t, err, "abort after %s", phase)
+		after := clusterMap(t, cfg).Shards[shard]
+		require.Equal(t, before.Host, after.Host)
+		require.Equal(t, shardmgr.StateActive, after.State)
+		require.Zero(t, replicationLeftovers(t, cfg, rec.replName))
+		require.False(t, clustertest.TableExists(t, hostPool(t, cfg, "pg4"), before.Schema+".events"), "the target's copy is gone")
+		require.Equal(t, want, treeIDs(t, cfg, shard, "events"))
+		// Writes straight into a partition and through the parent work.
+		_, err = src.Exec(ctx(t), fmt.Sprintf(`INSERT INTO %s (day) VALUES ('2030-01-01'); INSERT INTO %s (kind, at) VALUES (0, '2030-01-01')`,
+			pgx.Identifier{before.Schema, "events_p1"}.Sanitize(), pgx.Identifier{before.Schema, "metrics_k0_new"}.Sanitize()))
+		require.NoError(t, err, "after %s", phase)
+		seedPartitions(t, r, shard, 1)
+		var fences int
+		require.NoError(t, src.QueryRow(ctx(t), `SELECT count(*) FROM pg_trigger tg JOIN pg_class c ON c.oid = tg.tgrelid
+			JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND tg.tgname = 'shardid_fence'`, before.Schema).Scan(&fences))
+		require.Zero(t, fences, "the fence is gone from every table")
+	}
+	requireVerifyOK(t, cfg)
+}
+
+// What a move cannot carry is refused by the preflight, offline and
+// online, before anything changes, naming each table: a foreign table,
+// a partition outside the shard's schema.
+func TestPreflightRefusesUnmovableTables(t *testing.T) {
+	t.Parallel()
+	cfg, set := partitionCluster(t, 3)
+	s := clusterMap(t, cfg).Shards[1]
+	src := hostPool(t, cfg, s.Host)
+	other := fmt.Sprintf("elsewhere_%d", dbCounter.Add(1))
+	_, err := src.Exec(ctx(t), fmt.Sprintf(`CREATE FOREIGN DATA WRAPPER %[3]s; CREATE SERVER %[3]s FOREIGN DATA WRAPPER %[3]s;
+		CREATE FOREIGN TABLE %[1]s.remote (id bigint) SERVER %[3]s;
+		CREATE SCHEMA %[2]s; CREATE TABLE %[2]s.events_2100 PARTITION OF %[1]s.events FOR VALUES FROM ('2100-01-01') TO ('2200-01-01')`,
+		pgx.Identifier{s.Schema}.Sanitize(), pgx.Identifier{other}.Sanitize(), pgx.Identifier{other + "_fdw"}.Sanitize()))
+	require.NoError(t, err)
+	for _, mode := range []MoveMode{MoveOffline, MoveOnline, MoveAuto} {
+		_, err := MoveShard(ctx(t), cfg, 1, "pg4", MoveOptions{Mode: mode, Migrations: set})
+		require.ErrorIs(t, err, ErrPreflight, mode)
+		require.ErrorIs(t, err, ErrUnmovable, mode)
+		require.ErrorContains(t, err, s.Schema+".remote is a foreign table", mode)
+		require.ErrorContains(t, err, s.Schema+".events has partition "+other+".events_2100 outside the shard's schema", mode)
+		require.ErrorContains(t, err, "(shards [1])", mode)
+	}
+	recs, err := Moves(ctx(t), cfg, true)
+	require.NoError(t, err)
+	require.Empty(t, recs, "nothing journaled")
+}
