@@ -250,6 +250,22 @@ func treeIDs(t *testing.T, cfg *shardmgr.Config, shard int, table string) []int6
 	return ids
 }
 
+// indexTree lists the indexes of schema's tables: table, index, whether
+// it is valid and backs a constraint, and the index it is attached to.
+func indexTree(t *testing.T, db *pgxpool.Pool, schema string) []string {
+	t.Helper()
+	rows, err := db.Query(ctx(t), `SELECT pg_catalog.format('%s %s valid=%s constraint=%s parent=%s', c.relname, ic.relname, i.indisvalid,
+			coalesce((SELECT k.contype::text FROM pg_constraint k WHERE k.conindid = i.indexrelid AND k.conrelid = c.oid), '-'),
+			coalesce((SELECT p.relname FROM pg_inherits h JOIN pg_class p ON p.oid = h.inhparent WHERE h.inhrelid = ic.oid), '-'))
+		FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid JOIN pg_class c ON c.oid = i.indrelid
+		JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 ORDER BY 1`, schema)
+	require.NoError(t, err)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.NotEmpty(t, out)
+	return out
+}
+
 // seedPartitions stores rows in every partition of shard's trees and in
 // its plain table, through r.
 func seedPartitions(t *testing.T, r *shardmgr.Router, shard, n int) {
@@ -317,9 +333,13 @@ func TestMovePartitionedTablesUnderWrites(t *testing.T) {
 			require.Equal(t, want, treeIDs(t, cfg, shard, tbl), "%s: %s", mode, tbl)
 		}
 
+		// The new copy has the source's indexes, each valid and attached
+		// to its parent's as the source's are.
+		src := hostPool(t, cfg, from)
+		require.Equal(t, indexTree(t, src, res.RetiredSchema), indexTree(t, hostPool(t, cfg, "pg4"), clusterMap(t, cfg).Shards[shard].Schema), mode)
+
 		// The retired copy refuses a write into a leaf, even from its
 		// owner.
-		src := hostPool(t, cfg, from)
 		_, err = src.Exec(ctx(t), fmt.Sprintf(`INSERT INTO %s (id, day) VALUES (1, '2030-01-01')`, pgx.Identifier{res.RetiredSchema, "events_p1"}.Sanitize()))
 		require.True(t, fence.IsFenceError(err), "%s: %v", mode, err)
 		_, err = src.Exec(ctx(t), fmt.Sprintf(`INSERT INTO %s (id, kind, at) VALUES (1, 0, '2030-01-01')`, pgx.Identifier{res.RetiredSchema, "metrics_k0_new"}.Sanitize()))
