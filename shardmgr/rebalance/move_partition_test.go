@@ -429,6 +429,24 @@ func TestPreflightRefusesUnmovableTables(t *testing.T) {
 		require.ErrorContains(t, err, s.Schema+".events has partition "+other+".events_2100 outside the shard's schema", mode)
 		require.ErrorContains(t, err, "(shards [1])", mode)
 	}
+	// Online, a partitioned table without a key is named by its leaves,
+	// which are what PostgreSQL publishes and asks an identity of.
+	_, err = src.Exec(ctx(t), fmt.Sprintf(`CREATE TABLE %[1]s.nokey (id bigint, day date) PARTITION BY RANGE (day);
+		CREATE TABLE %[1]s.nokey_all PARTITION OF %[1]s.nokey FOR VALUES FROM (MINVALUE) TO (MAXVALUE)`, pgx.Identifier{s.Schema}.Sanitize()))
+	require.NoError(t, err)
+	_, err = MoveShard(ctx(t), cfg, 1, "pg4", MoveOptions{Migrations: set})
+	require.ErrorIs(t, err, ErrNoReplicaIdentity)
+	var pe *PreflightError
+	require.ErrorAs(t, err, &pe)
+	var fix string
+	for _, c := range pe.Failed {
+		if c.Setting == CheckReplicaIdentity {
+			fix = c.Fix.SQL
+		}
+	}
+	require.Equal(t, "ALTER TABLE "+pgx.Identifier{s.Schema, "nokey_all"}.Sanitize()+" REPLICA IDENTITY FULL", fix,
+		"the leaf, not its parent (which holds no rows), nor the trees with a key on each leaf")
+
 	recs, err := Moves(ctx(t), cfg, true)
 	require.NoError(t, err)
 	require.Empty(t, recs, "nothing journaled")
