@@ -57,6 +57,9 @@ func (mo *mover) verifyCopy(ctx context.Context, mv *move) error {
 	if err != nil {
 		return fmt.Errorf("source %s: %w", mv.From, err)
 	}
+	if err := sameKeys(ctx, src, dst, mv.Schema); err != nil {
+		return err
+	}
 	t0 := time.Now()
 	var rows int64
 	checked := false

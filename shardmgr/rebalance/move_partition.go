@@ -140,3 +140,54 @@ func movableChecks(ctx context.Context, poolOf func(context.Context, string) (*p
 	}
 	return checks, nil
 }
+
+// sameKeys checks, before the flip, that the target's copy has every index
+// of the source's that backs a primary key, unique or exclusion
+// constraint, by name, and no index left invalid: an index of a partition
+// tree that a move stopped half-way through rebuilding (as moves before
+// partitioned tables moved whole did: the parent's ON ONLY index, never
+// attached) would otherwise be flipped to, and a table without its key
+// takes duplicates and cannot follow changes.
+func sameKeys(ctx context.Context, src, dst shardmgr.Querier, schema string) error {
+	const q = `SELECT ic.relname, i.indisvalid, EXISTS (SELECT FROM pg_catalog.pg_constraint k WHERE k.conindid = i.indexrelid
+			AND k.conrelid = i.indrelid AND k.contype IN ('p', 'u', 'x'))
+		FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class ic ON ic.oid = i.indexrelid
+		JOIN pg_catalog.pg_class c ON c.oid = i.indrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relname <> ALL($2)`
+	type index struct{ valid, key bool }
+	read := func(db shardmgr.Querier) (map[string]index, error) {
+		rows, err := db.Query(ctx, q, schema, []string{migrate.VersionTable, migrate.FailureTable})
+		if err != nil {
+			return nil, err
+		}
+		out := map[string]index{}
+		var name string
+		var ix index
+		_, err = pgx.ForEachRow(rows, []any{&name, &ix.valid, &ix.key}, func() error { out[name] = ix; return nil })
+		return out, err
+	}
+	have, err := read(src)
+	if err != nil {
+		return fmt.Errorf("source: %w", err)
+	}
+	got, err := read(dst)
+	if err != nil {
+		return fmt.Errorf("target: %w", err)
+	}
+	var bad []string
+	for name, ix := range got {
+		if !ix.valid {
+			bad = append(bad, name+" is not valid")
+		}
+	}
+	for name, ix := range have {
+		if _, ok := got[name]; ix.key && !ok {
+			bad = append(bad, name+" is missing")
+		}
+	}
+	if len(bad) > 0 {
+		sort.Strings(bad)
+		return fmt.Errorf("%w: the target's indexes: %s (abort the move and run it again)", ErrMoveCheck, strings.Join(bad, ", "))
+	}
+	return nil
+}

@@ -451,3 +451,40 @@ func TestPreflightRefusesUnmovableTables(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, recs, "nothing journaled")
 }
+
+// A move left by an older mover with a partition tree's key half rebuilt
+// on the target (the parent's index ON ONLY, invalid, the leaves' gone)
+// is not flipped to: the check names the index, the source serves, and an
+// abort and a new move carry the shard with its keys.
+func TestMoveRefusesTargetWithoutItsKeys(t *testing.T) {
+	t.Parallel()
+	cfg, set := partitionCluster(t, 3)
+	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
+	const shard = 2
+	seedPartitions(t, r, shard, 20)
+	s := clusterMap(t, cfg).Shards[shard]
+	opts := MoveOptions{Migrations: set}
+	opts.stopAfter = PhaseSchema
+	_, err := MoveShard(ctx(t), cfg, shard, "pg4", opts)
+	require.ErrorIs(t, err, errStopped)
+	q := pgx.Identifier{s.Schema, "events"}.Sanitize()
+	_, err = hostPool(t, cfg, "pg4").Exec(ctx(t), fmt.Sprintf(`ALTER TABLE %[1]s DROP CONSTRAINT events_pkey;
+		CREATE UNIQUE INDEX events_pkey ON ONLY %[1]s (id, day)`, q))
+	require.NoError(t, err)
+
+	_, err = MoveShard(ctx(t), cfg, shard, "pg4", MoveOptions{Migrations: set})
+	require.ErrorIs(t, err, ErrMoveCheck)
+	require.ErrorContains(t, err, "events_p0_pkey is missing")
+	require.ErrorContains(t, err, "events_pkey is not valid")
+	after := clusterMap(t, cfg).Shards[shard]
+	require.Equal(t, s.Host, after.Host)
+	require.Equal(t, shardmgr.StateActive, after.State)
+	seedPartitions(t, r, shard, 1)
+
+	_, err = AbortMove(ctx(t), cfg, []int{shard})
+	require.NoError(t, err)
+	res, err := MoveShard(ctx(t), cfg, shard, "pg4", MoveOptions{Migrations: set})
+	require.NoError(t, err)
+	require.Equal(t, indexTree(t, hostPool(t, cfg, s.Host), res.RetiredSchema), indexTree(t, hostPool(t, cfg, "pg4"), s.Schema))
+	require.Len(t, treeIDs(t, cfg, shard, "events"), 21)
+}
