@@ -111,9 +111,10 @@ func (d indexDef) qtable() string { return pgx.Identifier{d.schema, d.table}.San
 // keys, but none a foreign key refers to, no unique or exclusion
 // constraint's, no replica identity index and none of a partition
 // (tables lists no partitioned table, and a partition's indexes are
-// built as it is filled: move_partition.go says why). The source defines them: the target's schema is built to
-// the same version, and a resumed move finds them there even when an
-// attempt died between the drop and the build.
+// built as it is filled: move_partition.go says why). The source defines
+// them: the target's schema is built to the same version, and a resumed
+// move finds them there even when an attempt died between the drop and
+// the build.
 func deferredIndexes(ctx context.Context, q shardmgr.Querier, schema string, tables []string) ([]indexDef, error) {
 	rows, err := q.Query(ctx, `SELECT n.nspname, c.relname, ic.relname, pg_catalog.pg_get_indexdef(i.indexrelid), coalesce(k.conname, '')
 		FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class ic ON ic.oid = i.indexrelid
