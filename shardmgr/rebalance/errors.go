@@ -51,6 +51,10 @@ var (
 	// ErrNoReplicaIdentity: an online move needs every table to have a
 	// primary key or replica identity to follow changes.
 	ErrNoReplicaIdentity = errors.New("tables without a primary key or replica identity cannot follow changes online")
+	// ErrUnmovable: the shard holds a table a move cannot carry: a
+	// foreign table, or a partition or child table on the other side of
+	// the shard's schema from its parent.
+	ErrUnmovable = errors.New("the shard holds tables a move cannot carry")
 	// ErrPreflight: the hosts cannot run the moves as asked (a setting, a
 	// free slot or worker, a right, a key); nothing was changed. The
 	// *PreflightError carries the failed checks.

@@ -172,15 +172,16 @@ func (mo *mover) unfenceSource(ctx context.Context, mv *move) error {
 // dropMoveTriggers drops the fence's and the change log's triggers from a
 // host's copy of the shard once no VACUUM works on its tables: DDL that
 // takes the tables' locks, each try holding writers back for at most
-// LockTimeout.
+// LockTimeout. Both are open by then (their functions let writes through
+// and log nothing), so the fence's go a table at a time (fence.RemoveOpen:
+// at once they would deadlock with writes made straight into a partition).
 func (mo *mover) dropMoveTriggers(ctx context.Context, db *pgxpool.Pool, rec *MoveRecord) error {
 	return pg.WithTablesIdle(ctx, db, rec.Schema, func() error {
-		return pg.WithLockRetry(ctx, db, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
-			if err := dropDelta(ctx, tx, rec); err != nil {
-				return err
-			}
-			return fence.Remove(ctx, tx, rec.Schema)
-		})
+		err := pg.WithLockRetry(ctx, db, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error { return dropDelta(ctx, tx, rec) })
+		if err != nil {
+			return err
+		}
+		return fence.RemoveOpen(ctx, db, rec.Schema, mo.opts.LockTimeout)
 	})
 }
 

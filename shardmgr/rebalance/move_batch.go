@@ -36,7 +36,7 @@ func (mo *mover) copyBatch(ctx context.Context, b *batch) error {
 	tables := make([][]string, len(b.moves))
 	for i, mv := range b.moves {
 		var err error
-		if tables[i], err = dataTables(ctx, src, mv.Schema); err != nil {
+		if tables[i], err = rowTables(ctx, src, mv.Schema); err != nil {
 			return fmt.Errorf("source %s: %w", mv.From, err)
 		}
 		for _, db := range []*pgxpool.Pool{mv.src, mv.dst} {
@@ -195,10 +195,15 @@ func lockBatch(ctx context.Context, src *pgxpool.Pool, repl string) (func(), err
 }
 
 // leaveBatch takes rec's tables and mark table out of its batch's
-// publication repl and reports whether none are left.
+// publication repl and reports whether none are left. It reads the
+// publication's members themselves (pg_publication_rel), not what
+// pg_publication_tables shows of them: that view lists a published
+// partitioned table as its leaves, which are no members to drop.
 func leaveBatch(ctx context.Context, src *pgxpool.Pool, rec *MoveRecord, repl string) (last bool, err error) {
-	rows, err := src.Query(ctx, `SELECT pg_catalog.quote_ident(schemaname) || '.' || pg_catalog.quote_ident(tablename) FROM pg_catalog.pg_publication_tables
-		WHERE pubname = $1 AND (schemaname = $2 OR (schemaname = 'shardid' AND tablename = $3))`, repl, rec.Schema, rec.replName)
+	rows, err := src.Query(ctx, `SELECT pg_catalog.quote_ident(n.nspname) || '.' || pg_catalog.quote_ident(c.relname)
+		FROM pg_catalog.pg_publication_rel pr JOIN pg_catalog.pg_publication p ON p.oid = pr.prpubid
+		JOIN pg_catalog.pg_class c ON c.oid = pr.prrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE p.pubname = $1 AND (n.nspname = $2 OR (n.nspname = 'shardid' AND c.relname = $3))`, repl, rec.Schema, rec.replName)
 	if err != nil {
 		return false, err
 	}

@@ -241,10 +241,10 @@ func shardSize(ctx context.Context, q shardmgr.Querier, schema string) (int64, e
 }
 
 // copyOffline copies every table from the fenced source with COPY, in one
-// transaction on the target.
+// transaction on the target (a partitioned table leaf by leaf: rowTables).
 func (mo *mover) copyOffline(ctx context.Context, mv *move) error {
 	src, dst := mv.src, mv.dst
-	tables, err := dataTables(ctx, src, mv.Schema)
+	tables, err := rowTables(ctx, src, mv.Schema)
 	if err != nil {
 		return fmt.Errorf("source %s: %w", mv.From, err)
 	}

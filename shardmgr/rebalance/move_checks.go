@@ -53,9 +53,12 @@ func (mo *mover) verifyCopy(ctx context.Context, mv *move) error {
 	if sv != mv.Version {
 		return fmt.Errorf("%w: the source was migrated to version %d during the move (the target is at %d)", ErrMoveCheck, sv, mv.Version)
 	}
-	tables, err := dataTables(ctx, src, mv.Schema)
+	tables, err := rowTables(ctx, src, mv.Schema)
 	if err != nil {
 		return fmt.Errorf("source %s: %w", mv.From, err)
+	}
+	if err := sameKeys(ctx, src, dst, mv.Schema); err != nil {
+		return err
 	}
 	t0 := time.Now()
 	var rows int64

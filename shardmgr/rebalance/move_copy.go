@@ -109,15 +109,19 @@ func (d indexDef) qtable() string { return pgx.Identifier{d.schema, d.table}.San
 // copy builds after the rows are in (cheaper than maintaining them row by
 // row: BenchmarkMoveVsRawCopy): the secondary indexes and the primary
 // keys, but none a foreign key refers to, no unique or exclusion
-// constraint's and no replica identity index. The source defines them: the target's schema is built to
-// the same version, and a resumed move finds them there even when an
-// attempt died between the drop and the build.
+// constraint's, no replica identity index and none of a partition
+// (tables lists no partitioned table, and a partition's indexes are
+// built as it is filled: move_partition.go says why). The source defines
+// them: the target's schema is built to the same version, and a resumed
+// move finds them there even when an attempt died between the drop and
+// the build.
 func deferredIndexes(ctx context.Context, q shardmgr.Querier, schema string, tables []string) ([]indexDef, error) {
 	rows, err := q.Query(ctx, `SELECT n.nspname, c.relname, ic.relname, pg_catalog.pg_get_indexdef(i.indexrelid), coalesce(k.conname, '')
 		FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class ic ON ic.oid = i.indexrelid
 		JOIN pg_catalog.pg_class c ON c.oid = i.indrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 		LEFT JOIN pg_catalog.pg_constraint k ON k.conindid = i.indexrelid AND k.conrelid = c.oid AND k.contype = 'p'
-		WHERE n.nspname = $1 AND c.relname = ANY($2) AND (k.oid IS NOT NULL OR NOT i.indisprimary) AND NOT i.indisreplident
+		WHERE n.nspname = $1 AND c.relname = ANY($2) AND c.relkind = 'r' AND NOT c.relispartition
+		  AND (k.oid IS NOT NULL OR NOT i.indisprimary) AND NOT i.indisreplident
 		  AND NOT EXISTS (SELECT FROM pg_catalog.pg_constraint o WHERE o.conindid = i.indexrelid AND o.contype <> 'p')
 		ORDER BY 2, 3`, schema, tables)
 	if err != nil {

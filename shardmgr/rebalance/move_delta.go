@@ -259,7 +259,7 @@ func scanTable(ctx context.Context, db *pgxpool.Pool, table string, text bool) (
 // prescan installs the delta triggers on both hosts and scans every table
 // on both. On an error it takes the triggers away again.
 func (mo *mover) prescan(ctx context.Context, src, dst *pgxpool.Pool, rec *MoveRecord) (_ *prescan, err error) {
-	tables, err := dataTables(ctx, src, rec.Schema)
+	tables, err := rowTables(ctx, src, rec.Schema)
 	if err != nil {
 		return nil, fmt.Errorf("source %s: %w", rec.From, err)
 	}

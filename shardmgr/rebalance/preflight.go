@@ -45,6 +45,7 @@ const (
 	CheckPublish         = "publish"          // the role may create publications and logical slots
 	CheckSubscribe       = "subscribe"        // the role may create subscriptions
 	CheckReplicaIdentity = "replica identity" // a primary key or replica identity on every table
+	CheckMovable         = "movable"          // every table can be carried (any mode): move_partition.go
 )
 
 // Check is one preflight finding: on Host, in its Role, Setting has Value
@@ -83,15 +84,16 @@ type Fix struct {
 
 func (c Check) String() string {
 	s := fmt.Sprintf("%s (%s): %s is %s, need %s", c.Host, c.Role, c.Setting, c.Value, c.Need)
-	if c.Setting == CheckReplicaIdentity || c.Setting == CheckMigrations || c.Setting == CheckShardTables {
+	if c.Setting == CheckReplicaIdentity || c.Setting == CheckMovable || c.Setting == CheckMigrations || c.Setting == CheckShardTables {
 		s += fmt.Sprintf(" (shards %v)", c.Shards)
 	}
 	return s
 }
 
 // PreflightError is a preflight that failed: the operation was refused
-// before anything changed. It wraps ErrPreflight, and ErrNoReplicaIdentity
-// when a table lacks a key.
+// before anything changed. It wraps ErrPreflight, ErrNoReplicaIdentity
+// when a table lacks a key, and ErrUnmovable when a table cannot be
+// carried at all.
 type PreflightError struct {
 	Failed []Check
 }
@@ -111,8 +113,15 @@ func (e *PreflightError) Error() string {
 func (e *PreflightError) Unwrap() []error {
 	out := append([]error{ErrPreflight}, schemaErrors(e.Failed)...)
 	for _, c := range e.Failed {
-		if c.Setting == CheckReplicaIdentity {
-			return append(out, ErrNoReplicaIdentity)
+		switch c.Setting {
+		case CheckReplicaIdentity:
+			if !slices.Contains(out, ErrNoReplicaIdentity) {
+				out = append(out, ErrNoReplicaIdentity)
+			}
+		case CheckMovable:
+			if !slices.Contains(out, ErrUnmovable) {
+				out = append(out, ErrUnmovable)
+			}
 		}
 	}
 	return out
@@ -228,11 +237,14 @@ func readNewHostFacts(ctx context.Context, dsn string, ours []string) (*hostFact
 
 // tablesWithoutIdentity lists, per schema of schemas, the tables (of
 // only, when not nil; never the migration bookkeeping) that logical
-// replication cannot follow: no primary key and no replica identity. The
-// preflight and the move's own check before it publishes share it.
+// replication cannot follow: no primary key and no replica identity. Only
+// tables holding rows count, the leaves of a partitioned table each on
+// its own (a move publishes those, and PostgreSQL asks the identity of
+// each leaf, whatever its parent has). The preflight and the move's own
+// check before it publishes share it.
 func tablesWithoutIdentity(ctx context.Context, q shardmgr.Querier, schemas, only []string) (map[string][]string, error) {
 	rows, err := q.Query(ctx, `SELECT n.nspname, c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = ANY($1) AND c.relkind IN ('r', 'p') AND ($2::text[] IS NULL OR c.relname = ANY($2))
+		WHERE n.nspname = ANY($1) AND c.relkind = 'r' AND ($2::text[] IS NULL OR c.relname = ANY($2))
 		  AND c.relname <> ALL($3)
 		  AND NOT (c.relreplident = 'f'
 		   OR (c.relreplident = 'd' AND EXISTS (SELECT FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid AND i.indisprimary))
@@ -364,6 +376,11 @@ func runPreflight(ctx context.Context, cfg *shardmgr.Config, poolOf func(context
 		}
 	}
 	res.Checks = onlineChecks(facts, online, parallel, serverOf)
+	movable, err := movableChecks(ctx, poolOf, moves)
+	if err != nil {
+		return nil, err
+	}
+	res.Checks = append(res.Checks, movable...)
 	return res, nil
 }
 

@@ -60,9 +60,9 @@ func (v *verifier) checkStored(ctx context.Context) {
 				}
 				cols := hs.columns[schema]
 				for _, c := range cols {
-					q := fmt.Sprintf(`SELECT %[1]s::bigint FROM ONLY %[2]s
+					q := fmt.Sprintf(`SELECT %[1]s::bigint FROM %[2]s
 						WHERE %[1]s IS NOT NULL AND ((%[1]s::bigint >> %[3]d) & %[4]d) <> $1 ORDER BY 1 LIMIT %[5]d`,
-						c.Column, c.Table, l.SeqBits, mask, deepLimit+1)
+						c.Column, c.From(), l.SeqBits, mask, deepLimit+1)
 					rows, err := hs.deep.Query(ctx, q, shard)
 					var ids []int64
 					if err == nil {
@@ -111,7 +111,7 @@ func (v *verifier) checkStored(ctx context.Context) {
 			continue
 		}
 		for _, c := range hs.columns[s.Schema] {
-			rows, err := hs.deep.Query(ctx, fmt.Sprintf("SELECT %[1]s::bigint FROM ONLY %[2]s WHERE %[1]s = ANY($1)", c.Column, c.Table), ids)
+			rows, err := hs.deep.Query(ctx, fmt.Sprintf("SELECT %[1]s::bigint FROM %[2]s WHERE %[1]s = ANY($1)", c.Column, c.From()), ids)
 			var found []int64
 			if err == nil {
 				found, err = pgx.CollectRows(rows, pgx.RowTo[int64])
@@ -132,7 +132,7 @@ func (v *verifier) checkStored(ctx context.Context) {
 func (v *verifier) duplicatesWithin(ctx context.Context, hs *hostScan, shard int, cols []shardschema.IDColumn) {
 	parts := make([]string, len(cols))
 	for i, c := range cols {
-		parts[i] = fmt.Sprintf("SELECT %s::bigint AS id FROM ONLY %s", c.Column, c.Table)
+		parts[i] = fmt.Sprintf("SELECT %s::bigint AS id FROM %s", c.Column, c.From())
 	}
 	q := "SELECT id, count(*) FROM (" + strings.Join(parts, " UNION ALL ") + ") s WHERE id IS NOT NULL GROUP BY id HAVING count(*) > 1 ORDER BY id LIMIT 10"
 	rows, err := hs.deep.Query(ctx, q)

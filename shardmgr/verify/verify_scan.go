@@ -182,7 +182,9 @@ func scanSequences(ctx context.Context, hs *hostScan) error {
 
 // scanColumns finds the columns whose DEFAULT calls a next_id()
 // generator, by the generator's schema: the shard the column's ids belong
-// to.
+// to. A partitioned table is read whole (IDColumn.From), so its
+// partitions are left out: a partition attached to the tree may lack the
+// DEFAULT, and its rows would not be read twice.
 func scanColumns(ctx context.Context, hs *hostScan) error {
 	cols, err := shardschema.IDColumns(ctx, hs.pool, "")
 	if err != nil {
@@ -190,7 +192,7 @@ func scanColumns(ctx context.Context, hs *hostScan) error {
 	}
 	hs.columns = map[string][]shardschema.IDColumn{}
 	for _, col := range cols {
-		if !col.Partitioned {
+		if !col.Partition {
 			hs.columns[col.Schema] = append(hs.columns[col.Schema], col)
 		}
 	}

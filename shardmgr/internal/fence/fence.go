@@ -19,7 +19,9 @@ import (
 // application with a stale map (or none) cannot write to a copy that is
 // moving or has moved. It has two parts, both inside the shard's schema:
 //
-//   - a statement trigger shardid_fence on every table, BEFORE INSERT,
+//   - a statement trigger shardid_fence on every table (partitions too:
+//     a parent's statement trigger does not fire for a write made
+//     straight into one of its partitions), BEFORE INSERT,
 //     UPDATE, DELETE and TRUNCATE, raising SQLSTATE SQLState. The
 //     router turns that error into ErrShardMoving, so writers see the same
 //     typed refusal whether their map is current or not. Logical
@@ -54,13 +56,18 @@ func IsFenceError(err error) bool {
 	return errors.As(err, &pe) && pe.Code == SQLState
 }
 
-// ShardTables lists the tables in schema (ordinary and partitioned),
-// quoted and schema-qualified, in name order.
+// ShardTables lists the names of the tables in schema: ordinary,
+// partitioned, and the partitions of every level, each parent
+// before its partitions (so that DDL taking their locks one by one takes
+// them in the order a write through the parent does), then in name order.
+// A partition takes writes of its own (an INSERT straight into it), which
+// a statement trigger on its parent never sees: each table needs the
+// fence.
 func ShardTables(ctx context.Context, q pg.Querier, schema string) ([]string, error) {
 	rows, err := q.Query(ctx, `SELECT c.relname FROM pg_catalog.pg_class c
 		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND NOT c.relispartition
-		ORDER BY c.relname COLLATE "C"`, schema)
+		WHERE n.nspname = $1 AND c.relkind IN ('r', 'p')
+		ORDER BY (SELECT count(*) FROM pg_catalog.pg_partition_ancestors(c.oid)), c.relname COLLATE "C"`, schema)
 	if err != nil {
 		return nil, err
 	}
@@ -130,9 +137,9 @@ func OnTables(ctx context.Context, tx pg.Execer, schema string, tables []string)
 func NewTables(ctx context.Context, tx pg.Execer, schema string) error {
 	rows, err := tx.Query(ctx, `SELECT c.relname FROM pg_catalog.pg_class c
 		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND NOT c.relispartition AND c.relname <> ALL ($2)
+		WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND c.relname <> ALL ($2)
 		AND NOT EXISTS (SELECT FROM pg_catalog.pg_trigger tg WHERE tg.tgrelid = c.oid AND tg.tgname = $3)
-		ORDER BY c.relname COLLATE "C"`, schema, []string{shardschema.VersionTable, shardschema.FailureTable}, fenceTrigger)
+		ORDER BY (SELECT count(*) FROM pg_catalog.pg_partition_ancestors(c.oid)), c.relname COLLATE "C"`, schema, []string{shardschema.VersionTable, shardschema.FailureTable}, fenceTrigger)
 	if err != nil {
 		return fmt.Errorf("fence %s: %w", schema, err)
 	}
@@ -149,7 +156,7 @@ func Installed(ctx context.Context, q pg.Querier, schema string) (bool, error) {
 	var missing int
 	err := q.QueryRow(ctx, `SELECT count(*) FROM pg_catalog.pg_class c
 		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-		WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+		WHERE n.nspname = $1 AND c.relkind IN ('r', 'p')
 		AND NOT EXISTS (SELECT FROM pg_catalog.pg_trigger tg WHERE tg.tgrelid = c.oid AND tg.tgname = $2 AND tg.tgenabled <> 'D')`,
 		schema, fenceTrigger).Scan(&missing)
 	return missing == 0, err
@@ -209,8 +216,11 @@ func Raise(ctx context.Context, db *pgxpool.Pool, schema string, lockTimeout tim
 	return nil
 }
 
-// Remove drops the fence's triggers and function from schema. It is
-// idempotent.
+// Remove drops the fence's triggers and function from schema in one
+// transaction. It is idempotent. It holds every table's ACCESS EXCLUSIVE
+// lock until tx ends, a parent's before its partitions': against writers
+// that write straight into a partition (which lock the partition, then
+// its parents) that order deadlocks. RemoveOpen does not.
 func Remove(ctx context.Context, tx pg.Execer, schema string) error {
 	tables, err := ShardTables(ctx, tx, schema)
 	if err != nil {
@@ -223,6 +233,36 @@ func Remove(ctx context.Context, tx pg.Execer, schema string) error {
 		}
 	}
 	if _, err := tx.Exec(ctx, fmt.Sprintf(`DROP FUNCTION IF EXISTS %s()`, pgx.Identifier{schema, fenceTrigger}.Sanitize())); err != nil {
+		return fmt.Errorf("unfence %s: %w", schema, err)
+	}
+	return nil
+}
+
+// RemoveOpen drops an open fence (Func with raise false) from schema: the
+// trigger of each table in a transaction of its own, each waiting at most
+// lockTimeout for its lock (and retried), then the function. Holding one
+// table's lock at a time, it cannot deadlock with writers, whatever order
+// they lock a partition tree in; and while some triggers are left, they
+// let every write through. It is idempotent.
+func RemoveOpen(ctx context.Context, db interface {
+	pg.TxBeginner
+	pg.Execer
+}, schema string, lockTimeout time.Duration) error {
+	tables, err := ShardTables(ctx, db, schema)
+	if err != nil {
+		return fmt.Errorf("unfence %s: %w", schema, err)
+	}
+	for _, t := range tables {
+		err := pg.WithLockRetry(ctx, db, lockTimeout, 30, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, fmt.Sprintf(`DROP TRIGGER IF EXISTS %s ON %s`,
+				pgx.Identifier{fenceTrigger}.Sanitize(), pgx.Identifier{schema, t}.Sanitize()))
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("unfence %s.%s: %w", schema, t, err)
+		}
+	}
+	if _, err := db.Exec(ctx, fmt.Sprintf(`DROP FUNCTION IF EXISTS %s()`, pgx.Identifier{schema, fenceTrigger}.Sanitize())); err != nil {
 		return fmt.Errorf("unfence %s: %w", schema, err)
 	}
 	return nil
@@ -281,7 +321,7 @@ func ReadRetired(ctx context.Context, q pg.Querier) (map[string]RetiredCopy, err
 			coalesce(bool_and(EXISTS (SELECT FROM pg_catalog.pg_trigger tg
 				WHERE tg.tgrelid = c.oid AND tg.tgname = $1 AND tg.tgenabled <> 'D')) FILTER (WHERE c.oid IS NOT NULL), true)
 		FROM pg_catalog.pg_namespace n
-		LEFT JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+		LEFT JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relkind IN ('r', 'p')
 		WHERE n.nspname ~ '^shard_[0-9]{4}_moved_g[0-9]+$'
 		GROUP BY n.nspname`, fenceTrigger)
 	if err != nil {

@@ -33,15 +33,29 @@ type IDColumn struct {
 	// Partitioned is true for a partitioned parent (relkind p), whose
 	// rows live in its partitions.
 	Partitioned bool
+	// Partition is true for a partition (of any level): its rows are also
+	// its parents'.
+	Partition bool
 }
 
 func (c IDColumn) String() string { return c.Table + "." + c.Column }
+
+// From is the column's table as a query's FROM reads its rows: a
+// partitioned table with every partition's (whether or not a partition
+// has the column's DEFAULT: one attached to the tree may not), any other
+// table ONLY itself (an inheritance child has its own column).
+func (c IDColumn) From() string {
+	if c.Partitioned {
+		return c.Table
+	}
+	return "ONLY " + c.Table
+}
 
 // IDColumns lists the columns whose DEFAULT calls the next_id() of
 // schema (every schema's when schema is ""), in the order of schema,
 // table, column.
 func IDColumns(ctx context.Context, q pg.Querier, schema string) ([]IDColumn, error) {
-	rows, err := q.Query(ctx, `SELECT gn.nspname, c.oid::pg_catalog.regclass::text, pg_catalog.quote_ident(a.attname), c.relkind = 'p'
+	rows, err := q.Query(ctx, `SELECT gn.nspname, c.oid::pg_catalog.regclass::text, pg_catalog.quote_ident(a.attname), c.relkind = 'p', c.relispartition
 		FROM pg_catalog.pg_depend d
 		JOIN pg_catalog.pg_attrdef ad ON d.classid = 'pg_catalog.pg_attrdef'::pg_catalog.regclass AND d.objid = ad.oid
 		JOIN pg_catalog.pg_class c ON c.oid = ad.adrelid AND c.relkind IN ('r', 'p')
@@ -55,18 +69,14 @@ func IDColumns(ctx context.Context, q pg.Querier, schema string) ([]IDColumn, er
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (IDColumn, error) {
 		var c IDColumn
-		return c, r.Scan(&c.Schema, &c.Table, &c.Column, &c.Partitioned)
+		return c, r.Scan(&c.Schema, &c.Table, &c.Column, &c.Partitioned, &c.Partition)
 	})
 }
 
 // MaxID is the largest id stored in column c (nil when it holds none).
 func MaxID(ctx context.Context, q pg.Querier, c IDColumn) (*int64, error) {
-	only := "ONLY "
-	if c.Partitioned {
-		only = ""
-	}
 	var m *int64
-	err := q.QueryRow(ctx, fmt.Sprintf(`SELECT max(%s)::bigint FROM %s%s`, c.Column, only, c.Table)).Scan(&m)
+	err := q.QueryRow(ctx, fmt.Sprintf(`SELECT max(%s)::bigint FROM %s`, c.Column, c.From())).Scan(&m)
 	return m, err
 }
 
