@@ -7,24 +7,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/shardid/shardid/shardmgr/internal/fence"
 	"github.com/shardid/shardid/shardmgr/internal/grants"
-	"github.com/shardid/shardid/shardmgr/internal/shardschema"
-	shsql "github.com/shardid/shardid/sql"
 )
 
-// shardToolkit is what the toolkit makes in every shard schema: the
-// generator, its counter and helpers, the fence, the migrations'
-// bookkeeping, and the triggers a move adds. Their owner is the toolkit's
-// role on each host and their grants to PUBLIC the toolkit's.
-var shardToolkit = grants.Toolkit{
-	Objects: map[string]bool{
-		shsql.FunctionName: true, shsql.CounterName: true, shsql.PullUpName: true, shsql.AdvanceName: true,
-		shsql.InstagramSeqName: true, "id_time": true, "id_shard": true, "id_seq": true, fence.Name: true,
-		shardschema.VersionTable: true, shardschema.FailureTable: true,
-	},
-	Triggers: map[string]bool{fence.Name: true, deltaTrigger: true, deltaTruncate: true},
-}
+// shardToolkit is what the toolkit makes in a shard schema (package
+// grants) and the triggers a move adds.
+var shardToolkit = grants.ShardToolkit(deltaTrigger, deltaTruncate)
 
 // carryGrants makes the target's copy carry what the source's schema
 // carries that users rely on (owners, privileges, default privileges,

@@ -55,6 +55,10 @@ const (
 	// CheckProbe: ids drawn concurrently from every shard are unique
 	// across the cluster.
 	CheckProbe = "probe"
+	// CheckGrants: a moved shard's copy has the owners, privileges,
+	// default privileges and row-level security of its retired copy, while
+	// a host keeps one.
+	CheckGrants = "grants"
 	// CheckStoredShard (deep): every stored id decodes to the shard it is
 	// stored in.
 	CheckStoredShard = "stored-shard"
@@ -257,6 +261,7 @@ var (
 	shardsPass    = &pass{func(v *verifier, ctx context.Context) bool { v.checkShards(ctx); return true }}
 	clockPass     = &pass{func(v *verifier, _ context.Context) bool { v.checkClocks(); return true }}
 	storedPass    = &pass{func(v *verifier, ctx context.Context) bool { v.checkStored(ctx); return true }}
+	grantsPass    = &pass{func(v *verifier, ctx context.Context) bool { v.checkGrants(ctx); return true }}
 )
 
 // checks is every check Verify knows, in the report's order.
@@ -272,6 +277,7 @@ var checks = []check{
 	{name: CheckLock, pass: shardsPass}, // and the host scan, for idle holders
 	{name: CheckClock, pass: clockPass},
 	{name: CheckProbe, pass: shardsPass},
+	{name: CheckGrants, pass: grantsPass},
 	{name: CheckStoredShard, deep: true, pass: storedPass},
 	{name: CheckDuplicateID, deep: true, pass: storedPass},
 }

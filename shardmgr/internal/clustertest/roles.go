@@ -33,7 +33,8 @@ func Role(t testing.TB, cfg *shardmgr.Config, prefix string) string {
 			continue
 		}
 		seen[u.Host] = true
-		conn, err := pgx.Connect(ctx, dsn)
+		u.Path = "/postgres" // the host's database may not exist yet
+		conn, err := pgx.Connect(ctx, u.String())
 		require.NoError(t, err)
 		_, err = conn.Exec(ctx, "CREATE ROLE "+q+" LOGIN")
 		conn.Close(ctx)
@@ -47,7 +48,12 @@ func Role(t testing.TB, cfg *shardmgr.Config, prefix string) string {
 			}
 		}
 		for _, dsn := range dsns[1:] {
-			if conn, err := pgx.Connect(ctx, dsn); err == nil {
+			u, err := url.Parse(dsn)
+			if err != nil {
+				continue
+			}
+			u.Path = "/postgres"
+			if conn, err := pgx.Connect(ctx, u.String()); err == nil {
 				conn.Exec(ctx, "DROP ROLE IF EXISTS "+q)
 				conn.Close(ctx)
 			}

@@ -8,7 +8,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/shardid/shardid/shardmgr/internal/fence"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/internal/shardschema"
+	shsql "github.com/shardid/shardid/sql"
 )
 
 // Toolkit names what the toolkit makes in every shard schema: Objects by
@@ -158,7 +161,7 @@ func compareEntries(a, b Entry) int { return strings.Compare(a.String(), b.Strin
 const objectsSQL = `WITH ns AS (SELECT oid, nspname, nspowner, nspacl FROM pg_catalog.pg_namespace WHERE nspname = $1),
 objs AS (
   SELECT 'SCHEMA' AS kind, 'SCHEMA' AS alter, '' AS name, '' AS bare, ns.nspowner AS owner,
-    coalesce(ns.nspacl, pg_catalog.acldefault('n', ns.nspowner)) AS acl FROM ns
+    coalesce(ns.nspacl, pg_catalog.acldefault('n'::"char", ns.nspowner)) AS acl FROM ns
   UNION ALL
   SELECT CASE c.relkind WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END,
     CASE WHEN c.relkind IN ('r', 'p') THEN 'TABLE' WHEN c.relkind = 'v' THEN 'VIEW'
@@ -166,16 +169,16 @@ objs AS (
       WHEN NOT EXISTS (SELECT FROM pg_catalog.pg_depend d WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
         AND d.objid = c.oid AND d.refobjsubid > 0 AND d.deptype IN ('a', 'i')) THEN 'SEQUENCE' ELSE '' END,
     pg_catalog.format('%I', c.relname), c.relname, c.relowner,
-    coalesce(c.relacl, pg_catalog.acldefault(CASE c.relkind WHEN 'S' THEN 's' ELSE 'r' END, c.relowner))
+    coalesce(c.relacl, pg_catalog.acldefault((CASE c.relkind WHEN 'S' THEN 's' ELSE 'r' END)::"char", c.relowner))
   FROM pg_catalog.pg_class c JOIN ns ON c.relnamespace = ns.oid WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S')
   UNION ALL
   SELECT 'ROUTINE', 'ROUTINE', pg_catalog.format('%I(%s)', p.proname, pg_catalog.pg_get_function_identity_arguments(p.oid)),
-    p.proname, p.proowner, coalesce(p.proacl, pg_catalog.acldefault('f', p.proowner))
+    p.proname, p.proowner, coalesce(p.proacl, pg_catalog.acldefault('f'::"char", p.proowner))
   FROM pg_catalog.pg_proc p JOIN ns ON p.pronamespace = ns.oid
   UNION ALL
   SELECT CASE t.typtype WHEN 'd' THEN 'DOMAIN' ELSE 'TYPE' END,
     CASE t.typtype WHEN 'd' THEN 'DOMAIN' WHEN 'm' THEN '' ELSE 'TYPE' END,
-    pg_catalog.format('%I', t.typname), t.typname, t.typowner, coalesce(t.typacl, pg_catalog.acldefault('T', t.typowner))
+    pg_catalog.format('%I', t.typname), t.typname, t.typowner, coalesce(t.typacl, pg_catalog.acldefault('T'::"char", t.typowner))
   FROM pg_catalog.pg_type t JOIN ns ON t.typnamespace = ns.oid
   WHERE t.typtype IN ('b', 'c', 'd', 'e', 'm', 'r')
     AND (t.typrelid = 0 OR (SELECT c.relkind FROM pg_catalog.pg_class c WHERE c.oid = t.typrelid) = 'c')
@@ -430,4 +433,23 @@ func (s *Schema) Roles() []string {
 			}
 		}
 	})
+}
+
+// ShardToolkit is what the toolkit makes in every shard schema: the
+// generator, its counter and helpers, the fence and the migrations'
+// bookkeeping. Their owner is the toolkit's role on each host and their
+// grants to PUBLIC the toolkit's.
+func ShardToolkit(triggers ...string) Toolkit {
+	tk := Toolkit{
+		Objects: map[string]bool{
+			shsql.FunctionName: true, shsql.CounterName: true, shsql.PullUpName: true, shsql.AdvanceName: true,
+			shsql.InstagramSeqName: true, "id_time": true, "id_shard": true, "id_seq": true, fence.Name: true,
+			shardschema.VersionTable: true, shardschema.FailureTable: true,
+		},
+		Triggers: map[string]bool{fence.Name: true},
+	}
+	for _, t := range triggers {
+		tk.Triggers[t] = true
+	}
+	return tk
 }
