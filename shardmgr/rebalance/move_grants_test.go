@@ -178,6 +178,8 @@ func TestMoveKeepsGrants(t *testing.T) {
 				ok, _, _ := w.counts()
 				require.Eventually(t, func() bool { n, _, f := w.counts(); return n > ok+10 || len(f) > 0 }, 2*time.Minute, 10*time.Millisecond,
 					"the application's writes did not resume after %s", after)
+				_, _, failures := w.counts()
+				require.Empty(t, failures, "after %s the application saw errors other than ErrShardMoving", after)
 			}
 			waitWrites("the start")
 			opts := MoveOptions{Mode: tc.mode, Migrations: set, Keep: &keep}

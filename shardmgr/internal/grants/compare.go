@@ -32,7 +32,7 @@ func Compare(want, copy *Schema) []string {
 		d = append(d, entries("lacks", grant)...)
 		d = append(d, entries("also has", revoke)...)
 		if len(d) > 0 {
-			out = append(out, strings.ToLower(w.Kind)+" "+strings.TrimPrefix(w.Key(), w.Kind+" ")+": "+strings.Join(d, ", "))
+			out = append(out, strings.TrimSpace(strings.ToLower(w.Kind)+" "+strings.TrimPrefix(w.Key(), w.Kind+" "))+": "+strings.Join(d, ", "))
 		}
 	}
 	for _, k := range slices.SortedFunc(maps.Keys(union(want.Defaults, copy.Defaults)), func(a, b Default) int { return strings.Compare(a.String(), b.String()) }) {
