@@ -177,10 +177,10 @@ objs AS (
   FROM pg_catalog.pg_proc p JOIN ns ON p.pronamespace = ns.oid
   UNION ALL
   SELECT CASE t.typtype WHEN 'd' THEN 'DOMAIN' ELSE 'TYPE' END,
-    CASE t.typtype WHEN 'd' THEN 'DOMAIN' WHEN 'm' THEN '' ELSE 'TYPE' END,
+    CASE t.typtype WHEN 'd' THEN 'DOMAIN' ELSE 'TYPE' END,
     pg_catalog.format('%I', t.typname), t.typname, t.typowner, coalesce(t.typacl, pg_catalog.acldefault('T'::"char", t.typowner))
   FROM pg_catalog.pg_type t JOIN ns ON t.typnamespace = ns.oid
-  WHERE t.typtype IN ('b', 'c', 'd', 'e', 'm', 'r')
+  WHERE t.typtype IN ('b', 'c', 'd', 'e', 'r') -- a multirange's privileges are its range's
     AND (t.typrelid = 0 OR (SELECT c.relkind FROM pg_catalog.pg_class c WHERE c.oid = t.typrelid) = 'c')
     AND NOT EXISTS (SELECT FROM pg_catalog.pg_type e WHERE e.typarray = t.oid)
 )
@@ -337,7 +337,7 @@ func (s *Schema) readRLS(ctx context.Context, tx pgx.Tx, _ Toolkit) error {
 var policyCommands = map[string]string{"*": "ALL", "r": "SELECT", "a": "INSERT", "w": "UPDATE", "d": "DELETE"}
 
 func (s *Schema) readTriggers(ctx context.Context, tx pgx.Tx, tk Toolkit) error {
-	var skip []string
+	skip := []string{} // not NULL: <> ALL (NULL) is never true
 	for name := range tk.Triggers {
 		skip = append(skip, name)
 	}
