@@ -316,6 +316,22 @@ func TestFenceRefusesApplicationOnCopies(t *testing.T) {
 		tryAll(home, retired, string(mode)+" retired copy")
 		home, away = away, home
 	}
+
+	// A retired copy fenced by an older release (a function that lets a
+	// write through on the setting) is named by verify.
+	requireVerifyOK(t, cfg)
+	var retired string
+	require.NoError(t, hostPool(t, cfg, away).QueryRow(ctx(t), `SELECT nspname FROM pg_namespace WHERE nspname LIKE $1 ORDER BY oid DESC LIMIT 1`,
+		s.Schema+`\_moved\_g%`).Scan(&retired))
+	_, err = hostPool(t, cfg, away).Exec(ctx(t), fmt.Sprintf(`CREATE OR REPLACE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql SECURITY INVOKER AS $$
+BEGIN IF current_setting('shardid.fence_bypass', true) = 'on' THEN RETURN NULL; END IF; RAISE EXCEPTION USING ERRCODE = 'SIDFN'; END $$`,
+		pgx.Identifier{retired, "shardid_fence"}.Sanitize()))
+	require.NoError(t, err)
+	rep, err := verify.Verify(ctx(t), cfg, verify.VerifyOptions{})
+	require.NoError(t, err)
+	require.Len(t, rep.Problems, 1, "%v", rep.Problems)
+	require.Equal(t, verify.CheckPlacement, rep.Problems[0].Check)
+	require.Contains(t, rep.Problems[0].Detail, retired+" of shard 2 has an older release's fence")
 }
 
 // A role with CREATE on a shard's schema (a migration role) that made a

@@ -461,6 +461,8 @@ func (v *verifier) checkPlacement() {
 			// active copy; one whose fence is gone could take writes.
 			if !rc.Fenced {
 				v.problem(CheckPlacement, rc.Shard, hs.name, "retired copy %s of shard %d is not fenced: it could take writes (drop it: shardid rebalance cleanup --all)", schema, rc.Shard)
+			} else if rc.Settable {
+				v.problem(CheckPlacement, rc.Shard, hs.name, "retired copy %s of shard %d has an older release's fence, which any role passes by setting shardid.fence_bypass (drop it: shardid rebalance cleanup --all)", schema, rc.Shard)
 			}
 		}
 		for schema, marker := range hs.generators {

@@ -355,6 +355,9 @@ func UnclampCounter(ctx context.Context, tx pg.Execer, schema string, maxValue i
 type RetiredCopy struct {
 	Shard  int
 	Fenced bool // every table carries the fence trigger
+	// Settable: its fence function is an older release's, which lets a
+	// write through when a setting any role may set is on.
+	Settable bool
 }
 
 // ReadRetired finds the retired copies of moved shards on a host, and
@@ -362,21 +365,22 @@ type RetiredCopy struct {
 func ReadRetired(ctx context.Context, q pg.Querier) (map[string]RetiredCopy, error) {
 	rows, err := q.Query(ctx, `SELECT n.nspname,
 			coalesce(bool_and(EXISTS (SELECT FROM pg_catalog.pg_trigger tg
-				WHERE tg.tgrelid = c.oid AND tg.tgname = $1 AND tg.tgenabled <> 'D')) FILTER (WHERE c.oid IS NOT NULL), true)
+				WHERE tg.tgrelid = c.oid AND tg.tgname = $1 AND tg.tgenabled <> 'D')) FILTER (WHERE c.oid IS NOT NULL), true),
+			EXISTS (SELECT FROM pg_catalog.pg_proc p WHERE p.pronamespace = n.oid AND p.proname = $1 AND NOT p.prosecdef)
 		FROM pg_catalog.pg_namespace n
 		LEFT JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relkind IN ('r', 'p') AND NOT c.relispartition
 		WHERE n.nspname ~ '^shard_[0-9]{4}_moved_g[0-9]+$'
-		GROUP BY n.nspname`, fenceTrigger)
+		GROUP BY n.oid, n.nspname`, fenceTrigger)
 	if err != nil {
 		return nil, fmt.Errorf("read retired copies: %w", err)
 	}
 	out := map[string]RetiredCopy{}
 	var name string
-	var fenced bool
-	_, err = pgx.ForEachRow(rows, []any{&name, &fenced}, func() error {
+	var fenced, settable bool
+	_, err = pgx.ForEachRow(rows, []any{&name, &fenced, &settable}, func() error {
 		var id int
 		fmt.Sscanf(name, "shard_%04d_", &id)
-		out[name] = RetiredCopy{Shard: id, Fenced: fenced}
+		out[name] = RetiredCopy{Shard: id, Fenced: fenced, Settable: settable}
 		return nil
 	})
 	if err != nil {
