@@ -52,6 +52,10 @@ func (mo *mover) buildTarget(ctx context.Context, mv *move) error {
 	if err != nil {
 		return err
 	}
+	grants, err := mo.sourceGrants(ctx, mv)
+	if err != nil {
+		return err
+	}
 	if err := mo.createTarget(ctx, mv, version); err != nil {
 		return err
 	}
@@ -67,7 +71,7 @@ func (mo *mover) buildTarget(ctx context.Context, mv *move) error {
 	if err := emptyTarget(ctx, mv, dstTables); err != nil {
 		return err
 	}
-	if err := mo.carryGrants(ctx, mv); err != nil {
+	if err := mo.carryGrants(ctx, mv, grants); err != nil {
 		return err
 	}
 	sizes, err := shardSize(ctx, mv.src, mv.Schema)

@@ -246,6 +246,9 @@ func TestMoveMissingRoleRefused(t *testing.T) {
 	_, err = MoveShard(ctx(t), cfg, 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
 	require.ErrorIs(t, err, grants.ErrMissingRole)
 	require.ErrorContains(t, err, app)
+	var made bool
+	require.NoError(t, hostPool(t, cfg, "pg4").QueryRow(ctx(t), `SELECT to_regnamespace($1) IS NOT NULL`, s.Schema).Scan(&made))
+	require.False(t, made, "the refused move built its target")
 	_, err = AbortMove(ctx(t), cfg, []int{1})
 	require.NoError(t, err)
 	require.Equal(t, s.Host, clusterMap(t, cfg).Shards[1].Host)

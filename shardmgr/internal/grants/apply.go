@@ -31,7 +31,7 @@ var privileges = map[string]bool{
 // names those that do not). It runs in tx; running it again changes
 // nothing.
 func Carry(ctx context.Context, tx pgx.Tx, src *Schema, tk Toolkit) error {
-	if err := missingRoles(ctx, tx, src.Roles()); err != nil {
+	if err := CheckRoles(ctx, tx, src); err != nil {
 		return err
 	}
 	dst, err := Read(ctx, tx, src.Name, tk)
@@ -157,10 +157,12 @@ func definitions(qs, what string, src, dst map[string]Trigger) []string {
 	return stmts
 }
 
-func missingRoles(ctx context.Context, q pg.Querier, roles []string) error {
+// CheckRoles refuses (ErrMissingRole, naming them) when the server q is
+// on lacks roles that src names.
+func CheckRoles(ctx context.Context, q pg.Querier, src *Schema) error {
 	var missing []string
 	err := q.QueryRow(ctx, `SELECT coalesce(array_agg(r ORDER BY r), '{}') FROM pg_catalog.unnest($1::text[]) r
-		WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = r)`, roles).Scan(&missing)
+		WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = r)`, src.Roles()).Scan(&missing)
 	if err != nil {
 		return fmt.Errorf("read roles: %w", err)
 	}
