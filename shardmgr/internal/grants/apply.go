@@ -8,7 +8,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
@@ -115,6 +117,13 @@ func Carry(ctx context.Context, tx pgx.Tx, src *Schema, tk Toolkit) error {
 		}
 		stmts = append(stmts, fmt.Sprintf("ALTER TABLE %s.%s %s TRIGGER %s", qs, t.Table, triggerStates[t.Enabled], t.Name))
 	}
+	for _, sql := range stmts {
+		if err := run(sql); err != nil {
+			return err
+		}
+	}
+	// A comment on an object the target lacks (an index made by hand,
+	// which the copy builds later) is left out.
 	for _, k := range slices.Sorted(maps.Keys(union(src.Comments, dst.Comments))) {
 		want, ok := src.Comments[k]
 		if have, had := dst.Comments[k]; ok == had && want == have {
@@ -124,11 +133,15 @@ func Carry(ctx context.Context, tx pgx.Tx, src *Schema, tk Toolkit) error {
 		if ok {
 			text = pg.QuoteLiteral(want)
 		}
-		stmts = append(stmts, fmt.Sprintf("COMMENT ON %s IS %s", k, text))
-	}
-	for _, sql := range stmts {
-		if err := run(sql); err != nil {
-			return err
+		sql := fmt.Sprintf("SAVEPOINT shardid_comment; COMMENT ON %s IS %s; RELEASE SAVEPOINT shardid_comment", k, text)
+		if _, err := tx.Exec(ctx, sql); err != nil {
+			var pe *pgconn.PgError
+			if !errors.As(err, &pe) || (pe.Code != pgerrcode.UndefinedObject && pe.Code != pgerrcode.UndefinedTable && pe.Code != pgerrcode.UndefinedFunction) {
+				return fmt.Errorf("%s: %w", sql, err)
+			}
+			if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT shardid_comment`); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -123,6 +123,7 @@ func TestCarryEverythingAUserReliesOn(t *testing.T) {
 	tk := Toolkit{Objects: map[string]bool{}, Triggers: map[string]bool{}}
 	want, err := ReadDB(c, src, "s", tk)
 	require.NoError(t, err)
+	require.Contains(t, want.Comments, "INDEX s.t_owner")
 	before, err := ReadDB(c, dst, "s", tk)
 	require.NoError(t, err)
 	diff := Compare(want, before)
@@ -130,8 +131,18 @@ func TestCarryEverythingAUserReliesOn(t *testing.T) {
 	require.Contains(t, strings.Join(diff, "\n"), `table t: owner postgres, not `+owner)
 	require.Contains(t, strings.Join(diff, "\n"), `column t.secret: lacks `+app+`:SELECT `+app+`:UPDATE`)
 
+	// An index the target lacks (made by hand on the source): its comment
+	// is left out, the rest carried.
+	_, err = src.Exec(c, `CREATE INDEX by_hand ON s.t (m); COMMENT ON INDEX s.by_hand IS 'by hand'`)
+	require.NoError(t, err)
+	want, err = ReadDB(c, src, "s", tk)
+	require.NoError(t, err)
+	delete(want.Comments, "INDEX s.by_hand")
 	for range 2 {
-		require.NoError(t, pgx.BeginFunc(c, dst, func(tx pgx.Tx) error { return Carry(c, tx, want, tk) }))
+		full, err := ReadDB(c, src, "s", tk)
+		require.NoError(t, err)
+		require.Contains(t, full.Comments, "INDEX s.by_hand")
+		require.NoError(t, pgx.BeginFunc(c, dst, func(tx pgx.Tx) error { return Carry(c, tx, full, tk) }))
 		got, err := ReadDB(c, dst, "s", tk)
 		require.NoError(t, err)
 		require.Empty(t, Compare(want, got))
