@@ -8,7 +8,19 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/shardid/shardid/shardmgr/internal/fence"
 	"github.com/shardid/shardid/shardmgr/internal/grants"
+)
+
+// Sentinel errors about roles; test with errors.Is.
+var (
+	// ErrMissingRole: the target's server lacks a role that the shard's
+	// grants name (roles belong to a server); the move built nothing.
+	ErrMissingRole = grants.ErrMissingRole
+	// ErrForeignOwner: a function the toolkit relies on in the shard's
+	// schema (the fence's, the change log's) exists and another role owns
+	// it, which could make it let every write through.
+	ErrForeignOwner = fence.ErrForeignOwner
 )
 
 // shardToolkit is what the toolkit makes in a shard schema (package

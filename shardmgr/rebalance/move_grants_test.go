@@ -244,7 +244,7 @@ func TestMoveMissingRoleRefused(t *testing.T) {
 	_, err = pool(t, u.String()).Exec(ctx(t), `DROP ROLE `+pgx.Identifier{app}.Sanitize())
 	require.NoError(t, err)
 	_, err = MoveShard(ctx(t), cfg, 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
-	require.ErrorIs(t, err, grants.ErrMissingRole)
+	require.ErrorIs(t, err, ErrMissingRole)
 	require.ErrorContains(t, err, app)
 	var made bool
 	require.NoError(t, hostPool(t, cfg, "pg4").QueryRow(ctx(t), `SELECT to_regnamespace($1) IS NOT NULL`, s.Schema).Scan(&made))
@@ -365,7 +365,7 @@ func TestMoveRefusesForeignFenceFunction(t *testing.T) {
 			pgx.Identifier{s.Schema, "shardid_fence"}.Sanitize()))
 		require.NoError(t, err)
 		_, err = MoveShard(ctx(t), cfg, 0, away, MoveOptions{Mode: mode, Migrations: sampleSet(t)})
-		require.ErrorIs(t, err, fence.ErrForeignOwner, mode)
+		require.ErrorIs(t, err, ErrForeignOwner, mode)
 		var used bool
 		require.NoError(t, src.QueryRow(ctx(t), `SELECT EXISTS (SELECT FROM pg_trigger WHERE tgfoid = to_regprocedure($1))`,
 			s.Schema+".shardid_fence()").Scan(&used))
