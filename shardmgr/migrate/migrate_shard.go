@@ -248,7 +248,7 @@ func applyStep(ctx context.Context, conn *pgx.Conn, schema string, cur, next int
 		begin += "; " + setTimeout
 	}
 	if incoming {
-		begin += fmt.Sprintf("; SET LOCAL %s = on", fence.Bypass)
+		begin += "; " + fence.PassSQL
 	}
 	if _, err := conn.Exec(ctx, begin); err != nil {
 		return err
@@ -276,7 +276,7 @@ func applyStep(ctx context.Context, conn *pgx.Conn, schema string, cur, next int
 // transaction block (CREATE INDEX CONCURRENTLY, VACUUM), which makes no
 // table; that one runs alone.
 func incomingStatement(ctx context.Context, conn *pgx.Conn, schema, stmt string) error {
-	if _, err := conn.Exec(ctx, fmt.Sprintf("BEGIN; SET LOCAL %s = on", fence.Bypass)); err != nil {
+	if _, err := conn.Exec(ctx, "BEGIN; "+fence.PassSQL); err != nil {
 		return err
 	}
 	_, err := conn.Exec(ctx, stmt)

@@ -52,6 +52,10 @@ func (mo *mover) buildTarget(ctx context.Context, mv *move) error {
 	if err != nil {
 		return err
 	}
+	grants, err := mo.sourceGrants(ctx, mv)
+	if err != nil {
+		return err
+	}
 	if err := mo.createTarget(ctx, mv, version); err != nil {
 		return err
 	}
@@ -65,6 +69,9 @@ func (mo *mover) buildTarget(ctx context.Context, mv *move) error {
 		}
 	}
 	if err := emptyTarget(ctx, mv, dstTables); err != nil {
+		return err
+	}
+	if err := mo.carryGrants(ctx, mv, grants); err != nil {
 		return err
 	}
 	sizes, err := shardSize(ctx, mv.src, mv.Schema)
@@ -212,7 +219,7 @@ func replicaIdentities(ctx context.Context, mv *move, tables []string) error {
 func emptyTarget(ctx context.Context, mv *move, tables []string) error {
 	schema := mv.Schema
 	err := pgx.BeginFunc(ctx, mv.dst, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_catalog.set_config($1, 'on', true)`, fence.Bypass); err != nil {
+		if err := fence.Pass(ctx, tx); err != nil {
 			return err
 		}
 		if len(tables) > 0 {
@@ -250,7 +257,7 @@ func (mo *mover) copyOffline(ctx context.Context, mv *move) error {
 	}
 	var rows int64
 	err = pgx.BeginFunc(ctx, dst, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_catalog.set_config($1, 'on', true)`, fence.Bypass); err != nil {
+		if err := fence.Pass(ctx, tx); err != nil {
 			return err
 		}
 		for _, t := range tables {

@@ -144,7 +144,7 @@ func (mo *mover) copyAtSnapshot(ctx context.Context, mv *move, snapshot string, 
 		return 0, fmt.Errorf("source %s: %w", mv.From, err)
 	}
 	err = pgx.BeginFunc(ctx, mv.dst, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_catalog.set_config($1, 'on', true)`, fence.Bypass); err != nil {
+		if err := fence.Pass(ctx, tx); err != nil {
 			return err
 		}
 		for _, ix := range indexes {
@@ -367,7 +367,7 @@ func copyTableAt(ctx context.Context, srcDSN, dstDSN, schema, table, snapshot, w
 	}
 	var n int64
 	err = pgx.BeginFunc(ctx, dst, func(dtx pgx.Tx) error {
-		if _, err := dtx.Exec(ctx, `SELECT pg_catalog.set_config($1, 'on', true)`, fence.Bypass); err != nil {
+		if err := fence.Pass(ctx, dtx); err != nil {
 			return err
 		}
 		qt := pgx.Identifier{schema, table}.Sanitize()

@@ -102,8 +102,15 @@ func (mo *mover) installDelta(ctx context.Context, db *pgxpool.Pool, rec *MoveRe
 	)`); err != nil {
 		return err
 	}
+	// The functions run as the mover (SECURITY DEFINER, search_path
+	// pinned), not as the writer, who needs no right in the shardid schema
+	// to write the table; PUBLIC may not call them (a trigger fires
+	// without EXECUTE).
 	for _, asText := range []bool{false, true} {
-		var set []string
+		if err := fence.CheckOwner(ctx, db, deltaFunc(rec, asText)+"()"); err != nil {
+			return err
+		}
+		set := []string{"SECURITY DEFINER SET search_path = pg_catalog, pg_temp"}
 		if asText {
 			for _, s := range checksumSettings {
 				set = append(set, fmt.Sprintf("SET %s = %s", s[0], pg.QuoteLiteral(s[1])))
@@ -122,7 +129,8 @@ BEGIN
   END IF;
   RETURN NULL;
 END
-$shardid$`, deltaFunc(rec, asText), strings.Join(set, " "), deltaTable(rec), rowHash("NEW", asText), rowHash("OLD", asText))); err != nil {
+$shardid$;
+REVOKE ALL ON FUNCTION %[1]s() FROM PUBLIC`, deltaFunc(rec, asText), strings.Join(set, " "), deltaTable(rec), rowHash("NEW", asText), rowHash("OLD", asText))); err != nil {
 			return err
 		}
 	}

@@ -62,6 +62,10 @@ const (
 	// CheckProbe: ids drawn concurrently from every shard are unique
 	// across the cluster.
 	CheckProbe = "probe"
+	// CheckGrants: a moved shard's copy has the owners, privileges,
+	// default privileges and row-level security of its retired copy, while
+	// a host keeps one.
+	CheckGrants = "grants"
 	// CheckStoredShard (deep): every stored id decodes to the shard it is
 	// stored in.
 	CheckStoredShard = "stored-shard"
@@ -264,6 +268,7 @@ var (
 	shardsPass    = &pass{func(v *verifier, ctx context.Context) bool { v.checkShards(ctx); return true }}
 	clockPass     = &pass{func(v *verifier, _ context.Context) bool { v.checkClocks(); return true }}
 	storedPass    = &pass{func(v *verifier, ctx context.Context) bool { v.checkStored(ctx); return true }}
+	grantsPass    = &pass{func(v *verifier, ctx context.Context) bool { v.checkGrants(ctx); return true }}
 )
 
 // checks is every check Verify knows, in the report's order.
@@ -280,6 +285,7 @@ var checks = []check{
 	{name: CheckLock, pass: shardsPass}, // and the host scan, for idle holders
 	{name: CheckClock, pass: clockPass},
 	{name: CheckProbe, pass: shardsPass},
+	{name: CheckGrants, pass: grantsPass},
 	{name: CheckStoredShard, deep: true, pass: storedPass},
 	{name: CheckDuplicateID, deep: true, pass: storedPass},
 }
@@ -463,6 +469,8 @@ func (v *verifier) checkPlacement() {
 			// active copy; one whose fence is gone could take writes.
 			if !rc.Fenced {
 				v.problem(CheckPlacement, rc.Shard, hs.name, "retired copy %s of shard %d is not fenced: it could take writes (drop it: shardid rebalance cleanup --all)", schema, rc.Shard)
+			} else if rc.Settable {
+				v.problem(CheckPlacement, rc.Shard, hs.name, "retired copy %s of shard %d has an older release's fence, which any role passes by setting shardid.fence_bypass (drop it: shardid rebalance cleanup --all)", schema, rc.Shard)
 			}
 		}
 		for schema, marker := range hs.generators {

@@ -27,24 +27,59 @@ import (
 //     typed refusal whether their map is current or not. Logical
 //     replication's apply workers run with session_replication_role =
 //     replica and do not fire it, so a fenced target still receives the
-//     source's changes; the mover's own COPY sets shardid.fence_bypass.
+//     source's changes. The mover's own writes (its COPY, a migration
+//     step on an incoming copy) pass in a transaction that holds a pass
+//     (Pass): a temporary table of that transaction owned by the fence
+//     function's owner, which no other role can make.
 //   - on a source, the counter's MAXVALUE lowered to its last value, so
 //     next_id() itself fails there: no id can leave the old copy after its
 //     counter was carried to the new one.
 //
+// The fence function is SECURITY DEFINER, owned by the role that runs
+// moves (the toolkit's role), with a pinned search_path and no EXECUTE for
+// PUBLIC (a trigger fires without it). Func refuses to replace a function
+// of that name that another role owns (ErrForeignOwner).
+//
 // A retired copy (renamed shard_NNNN_moved_gG after the flip) keeps its
 // fence; its generator also stops working because its functions name the
-// old schema. The fence keeps honest programs out; a superuser can drop it.
+// old schema. The fence keeps every role out but the toolkit's own, its
+// members and superusers, who can drop it anyway.
 const (
 	// SQLState is the SQLSTATE a fenced shard's tables raise on a
 	// write.
 	SQLState = "SIDFN"
 	// fenceTrigger names the fence's trigger and trigger function.
 	fenceTrigger = "shardid_fence"
-	// Bypass is the setting that lets the mover write to a fenced
-	// target (SET LOCAL in its copy transaction).
-	Bypass = "shardid.fence_bypass"
+	// Name is the name of the fence's trigger and trigger function.
+	Name = fenceTrigger
+	// passTable is the temporary table whose presence in the writer's
+	// own temporary schema, owned by the fence's owner, lets a write
+	// through (Pass).
+	passTable = "shardid_fence_pass"
 )
+
+// PassSQL is the statement that gives the transaction it runs in a pass
+// through the fences of the role that runs it (see Pass); it ends with
+// the transaction. For callers that send it with other statements in one
+// simple query.
+const PassSQL = `CREATE TEMPORARY TABLE IF NOT EXISTS ` + passTable + ` () ON COMMIT DROP`
+
+// ErrForeignOwner is an object the toolkit relies on inside a shard
+// schema that a role other than the one running the toolkit owns: that
+// role could make it do anything.
+var ErrForeignOwner = errors.New("owned by another role")
+
+// Pass lets the transaction tx write to the fenced copies whose fence the
+// role running tx owns: only that role (its members, superusers) can make
+// a table it owns, and a temporary one is seen by its own session only and
+// dropped when tx ends. A setting would not do: every role can set any
+// placeholder setting, per session, role or connection string.
+func Pass(ctx context.Context, tx pg.Execer) error {
+	if _, err := tx.Exec(ctx, PassSQL); err != nil {
+		return fmt.Errorf("pass the fence: %w", err)
+	}
+	return nil
+}
 
 // RetiredSchema is the name the old copy of a shard is kept under after a
 // move flipped the map at generation gen: shard_0005_moved_g12.
@@ -78,25 +113,68 @@ func ShardTables(ctx context.Context, q pg.Querier, schema string) ([]string, er
 // every write through). Swapping the body takes no lock on the tables, so
 // it cannot queue behind autovacuum or make writers queue behind it, and a
 // writer that takes its table lock after the swap committed runs the new
-// body. Raise below waits for the writers that took theirs before.
+// body. Raise below waits for the writers that took theirs before. It
+// refuses (ErrForeignOwner) when a function of that name exists that
+// another role owns.
 func Func(ctx context.Context, tx pg.Execer, schema string, raise bool) error {
+	fn := pgx.Identifier{schema, fenceTrigger}.Sanitize()
+	if err := CheckOwner(ctx, tx, fn+"()"); err != nil {
+		if !raise && errors.Is(err, ErrForeignOwner) {
+			// Opening a fence that no trigger uses (another role's function,
+			// which refused the fence's installation) has nothing to open:
+			// an abort must get through.
+			var used bool
+			if qerr := tx.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_catalog.pg_trigger WHERE tgfoid = pg_catalog.to_regprocedure($1))`, fn+"()").Scan(&used); qerr != nil {
+				return fmt.Errorf("fence %s: %w", schema, qerr)
+			}
+			if !used {
+				return nil
+			}
+		}
+		return fmt.Errorf("fence %s: %w", schema, err)
+	}
 	body := `RETURN NULL;`
 	if raise {
-		body = fmt.Sprintf(`IF pg_catalog.current_setting('%s', true) = 'on' THEN
+		// Inside a SECURITY DEFINER function current_user is its owner.
+		body = fmt.Sprintf(`IF EXISTS (SELECT FROM pg_catalog.pg_class c
+      WHERE c.relnamespace = pg_catalog.pg_my_temp_schema() AND c.relname = '%s'
+      AND c.relowner = (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = CURRENT_USER)) THEN
     RETURN NULL;
   END IF;
   RAISE EXCEPTION USING ERRCODE = '%s',
     MESSAGE = pg_catalog.format('shard schema %%s is fenced: the shard is moving or has moved to another host', TG_TABLE_SCHEMA),
-    HINT = 'write through the shard map (shardid router); it names the shard''s current host';`, Bypass, SQLState)
+    HINT = 'write through the shard map (shardid router); it names the shard''s current host';`, passTable, SQLState)
 	}
 	_, err := tx.Exec(ctx, fmt.Sprintf(`CREATE OR REPLACE FUNCTION %s() RETURNS trigger
-LANGUAGE plpgsql AS $shardid$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $shardid$
 BEGIN
   %s
 END
-$shardid$`, pgx.Identifier{schema, fenceTrigger}.Sanitize(), body))
+$shardid$;
+REVOKE ALL ON FUNCTION %s() FROM PUBLIC`, fn, body, fn))
 	if err != nil {
 		return fmt.Errorf("fence %s: %w", schema, err)
+	}
+	return nil
+}
+
+// CheckOwner refuses (ErrForeignOwner, naming the owner) when the function
+// fn (a regprocedure, quoted: schema.name(args)) exists and a role other
+// than the current one owns it: replacing it would keep that owner, who
+// could then put any body back.
+func CheckOwner(ctx context.Context, q pg.Querier, fn string) error {
+	var name, owner string
+	var mine bool
+	err := q.QueryRow(ctx, `SELECT p.oid::pg_catalog.regprocedure::text, r.rolname, r.rolname = CURRENT_USER FROM pg_catalog.pg_proc p
+		JOIN pg_catalog.pg_roles r ON r.oid = p.proowner WHERE p.oid = pg_catalog.to_regprocedure($1)`, fn).Scan(&name, &owner, &mine)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("owner of %s: %w", fn, err)
+	}
+	if !mine {
+		return fmt.Errorf("function %s is %w %s, not the role running the toolkit; drop it (or make the toolkit's role its owner) and run again", name, ErrForeignOwner, owner)
 	}
 	return nil
 }
@@ -106,6 +184,11 @@ $shardid$`, pgx.Identifier{schema, fenceTrigger}.Sanitize(), body))
 // triggers take a lock on each table that waits for writers in flight
 // (and for autovacuum).
 func Install(ctx context.Context, tx pg.Execer, schema string, raise bool) error {
+	// Func lets an open fence over another role's function pass, for an
+	// abort; triggers must never be put on one.
+	if err := CheckOwner(ctx, tx, pgx.Identifier{schema, fenceTrigger}.Sanitize()+"()"); err != nil {
+		return fmt.Errorf("fence %s: %w", schema, err)
+	}
 	if err := Func(ctx, tx, schema, raise); err != nil {
 		return err
 	}
@@ -312,6 +395,9 @@ func UnclampCounter(ctx context.Context, tx pg.Execer, schema string, maxValue i
 type RetiredCopy struct {
 	Shard  int
 	Fenced bool // every table carries the fence trigger
+	// Settable: its fence function is an older release's, which lets a
+	// write through when a setting any role may set is on.
+	Settable bool
 }
 
 // ReadRetired finds the retired copies of moved shards on a host, and
@@ -319,21 +405,22 @@ type RetiredCopy struct {
 func ReadRetired(ctx context.Context, q pg.Querier) (map[string]RetiredCopy, error) {
 	rows, err := q.Query(ctx, `SELECT n.nspname,
 			coalesce(bool_and(EXISTS (SELECT FROM pg_catalog.pg_trigger tg
-				WHERE tg.tgrelid = c.oid AND tg.tgname = $1 AND tg.tgenabled <> 'D')) FILTER (WHERE c.oid IS NOT NULL), true)
+				WHERE tg.tgrelid = c.oid AND tg.tgname = $1 AND tg.tgenabled <> 'D')) FILTER (WHERE c.oid IS NOT NULL), true),
+			EXISTS (SELECT FROM pg_catalog.pg_proc p WHERE p.pronamespace = n.oid AND p.proname = $1 AND NOT p.prosecdef)
 		FROM pg_catalog.pg_namespace n
 		LEFT JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relkind IN ('r', 'p')
 		WHERE n.nspname ~ '^shard_[0-9]{4}_moved_g[0-9]+$'
-		GROUP BY n.nspname`, fenceTrigger)
+		GROUP BY n.oid, n.nspname`, fenceTrigger)
 	if err != nil {
 		return nil, fmt.Errorf("read retired copies: %w", err)
 	}
 	out := map[string]RetiredCopy{}
 	var name string
-	var fenced bool
-	_, err = pgx.ForEachRow(rows, []any{&name, &fenced}, func() error {
+	var fenced, settable bool
+	_, err = pgx.ForEachRow(rows, []any{&name, &fenced, &settable}, func() error {
 		var id int
 		fmt.Sscanf(name, "shard_%04d_", &id)
-		out[name] = RetiredCopy{Shard: id, Fenced: fenced}
+		out[name] = RetiredCopy{Shard: id, Fenced: fenced, Settable: settable}
 		return nil
 	})
 	if err != nil {
