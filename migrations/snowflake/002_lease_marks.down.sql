@@ -1,0 +1,1 @@
+DROP TABLE IF EXISTS shardid.snowflake_lease_marks;
