@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -80,10 +81,18 @@ func TestServe(t *testing.T) {
 		_, err := f.Parse(id)
 		require.NoError(t, err, id)
 	}
-	resp, err := http.Get("http://" + addr + "/healthz")
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, 200, resp.StatusCode)
+	// Ready once every tag has its first segment (order's is in; payment
+	// loads beside it).
+	var hb []byte
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		hb, _ = io.ReadAll(resp.Body)
+		return resp.StatusCode == 200
+	}, time.Minute, 20*time.Millisecond, "%s", &hb)
 	require.EqualValues(t, httpapi.DefaultHeapLimit, debug.SetMemoryLimit(-1), "collects at --heap-mib")
 	require.Equal(t, -1, debug.SetGCPercent(-1), "not each time the heap doubles")
 

@@ -1,13 +1,19 @@
 package segment
 
-import "time"
+import (
+	"fmt"
+	"strings"
+	"time"
+)
 
 // SourceHealth is the state of one source database as the allocator sees
 // it.
 type SourceHealth struct {
 	Index    int       `json:"index"`
 	Name     string    `json:"name"`
-	State    string    `json:"state"` // closed, open or half-open
+	// State is the breaker's: closed, open or half-open; or preparing
+	// while the source's database and table are being set up (WithPrepare).
+	State    string    `json:"state"`
 	Since    time.Time `json:"since"`
 	Failures int       `json:"consecutive_failures"`
 	// FailuresTotal is every failed call since the start, loads and
@@ -17,11 +23,16 @@ type SourceHealth struct {
 	Loads         uint64 `json:"segment_loads"`
 	Trips         uint64 `json:"breaker_trips"`
 
-	state BreakerState
+	state    BreakerState
+	prepared bool
 }
 
 // BreakerState returns the state as a value.
 func (h SourceHealth) BreakerState() BreakerState { return h.state }
+
+// Usable reports whether the source is prepared and its breaker closed
+// with no failure since its last success.
+func (h SourceHealth) Usable() bool { return h.prepared && h.state == Closed && h.Failures == 0 }
 
 // Health reports every source's circuit breaker.
 func (a *Allocator) Health() []SourceHealth {
@@ -29,9 +40,15 @@ func (a *Allocator) Health() []SourceHealth {
 	for i, s := range a.sources {
 		state, failures, total, lastErr, since, trips := s.br.snapshot()
 		h := SourceHealth{Index: i, Name: s.name, State: state.String(), Since: since, Failures: failures,
-			Loads: s.loads.Load(), Trips: trips, state: state, FailuresTotal: total}
+			Loads: s.loads.Load(), Trips: trips, state: state, FailuresTotal: total, prepared: s.prepared.Load()}
 		if lastErr != nil {
 			h.LastError = lastErr.Error()
+		}
+		if !h.prepared {
+			h.State = "preparing"
+			if err := s.notPrepared(); h.LastError == "" {
+				h.LastError = err.Error()
+			}
 		}
 		out[i] = h
 	}
@@ -65,4 +82,41 @@ func (t *Tag) Stats() TagStats {
 		left += n.left()
 	}
 	return TagStats{Name: t.name, Step: t.stepNow.Load(), Loads: t.loads.Load(), LoadFailures: t.loadFails.Load(), InMemory: left}
+}
+
+// Ready reports whether every tag can be served now and every source is
+// usable (SourceHealth.Usable): nil, or an error naming what is not. A
+// load balancer should send no traffic to a process that is not ready.
+func (a *Allocator) Ready() error {
+	var probs []string
+	for _, h := range a.Health() {
+		if !h.Usable() {
+			p := fmt.Sprintf("source %s is %s", h.Name, h.State)
+			if h.State == "closed" {
+				p = fmt.Sprintf("source %s failed %d times since its last success", h.Name, h.Failures)
+			}
+			if h.LastError != "" {
+				p += ": " + h.LastError
+			}
+			probs = append(probs, p)
+		}
+	}
+	for _, name := range a.Tags() {
+		t := a.tags[name]
+		if t.loads.Load() == 0 {
+			probs = append(probs, fmt.Sprintf("tag %s has no segment yet", name))
+		} else if t.Stats().InMemory == 0 && t.loadFailing() {
+			probs = append(probs, fmt.Sprintf("tag %s has no ids left and its loads fail", name))
+		}
+	}
+	if len(probs) > 0 {
+		return fmt.Errorf("%w: %s", ErrNotReady, strings.Join(probs, "; "))
+	}
+	return nil
+}
+
+func (t *Tag) loadFailing() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.lastErr != nil
 }
