@@ -9,8 +9,8 @@ import (
 // SourceHealth is the state of one source database as the allocator sees
 // it.
 type SourceHealth struct {
-	Index    int       `json:"index"`
-	Name     string    `json:"name"`
+	Index int    `json:"index"`
+	Name  string `json:"name"`
 	// State is the breaker's: closed, open or half-open; or preparing
 	// while the source's database and table are being set up (WithPrepare).
 	State    string    `json:"state"`
