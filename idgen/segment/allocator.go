@@ -155,6 +155,7 @@ func New(pools []*pgxpool.Pool, tags map[string]TagConfig, opts ...Option) (*All
 			s.prepared.Store(true)
 			continue
 		}
+		s.prepareStart = time.Now()
 		a.wg.Add(1)
 		go a.prepareSource(s)
 	}
@@ -203,7 +204,7 @@ func (a *Allocator) kickAll() {
 func (a *Allocator) load(t *Tag, step int64) (*segment, error) {
 	n := len(a.sources)
 	for _, s := range a.sources {
-		if s.firstPrepare() {
+		if s.firstPrepare(a.opts.callTimeout) {
 			return nil, errPreparing
 		}
 	}

@@ -36,10 +36,11 @@ type source struct {
 	pool  *pgxpool.Pool
 	br    breaker
 
-	prepareMu  sync.Mutex
-	prepareErr error // of the last attempt, until one succeeds
-	prepared   atomic.Bool
-	probing    atomic.Bool
+	prepareMu    sync.Mutex
+	prepareErr   error // of the last attempt, until one succeeds
+	prepareStart time.Time
+	prepared     atomic.Bool
+	probing      atomic.Bool
 
 	loads atomic.Uint64
 }
@@ -52,20 +53,22 @@ func sourceName(pool *pgxpool.Pool, i int) string {
 	return fmt.Sprintf("%s:%d/%s", c.Host, c.Port, c.Database)
 }
 
-// errPreparing: some source's first attempt to prepare is still running;
-// loads wait for it rather than fail (or create a tag's row without that
-// source's highest id).
+// errPreparing: some source's first attempt to prepare is still running,
+// and has not run for a call timeout yet; loads wait for it rather than
+// fail (or create a tag's row without that source's highest id). After
+// that they go on without the source, so that callers get an answer
+// (503) rather than wait for a database being created or a lock.
 var errPreparing = errors.New("a source is being prepared")
 
 // firstPrepare reports whether the source's first prepare attempt is
-// still running.
-func (s *source) firstPrepare() bool {
+// still running and has run for less than wait.
+func (s *source) firstPrepare(wait time.Duration) bool {
 	if s.prepared.Load() {
 		return false
 	}
 	s.prepareMu.Lock()
 	defer s.prepareMu.Unlock()
-	return s.prepareErr == nil
+	return s.prepareErr == nil && time.Since(s.prepareStart) < wait
 }
 
 // notPrepared is the reason a source is not used yet.
@@ -75,7 +78,7 @@ func (s *source) notPrepared() error {
 	if s.prepareErr != nil {
 		return fmt.Errorf("not prepared yet: %w", s.prepareErr)
 	}
-	return errors.New("not prepared yet")
+	return fmt.Errorf("not prepared yet (its first attempt has run for %s)", time.Since(s.prepareStart).Round(time.Second))
 }
 
 // prepareSource runs the prepare hook for s until it succeeds, each
@@ -84,6 +87,10 @@ func (s *source) notPrepared() error {
 func (a *Allocator) prepareSource(s *source) {
 	defer a.wg.Done()
 	start, lastLine, failed := time.Now(), time.Time{}, 0
+	// Loads that stop waiting for the first attempt need a kick to
+	// go on without the source.
+	kick := time.AfterFunc(a.opts.callTimeout, a.kickAll)
+	defer kick.Stop()
 	for {
 		ctx, cancel := context.WithTimeout(a.ctx, a.opts.prepTimeout)
 		err := a.opts.prepare(ctx, s.index)
