@@ -204,7 +204,7 @@ func (a *Allocator) kickAll() {
 func (a *Allocator) load(t *Tag, step int64) (*segment, error) {
 	n := len(a.sources)
 	for _, s := range a.sources {
-		if s.firstPrepare(a.opts.callTimeout) {
+		if s.firstPrepare(firstPrepareWait) {
 			return nil, errPreparing
 		}
 	}

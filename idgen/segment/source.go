@@ -54,11 +54,17 @@ func sourceName(pool *pgxpool.Pool, i int) string {
 }
 
 // errPreparing: some source's first attempt to prepare is still running,
-// and has not run for a call timeout yet; loads wait for it rather than
+// and has not run for firstPrepareWait yet; loads wait for it rather than
 // fail (or create a tag's row without that source's highest id). After
 // that they go on without the source, so that callers get an answer
 // (503) rather than wait for a database being created or a lock.
 var errPreparing = errors.New("a source is being prepared")
+
+// firstPrepareWait is how long loads wait for a source's first prepare
+// attempt: long enough for a database to be created on a busy server in
+// the common case, short enough for a request to get its answer within
+// the HTTP server's write timeout (10 s).
+const firstPrepareWait = 8 * time.Second
 
 // firstPrepare reports whether the source's first prepare attempt is
 // still running and has run for less than wait.
@@ -89,7 +95,7 @@ func (a *Allocator) prepareSource(s *source) {
 	start, lastLine, failed := time.Now(), time.Time{}, 0
 	// Loads that stop waiting for the first attempt need a kick to
 	// go on without the source.
-	kick := time.AfterFunc(a.opts.callTimeout, a.kickAll)
+	kick := time.AfterFunc(firstPrepareWait, a.kickAll)
 	defer kick.Stop()
 	for {
 		ctx, cancel := context.WithTimeout(a.ctx, a.opts.prepTimeout)
