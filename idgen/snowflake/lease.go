@@ -58,7 +58,8 @@ func WithTTL(d time.Duration) LeaseOption { return func(o *leaseOptions) { o.ttl
 func WithHeartbeat(d time.Duration) LeaseOption { return func(o *leaseOptions) { o.heartbeat = d } }
 
 // WithMaxWait bounds how far ahead of this process's clock the last
-// possible time of a worker it takes may lie (default the TTL): a worker
+// possible time of a worker it takes may lie (default twice the TTL, room
+// for a row deleted under a live holder and some clock skew): a worker
 // whose previous holder's clock ran ahead, or one whose row was deleted
 // while its holder lived, issues nothing until this clock passes that
 // time. Start prefers a worker usable at once; when every free worker is
@@ -112,7 +113,7 @@ func Start(ctx context.Context, db DB, s Settings, opts ...LeaseOption) (*Genera
 		o.heartbeat = o.ttl / 3
 	}
 	if o.maxWait == 0 {
-		o.maxWait = o.ttl
+		o.maxWait = 2 * o.ttl
 	}
 	if o.holder == "" {
 		host, _ := os.Hostname()
