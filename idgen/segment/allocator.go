@@ -92,6 +92,9 @@ type Allocator struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	started   chan struct{} // closed once every tag's first load attempt ended
+	attempted atomic.Int64  // tags whose first load attempt ended
 }
 
 // New starts an allocator for tags over the source pools; pool i hands out
@@ -118,7 +121,7 @@ func New(pools []*pgxpool.Pool, tags map[string]TagConfig, opts ...Option) (*All
 	if o.threshold < 1 || o.probeEvery <= 0 || o.callTimeout <= 0 || o.prepTimeout <= 0 {
 		return nil, fmt.Errorf("%w: breaker threshold, probe interval, call and prepare timeouts must be positive", ErrConfig)
 	}
-	a := &Allocator{opts: o, tags: make(map[string]*Tag, len(tags))}
+	a := &Allocator{opts: o, tags: make(map[string]*Tag, len(tags)), started: make(chan struct{})}
 	for i, p := range pools {
 		if p == nil {
 			return nil, fmt.Errorf("%w: source %d: nil pool", ErrConfig, i)
@@ -276,6 +279,7 @@ type Tag struct {
 	stepNow   atomic.Int64
 	loads     atomic.Uint64
 	loadFails atomic.Uint64
+	attempted atomic.Bool // a first load attempt ended
 }
 
 // Name returns the tag's name.
@@ -487,4 +491,7 @@ func (t *Tag) signal(err error) {
 	close(t.waitCh)
 	t.waitCh = make(chan struct{})
 	t.mu.Unlock()
+	if !t.attempted.Swap(true) && t.a.attempted.Add(1) == int64(len(t.a.tags)) {
+		close(t.a.started)
+	}
 }

@@ -1,10 +1,6 @@
 package segment
 
-import (
-	"fmt"
-	"strings"
-	"time"
-)
+import "time"
 
 // SourceHealth is the state of one source database as the allocator sees
 // it.
@@ -82,41 +78,4 @@ func (t *Tag) Stats() TagStats {
 		left += n.left()
 	}
 	return TagStats{Name: t.name, Step: t.stepNow.Load(), Loads: t.loads.Load(), LoadFailures: t.loadFails.Load(), InMemory: left}
-}
-
-// Ready reports whether every tag can be served now and every source is
-// usable (SourceHealth.Usable): nil, or an error naming what is not. A
-// load balancer should send no traffic to a process that is not ready.
-func (a *Allocator) Ready() error {
-	var probs []string
-	for _, h := range a.Health() {
-		if !h.Usable() {
-			p := fmt.Sprintf("source %s is %s", h.Name, h.State)
-			if h.State == "closed" {
-				p = fmt.Sprintf("source %s failed %d times since its last success", h.Name, h.Failures)
-			}
-			if h.LastError != "" {
-				p += ": " + h.LastError
-			}
-			probs = append(probs, p)
-		}
-	}
-	for _, name := range a.Tags() {
-		t := a.tags[name]
-		if t.loads.Load() == 0 {
-			probs = append(probs, fmt.Sprintf("tag %s has no segment yet", name))
-		} else if t.Stats().InMemory == 0 && t.loadFailing() {
-			probs = append(probs, fmt.Sprintf("tag %s has no ids left and its loads fail", name))
-		}
-	}
-	if len(probs) > 0 {
-		return fmt.Errorf("%w: %s", ErrNotReady, strings.Join(probs, "; "))
-	}
-	return nil
-}
-
-func (t *Tag) loadFailing() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.lastErr != nil
 }

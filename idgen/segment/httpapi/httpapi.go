@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,7 +45,12 @@ type Handler struct {
 	logEvery time.Duration
 	fails    map[string]*failLog
 	checks   []check
+	started  atomic.Bool // the allocator's first loads are done
 }
+
+// startWait bounds how long a request waits for the allocator's start-up
+// (every tag's first load), below the server's 10 s write timeout.
+const startWait = 8 * time.Second
 
 // check is one more condition of readiness (WithCheck).
 type check struct {
@@ -202,6 +208,13 @@ func (h *Handler) serveIDs(w http.ResponseWriter, r *http.Request, name string, 
 	count, key, msg := parseQuery(r.URL.RawQuery)
 	if msg != "" {
 		return writeError(w, http.StatusBadRequest, msg)
+	}
+	if !h.started.Load() {
+		ctx, cancel := context.WithTimeout(r.Context(), startWait)
+		if h.alloc.WaitStarted(ctx) == nil {
+			h.started.Store(true)
+		}
+		cancel()
 	}
 	b := pool.Get().(*buffers)
 	defer pool.Put(b)
