@@ -163,6 +163,13 @@ func TestServeCreatesDatabasesAtStartUpAndIsNotReadyMeanwhile(t *testing.T) {
 snowflake:
   leases: %s
 `, own.DSN("seg_a"), own.DSN("seg_b"), own.DSN("leases"))), 0o600))
+	// A process stopped while CREATE DATABASE waits stops at once.
+	early := launchServe(t, bin, "--config", config)
+	require.Eventually(t, func() bool { code, _ := early.get("/healthz"); return code == 503 }, time.Minute, 20*time.Millisecond, "%s", early.log)
+	took := early.sigterm(t)
+	require.Less(t, took, 5*time.Second, "SIGTERM while creating the databases: %s", early.log)
+	t.Logf("stopped %s after SIGTERM", took.Round(time.Millisecond))
+
 	p := launchServe(t, bin, "--config", config)
 	require.Eventually(t, func() bool { code, _ := p.get("/healthz"); return code != 0 }, time.Minute, 20*time.Millisecond, "%s", p.log)
 	lockedAt := time.Now()
