@@ -164,3 +164,33 @@ func TestLeaseEveryWorkerAheadIsReported(t *testing.T) {
 	_, err = g.NextID()
 	require.ErrorIs(t, err, snowflake.ErrLeaseNotYetUsable)
 }
+
+// An UPDATE by hand cannot lower what the next holder starts after, and
+// the marks cannot be deleted or truncated.
+func TestLeaseTableEditsKeepPromises(t *testing.T) {
+	pool := pgtest.Pool(t, leaseDB(t))
+	ctx := context.Background()
+	g := start(t, pool, snowflake.Settings{}, snowflake.WithTTL(time.Minute))
+	l := lease(t, g)
+	next(t, g)
+	var before, after int64
+	require.NoError(t, pool.QueryRow(ctx, "SELECT used_until_ms FROM shardid.snowflake_leases WHERE worker = $1", l.Worker).Scan(&before))
+	_, err := pool.Exec(ctx, "UPDATE shardid.snowflake_leases SET used_until_ms = 0 WHERE worker = $1", l.Worker)
+	require.NoError(t, err)
+	require.NoError(t, pool.QueryRow(ctx, "SELECT used_until_ms FROM shardid.snowflake_leases WHERE worker = $1", l.Worker).Scan(&after))
+	require.Equal(t, before, after)
+	_, err = pool.Exec(ctx, "UPDATE shardid.snowflake_lease_marks SET used_until_ms = 0, max_worker = -1")
+	require.NoError(t, err)
+	var maxWorker int64
+	require.NoError(t, pool.QueryRow(ctx, "SELECT max_worker, used_until_ms FROM shardid.snowflake_lease_marks").Scan(&maxWorker, &after))
+	require.Equal(t, l.Worker, maxWorker)
+	require.GreaterOrEqual(t, after, before)
+	_, err = pool.Exec(ctx, "DELETE FROM shardid.snowflake_lease_marks")
+	require.ErrorContains(t, err, "must not be deleted")
+	_, err = pool.Exec(ctx, "TRUNCATE shardid.snowflake_lease_marks")
+	require.ErrorContains(t, err, "must not be deleted")
+	// The holder's own release still records the last time it used.
+	require.NoError(t, g.Close(ctx))
+	require.NoError(t, pool.QueryRow(ctx, "SELECT used_until_ms FROM shardid.snowflake_leases WHERE worker = $1", l.Worker).Scan(&after))
+	require.Less(t, after, before, "a minute's promise given back")
+}
