@@ -151,7 +151,9 @@ func (s *snowflakeService) stop() {
 		s.cancel()
 		<-s.done
 		if g := s.g.Load(); g != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			// Short: the lease expires by itself after its TTL, and a stop
+			// must not wait on an unreachable database.
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
 			if err := g.Close(ctx); err != nil {
 				s.logger.Warn("snowflake lease not released; it expires after its TTL", "err", err)
