@@ -16,12 +16,15 @@ import (
 	"strconv"
 	"strings"
 	"testing/fstest"
+	"time"
 
 	"github.com/golang-migrate/migrate/v4"
 	pgxmigrate "github.com/golang-migrate/migrate/v4/database/pgx/v5"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/shardid/shardid/internal/pgdatabase"
 	"github.com/shardid/shardid/internal/pgsession"
 )
 
@@ -38,8 +41,8 @@ type Set struct {
 
 // Up applies every migration of set not yet applied to the database at dsn.
 // It creates Schema when missing. Running it again changes nothing.
-func Up(ctx context.Context, dsn string, set Set) error {
-	return run(ctx, dsn, set, func(m *migrate.Migrate) error {
+func Up(ctx context.Context, dsn string, set Set, opts ...Option) error {
+	return run(ctx, dsn, set, newOptions(opts), func(m *migrate.Migrate) error {
 		if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
 			return err
 		}
@@ -49,8 +52,8 @@ func Up(ctx context.Context, dsn string, set Set) error {
 
 // To migrates the database at dsn up or down to version of set: for tests
 // that need a catalog of an older schema, and for a repair by hand.
-func To(ctx context.Context, dsn string, set Set, version uint) error {
-	return run(ctx, dsn, set, func(m *migrate.Migrate) error {
+func To(ctx context.Context, dsn string, set Set, version uint, opts ...Option) error {
+	return run(ctx, dsn, set, newOptions(opts), func(m *migrate.Migrate) error {
 		if err := m.Migrate(version); err != nil && !errors.Is(err, migrate.ErrNoChange) {
 			return err
 		}
@@ -60,8 +63,8 @@ func To(ctx context.Context, dsn string, set Set, version uint) error {
 
 // Version reports the applied version of set (0 when none) and whether the
 // last migration failed half way (dirty).
-func Version(ctx context.Context, dsn string, set Set) (version uint, dirty bool, err error) {
-	err = run(ctx, dsn, set, func(m *migrate.Migrate) error {
+func Version(ctx context.Context, dsn string, set Set, opts ...Option) (version uint, dirty bool, err error) {
+	err = run(ctx, dsn, set, newOptions(opts), func(m *migrate.Migrate) error {
 		version, dirty, err = m.Version()
 		if errors.Is(err, migrate.ErrNilVersion) {
 			version, dirty, err = 0, false, nil
@@ -71,36 +74,96 @@ func Version(ctx context.Context, dsn string, set Set) (version uint, dirty bool
 	return version, dirty, err
 }
 
-func run(ctx context.Context, dsn string, set Set, f func(*migrate.Migrate) error) error {
+// run opens dsn and runs f on a golang-migrate instance for set. The wait
+// for golang-migrate's lock is bounded by o.lockWait (golang-migrate's own
+// pg_advisory_lock waits forever, with no context), and run returns when
+// ctx ends even if golang-migrate has not: it is then left to finish in
+// the background, which the session's lock_timeout bounds.
+func run(ctx context.Context, dsn string, set Set, o options, f func(*migrate.Migrate) error) error {
 	cfg, err := pgsession.ParseConfig(dsn)
 	if err != nil {
 		return fmt.Errorf("%s migrations: %w", set.Name, err)
 	}
-	db := stdlib.OpenDB(*cfg)
-	defer db.Close()
-	if _, err := db.ExecContext(ctx, "CREATE SCHEMA IF NOT EXISTS "+Schema); err != nil {
-		return fmt.Errorf("%s migrations on %s: %w", set.Name, cfg.Database, err)
-	}
-	driver, err := pgxmigrate.WithInstance(db, &pgxmigrate.Config{
-		MigrationsTable:       fmt.Sprintf("%q.%q", Schema, set.Table),
-		MigrationsTableQuoted: true,
-	})
+	// Every lock a migration session waits for, the advisory one
+	// included, gives up after the wait.
+	cfg.RuntimeParams["lock_timeout"] = strconv.FormatInt(max(o.lockWait.Milliseconds(), 1), 10)
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("%s migrations on %s: %w", set.Name, cfg.Database, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var db string
+	if err := conn.QueryRow(ctx, "SELECT current_database()").Scan(&db); err != nil {
+		return fmt.Errorf("%s migrations on %s: %w", set.Name, cfg.Database, err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+Schema); err != nil {
+		return fmt.Errorf("%s migrations on %s: %w", set.Name, db, err)
+	}
+	key, err := lockKey(db, set)
+	if err != nil {
+		return fmt.Errorf("%s migrations on %s: %w", set.Name, db, err)
+	}
+	left, err := waitForLock(ctx, conn, db, key, set, o)
+	if err != nil {
+		return fmt.Errorf("%s migrations on %s: %w", set.Name, db, err)
+	}
+	done := make(chan error, 1)
+	stop := make(chan struct{})
+	go func() { done <- migrateOnce(cfg, db, set, left, stop, f) }()
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		close(stop)
+		return fmt.Errorf("%s migrations on %s: %w", set.Name, db, ctx.Err())
+	}
+	if err != nil && lockTimedOut(err) {
+		// Taken between our look and golang-migrate's attempt.
+		holders, herr := pgdatabase.AdvisoryLockHolders(context.WithoutCancel(ctx), conn, key)
+		if herr == nil && len(holders) > 0 {
+			return &LockBusyError{Set: set.Name, Database: db, Key: key, Waited: o.lockWait, Holders: holders}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%s migrations on %s: %w", set.Name, db, err)
+	}
+	return nil
+}
+
+// migrateOnce runs f on a golang-migrate instance of its own; stop asks
+// it to stop between migrations.
+func migrateOnce(cfg *pgx.ConnConfig, db string, set Set, lockWait time.Duration, stop <-chan struct{}, f func(*migrate.Migrate) error) error {
+	sqlDB := stdlib.OpenDB(*cfg)
+	defer sqlDB.Close()
+	driver, err := pgxmigrate.WithInstance(sqlDB, &pgxmigrate.Config{
+		MigrationsTable:       fmt.Sprintf("%q.%q", Schema, set.Table),
+		MigrationsTableQuoted: true,
+		DatabaseName:          db,
+	})
+	if err != nil {
+		return err
 	}
 	src, err := iofs.New(set.FS, ".")
 	if err != nil {
-		return fmt.Errorf("%s migrations: %w", set.Name, err)
+		return err
 	}
-	m, err := migrate.NewWithInstance("iofs", src, cfg.Database, driver)
+	m, err := migrate.NewWithInstance("iofs", src, db, driver)
 	if err != nil {
-		return fmt.Errorf("%s migrations on %s: %w", set.Name, cfg.Database, err)
+		return err
 	}
 	defer m.Close()
-	if err := f(m); err != nil {
-		return fmt.Errorf("%s migrations on %s: %w", set.Name, cfg.Database, err)
-	}
-	return nil
+	// The session's lock_timeout ends the wait first, with PostgreSQL's
+	// error; this is golang-migrate's own bound behind it.
+	m.LockTimeout = lockWait + 5*time.Second
+	finished := make(chan struct{})
+	defer close(finished)
+	go func() {
+		select {
+		case <-stop:
+			m.GracefulStop <- true // buffered: golang-migrate reads it between migrations
+		case <-finished:
+		}
+	}()
+	return f(m)
 }
 
 // With is set with the files of extra added; a file of extra replaces the

@@ -9,7 +9,8 @@ import (
 var snowflakeFiles embed.FS
 
 // Snowflake creates the shardid.snowflake_leases table of a lease database
-// (idgen/snowflake): one row per leased worker id.
+// (idgen/snowflake): one row per leased worker id, and
+// shardid.snowflake_lease_marks, what survives the deletion of a row.
 var Snowflake = Set{Name: "snowflake", FS: snowflakeFS(), Table: "snowflake_migrations"}
 
 func snowflakeFS() fs.FS {

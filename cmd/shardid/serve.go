@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shardid/shardid/idgen/segment/httpapi"
+	"github.com/shardid/shardid/idgen/snowflake"
 	"github.com/shardid/shardid/shardmgr"
 )
 
@@ -33,12 +34,16 @@ ids from number segments taken from the source databases of the segments:
 section of the cluster file (which may hold only that section).
 
 It needs one database per entry of segments.sources (the order is part of the
-id layout) and creates what is missing as soon as each server answers: the
-database (CREATE DATABASE through the server's postgres database, so the role
-needs CREATEDB there, as for init) and the shardid.segments table. A source
-that cannot be reached or prepared is retried in the background and logged
-with the server's own error first. Stops gracefully on SIGINT or SIGTERM. See
-docs/segments.md.
+id layout) and creates what is missing at start-up, in the background, as soon
+as each server answers: the database (CREATE DATABASE through the server's
+postgres database, so the role needs CREATEDB there, as for init) and the
+shardid.segments table. A source that cannot be reached or prepared (or whose
+golang-migrate lock someone holds: the holder is logged) is retried in the
+background and logged with the server's own error first; /healthz answers 503
+until every source is usable and every tag has ids. It listens at once and
+stops on SIGINT or SIGTERM in every state. It has no authentication and no
+TLS: keep --listen on a loopback address behind a proxy (a warning says so
+otherwise). See docs/segments.md.
 
 With a snowflake: section (leases: a DSN, datacenter, epoch_ms, ttl), it also
 serves GET /v1/snowflake?count=N from a worker id leased in that database; a
@@ -71,40 +76,79 @@ func serve(ctx context.Context, configPath, listen string, grace time.Duration, 
 		return fmt.Errorf("%s: no segments: section (nor snowflake:)", configPath)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if seg == nil {
-		return serveSnowflakeOnly(ctx, configPath, cfg.Snowflake, listen, grace, logger)
-	}
-	alloc, closeAll, err := httpapi.OpenAllocator(ctx, seg, os.LookupEnv, logger)
-	if err != nil {
-		return fmt.Errorf("%s: %w", configPath, err)
-	}
-	defer closeAll()
-	h, err := httpapi.New(alloc, httpapi.WithLogger(logger))
-	if err != nil {
-		return err
-	}
-	var handler http.Handler = h
+	// Everything that needs a database starts in the background once the
+	// sections are known to be valid: serve listens at once, /healthz says
+	// what it waits for, and a signal stops it whatever it waits for.
+	var sf *snowflakeService
 	if cfg.Snowflake != nil {
-		sf, stop, err := startSnowflake(ctx, configPath, cfg.Snowflake, logger)
+		if sf, err = newSnowflakeService(configPath, cfg.Snowflake, logger); err != nil {
+			return err
+		}
+		defer sf.stop()
+	}
+	var handler http.Handler
+	var tags []string
+	if seg != nil {
+		alloc, closeAll, err := httpapi.OpenAllocator(ctx, seg, os.LookupEnv, logger)
+		if err != nil {
+			return fmt.Errorf("%s: %w", configPath, err)
+		}
+		defer closeAll()
+		opts := []httpapi.Option{httpapi.WithLogger(logger)}
+		if sf != nil {
+			opts = append(opts, httpapi.WithCheck("snowflake", sf.Ready))
+		}
+		h, err := httpapi.New(alloc, opts...)
 		if err != nil {
 			return err
 		}
-		defer stop()
-		handler = withSnowflake(sf, h)
+		handler, tags = h, alloc.Tags()
+		if sf != nil {
+			handler = withSnowflake(sf, h)
+		}
+	} else {
+		handler = withSnowflake(sf, snowflakeHealth(sf))
 	}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return err
 	}
+	if exposed, why := exposedListen(ln.Addr()); exposed {
+		logger.Warn("serving on "+why+" with no authentication and no TLS: anyone who can reach it can draw ids and read /metrics; "+
+			"listen on 127.0.0.1 behind a proxy that terminates TLS and checks a token, or firewall the port (docs/segments.md)", "addr", ln.Addr().String())
+	}
 	gc := "go default (GOGC, GOMEMLIMIT)"
 	if httpapi.LimitGC(heapLimit) {
 		gc = fmt.Sprintf("at %d MiB of heap", heapLimit>>20)
 	}
-	logger.Info("serving ids", "addr", ln.Addr().String(), "tags", alloc.Tags(), "sources", len(seg.Sources), "gc", gc)
+	routes := []string{"/healthz"}
+	if seg != nil {
+		routes = append(routes, "/v1/ids/{tag}", "/metrics")
+	}
+	if sf != nil {
+		routes = append(routes, snowflake.Path)
+	}
+	logger.Info("serving ids", "addr", ln.Addr().String(), "routes", routes, "tags", tags, "gc", gc)
 	err = httpapi.Serve(ctx, ln, handler, grace)
 	if err == nil || errors.Is(err, context.Canceled) {
 		logger.Info("stopped")
 		return nil
 	}
 	return err
+}
+
+// exposedListen reports whether addr is reachable from other machines
+// (any address but a loopback one), and how to say so.
+func exposedListen(addr net.Addr) (bool, string) {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok {
+		return false, ""
+	}
+	switch {
+	case tcp.IP == nil || tcp.IP.IsUnspecified():
+		return true, "every interface"
+	case tcp.IP.IsLoopback():
+		return false, ""
+	}
+	return true, "a non-loopback address"
 }

@@ -5,61 +5,166 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/shardid/shardid/idgen/segment/httpapi"
 	"github.com/shardid/shardid/idgen/snowflake"
+	"github.com/shardid/shardid/internal/pgdatabase"
+	"github.com/shardid/shardid/internal/pgsession"
 	"github.com/shardid/shardid/migrations"
 )
 
-// startSnowflake leases a worker id from the snowflake: section's database
-// and returns the handler of GET /v1/snowflake and a function that
-// releases the lease.
-func startSnowflake(ctx context.Context, configPath string, c *snowflake.Config, logger *slog.Logger) (*snowflake.Handler, func(), error) {
+// Bounds of serve's snowflake start-up: each attempt to create the lease
+// database, to migrate it (golang-migrate's lock included) and to lease a
+// worker; failed attempts are logged and retried after leaseRetry.
+const (
+	leaseDatabaseTimeout = 2 * time.Minute
+	leaseLockWait        = 10 * time.Second
+	leaseRetry           = 2 * time.Second
+)
+
+// snowflakeService serves GET /v1/snowflake from a worker it leases in the
+// background: it answers 503 (and Ready says why) until the lease database
+// is created and migrated and a worker is leased.
+type snowflakeService struct {
+	cfg    *snowflake.Config
+	logger *slog.Logger
+	pool   *pgxpool.Pool
+	h      atomic.Pointer[snowflake.Handler]
+	g      atomic.Pointer[snowflake.Generator]
+	state  atomic.Pointer[error] // why there is no generator yet
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+}
+
+// newSnowflakeService checks the snowflake: section and starts leasing a
+// worker in the background; only a bad section is an error.
+func newSnowflakeService(configPath string, c *snowflake.Config, logger *slog.Logger) (*snowflakeService, error) {
 	if err := c.ExpandEnv(os.LookupEnv); err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", configPath, err)
+		return nil, fmt.Errorf("%s: %w", configPath, err)
 	}
 	if err := c.Validate(); err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", configPath, err)
+		return nil, fmt.Errorf("%s: %w", configPath, err)
 	}
-	if err := migrations.Up(ctx, c.Leases, migrations.Snowflake); err != nil {
-		return nil, nil, fmt.Errorf("snowflake.leases: %w", err)
-	}
-	pc, err := pgxpool.ParseConfig(c.Leases)
+	pc, err := pgsession.ParsePoolConfig(c.Leases)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: snowflake.leases: %w", configPath, err)
+		return nil, fmt.Errorf("%s: snowflake.leases: %w", configPath, err)
 	}
 	pc.MaxConns = 2 // the heartbeat and the release
 	pc.ConnConfig.ConnectTimeout = 2 * time.Second
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	pool, err := pgxpool.NewWithConfig(context.Background(), pc) // connects lazily
 	if err != nil {
-		return nil, nil, fmt.Errorf("snowflake.leases: %w", err)
+		return nil, fmt.Errorf("%s: snowflake.leases: %w", configPath, err)
 	}
-	g, err := snowflake.Start(ctx, pool, c.Settings(), append(c.LeaseOptions(), snowflake.WithLogger(logger))...)
-	if err != nil {
-		pool.Close()
-		return nil, nil, err
-	}
-	l, _ := g.Lease()
-	logger.Info("serving snowflake ids", "datacenter", l.Datacenter, "worker", l.Worker, "token", l.Token, "epoch_ms", g.Layout().Epoch)
-	stop := func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := g.Close(cctx); err != nil {
-			logger.Warn("snowflake lease not released; it expires after its TTL", "err", err)
+	s := &snowflakeService{cfg: c, logger: logger, pool: pool, done: make(chan struct{})}
+	starting := errors.New("no worker id leased yet")
+	s.state.Store(&starting)
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	go s.start(ctx)
+	return s, nil
+}
+
+// start prepares the lease database and leases a worker, retrying until
+// it succeeds or ctx ends.
+func (s *snowflakeService) start(ctx context.Context) {
+	defer close(s.done)
+	db := s.pool.Config().ConnConfig.Database
+	prepared := false
+	for attempt := 0; ; attempt++ {
+		err := func() error {
+			if !prepared {
+				actx, cancel := context.WithTimeout(ctx, leaseDatabaseTimeout)
+				defer cancel()
+				start := time.Now()
+				created, err := pgdatabase.Ensure(actx, s.cfg.Leases)
+				if err != nil {
+					return err
+				}
+				if created {
+					s.logger.Info("created the snowflake lease database", "database", db, "took", time.Since(start).Round(time.Millisecond))
+				}
+				if err := migrations.Up(actx, s.cfg.Leases, migrations.Snowflake,
+					migrations.WithLockWait(leaseLockWait), migrations.WithLogger(s.logger)); err != nil {
+					return pgdatabase.Explain(err)
+				}
+				httpapi.WarnPublicConnect(actx, s.logger, s.pool, "snowflake lease", db)
+				prepared = true
+			}
+			actx, cancel := context.WithTimeout(ctx, leaseDatabaseTimeout)
+			defer cancel()
+			g, err := snowflake.Start(actx, s.pool, s.cfg.Settings(), append(s.cfg.LeaseOptions(), snowflake.WithLogger(s.logger))...)
+			if err != nil {
+				return err
+			}
+			s.g.Store(g)
+			s.h.Store(snowflake.NewHandler(g))
+			l, _ := g.Lease()
+			s.logger.Info("serving snowflake ids", "datacenter", l.Datacenter, "worker", l.Worker, "token", l.Token, "epoch_ms", g.Layout().Epoch)
+			return nil
+		}()
+		if err == nil || ctx.Err() != nil {
+			return
 		}
-		pool.Close()
+		err = fmt.Errorf("snowflake.leases: %w", err)
+		s.state.Store(&err)
+		if attempt%30 == 0 { // a line at once, then one a minute
+			s.logger.Warn("no snowflake worker yet; retrying in the background", "database", db, "attempt", attempt+1, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(leaseRetry):
+		}
 	}
-	return snowflake.NewHandler(g), stop, nil
+}
+
+// Ready is nil when GET /v1/snowflake can hand out an id now.
+func (s *snowflakeService) Ready() error {
+	if g := s.g.Load(); g != nil {
+		return g.Ready()
+	}
+	return *s.state.Load()
+}
+
+func (s *snowflakeService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h := s.h.Load(); h != nil {
+		h.ServeHTTP(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	fmt.Fprintf(w, "{\"error\":%q}\n", s.Ready().Error())
+}
+
+// stop ends the background start and releases the lease.
+func (s *snowflakeService) stop() {
+	s.once.Do(func() {
+		s.cancel()
+		<-s.done
+		if g := s.g.Load(); g != nil {
+			// Short: the lease expires by itself after its TTL, and a stop
+			// must not wait on an unreachable database.
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			if err := g.Close(ctx); err != nil {
+				s.logger.Warn("snowflake lease not released; it expires after its TTL", "err", err)
+			}
+		}
+		s.pool.Close()
+	})
 }
 
 // withSnowflake routes GET /v1/snowflake to sf and everything else to rest.
-func withSnowflake(sf *snowflake.Handler, rest http.Handler) http.Handler {
+func withSnowflake(sf http.Handler, rest http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == snowflake.Path {
 			sf.ServeHTTP(w, r)
@@ -69,33 +174,32 @@ func withSnowflake(sf *snowflake.Handler, rest http.Handler) http.Handler {
 	})
 }
 
-// serveSnowflakeOnly is serve for a file with a snowflake: section and no
-// segments: one: /v1/snowflake and a /healthz that names the lease.
-func serveSnowflakeOnly(ctx context.Context, configPath string, c *snowflake.Config, listen string, grace time.Duration, logger *slog.Logger) error {
-	sf, stop, err := startSnowflake(ctx, configPath, c, logger)
-	if err != nil {
-		return err
-	}
-	defer stop()
-	health := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// snowflakeHealth is /healthz of a file with a snowflake: section and no
+// segments: one: 200 {"status":"ok"} while an id can be handed out, 503
+// {"status":"not ready","problems":[...]} otherwise.
+func snowflakeHealth(sf *snowflakeService) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
 		if r.URL.Path != "/healthz" {
-			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusNotFound)
 			fmt.Fprintf(w, "{\"error\":%q}\n", "no such path "+r.URL.Path)
 			return
 		}
-		w.Header().Set("Content-Type", "application/json")
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			fmt.Fprintf(w, "{\"error\":%q}\n", "method "+r.Method+" not allowed")
+			return
+		}
+		if !httpapi.NoBody(w, r) {
+			return
+		}
+		if err := sf.Ready(); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "{\"status\":\"not ready\",\"problems\":[%q]}\n", "snowflake: "+err.Error())
+			return
+		}
 		fmt.Fprintln(w, `{"status":"ok"}`)
 	})
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		return err
-	}
-	logger.Info("serving ids", "addr", ln.Addr().String(), "routes", snowflake.Path)
-	err = httpapi.Serve(ctx, ln, withSnowflake(sf, health), grace)
-	if err == nil || errors.Is(err, context.Canceled) {
-		logger.Info("stopped")
-		return nil
-	}
-	return err
 }

@@ -78,13 +78,14 @@ func startServe(t *testing.T, bin, config string) *serveProc {
 		p.cmd.Process.Kill()
 		p.cmd.Wait()
 	})
+	// serve listens at once and says on /healthz when it can hand out ids.
 	require.Eventually(t, func() bool {
 		resp, err := http.Get("http://" + p.addr + "/healthz")
 		if err != nil {
 			return false
 		}
 		resp.Body.Close()
-		return true
+		return resp.StatusCode == 200
 	}, 60*time.Second, 20*time.Millisecond, "serve did not come up: %s", p.log)
 	return p
 }

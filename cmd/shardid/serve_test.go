@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -82,8 +83,9 @@ func TestServe(t *testing.T) {
 	}
 	resp, err := http.Get("http://" + addr + "/healthz")
 	require.NoError(t, err)
+	hb, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	require.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, 200, resp.StatusCode, "ready once the first request is served: %s", hb)
 	require.EqualValues(t, httpapi.DefaultHeapLimit, debug.SetMemoryLimit(-1), "collects at --heap-mib")
 	require.Equal(t, -1, debug.SetGCPercent(-1), "not each time the heap doubles")
 

@@ -32,6 +32,7 @@ type options struct {
 	threshold   int
 	probeEvery  time.Duration
 	callTimeout time.Duration
+	prepTimeout time.Duration
 	retryEvery  time.Duration
 	onBreaker   func(source int, state BreakerState)
 }
@@ -44,13 +45,24 @@ func WithClock(now func() time.Time) Option { return func(o *options) { o.now = 
 // failures. Default slog.Default().
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
-// WithPrepare sets a hook run once per source before its first segment,
-// and again on later attempts until it succeeds: typically applying the
-// segment migrations (migrations.Up with migrations.Segment), so that a
-// source that was down at start is set up when it comes back.
+// WithPrepare sets a hook run for every source as soon as New returns, in
+// the background, and retried until it succeeds: typically creating the
+// database and applying the segment migrations (migrations.Up with
+// migrations.Segment), so that a source that was down at start is set up
+// when it comes back. Until its hook succeeded a source serves no segment
+// and the allocator is not Ready. Each attempt is bounded by
+// WithPrepareTimeout, not by the (short) call timeout: creating a
+// database can take seconds on a busy server.
 func WithPrepare(f func(ctx context.Context, source int) error) Option {
 	return func(o *options) { o.prepare = f }
 }
+
+// WithPrepareTimeout bounds each attempt of the prepare hook (default
+// DefaultPrepareTimeout).
+func WithPrepareTimeout(d time.Duration) Option { return func(o *options) { o.prepTimeout = d } }
+
+// DefaultPrepareTimeout bounds one attempt to prepare a source.
+const DefaultPrepareTimeout = 2 * time.Minute
 
 // WithBreaker sets how many consecutive failures open a source's circuit
 // breaker (default 3) and how often an open breaker probes the source
@@ -80,6 +92,9 @@ type Allocator struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	started   chan struct{} // closed once every tag's first load attempt ended
+	attempted atomic.Int64  // tags whose first load attempt ended
 }
 
 // New starts an allocator for tags over the source pools; pool i hands out
@@ -87,8 +102,10 @@ type Allocator struct {
 // of the id layout and must never change (see docs/segments.md to add a
 // source). The pools stay the caller's: Close does not close them.
 //
-// New does not wait for the databases: every tag starts loading its first
-// segment in the background, and the first calls wait for it.
+// New does not wait for the databases: every source is prepared (see
+// WithPrepare) and every tag starts loading its first segment in the
+// background, and the first calls wait for it; Ready says when every tag
+// can be served.
 func New(pools []*pgxpool.Pool, tags map[string]TagConfig, opts ...Option) (*Allocator, error) {
 	if len(pools) == 0 {
 		return nil, fmt.Errorf("%w: no source databases", ErrConfig)
@@ -96,14 +113,15 @@ func New(pools []*pgxpool.Pool, tags map[string]TagConfig, opts ...Option) (*All
 	if len(tags) == 0 {
 		return nil, fmt.Errorf("%w: no tags", ErrConfig)
 	}
-	o := options{now: time.Now, logger: slog.Default(), threshold: 3, probeEvery: time.Second, callTimeout: 3 * time.Second, retryEvery: 100 * time.Millisecond}
+	o := options{now: time.Now, logger: slog.Default(), threshold: 3, probeEvery: time.Second, callTimeout: 3 * time.Second,
+		prepTimeout: DefaultPrepareTimeout, retryEvery: 100 * time.Millisecond}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if o.threshold < 1 || o.probeEvery <= 0 || o.callTimeout <= 0 {
-		return nil, fmt.Errorf("%w: breaker threshold, probe interval and call timeout must be positive", ErrConfig)
+	if o.threshold < 1 || o.probeEvery <= 0 || o.callTimeout <= 0 || o.prepTimeout <= 0 {
+		return nil, fmt.Errorf("%w: breaker threshold, probe interval, call and prepare timeouts must be positive", ErrConfig)
 	}
-	a := &Allocator{opts: o, tags: make(map[string]*Tag, len(tags))}
+	a := &Allocator{opts: o, tags: make(map[string]*Tag, len(tags)), started: make(chan struct{})}
 	for i, p := range pools {
 		if p == nil {
 			return nil, fmt.Errorf("%w: source %d: nil pool", ErrConfig, i)
@@ -135,6 +153,15 @@ func New(pools []*pgxpool.Pool, tags map[string]TagConfig, opts ...Option) (*All
 		a.tags[name] = t
 	}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
+	for _, s := range a.sources {
+		if o.prepare == nil {
+			s.prepared.Store(true)
+			continue
+		}
+		s.prepareStart = time.Now()
+		a.wg.Add(1)
+		go a.prepareSource(s)
+	}
 	for _, t := range a.tags {
 		a.wg.Add(1)
 		go t.loader()
@@ -179,10 +206,19 @@ func (a *Allocator) kickAll() {
 // rotation, falling over to the others when one fails.
 func (a *Allocator) load(t *Tag, step int64) (*segment, error) {
 	n := len(a.sources)
+	for _, s := range a.sources {
+		if s.firstPrepare(firstPrepareWait) {
+			return nil, errPreparing
+		}
+	}
 	start := int(a.rr.Add(1) % uint64(n))
 	var errs []error
 	for i := range n {
 		s := a.sources[(start+i)%n]
+		if !s.prepared.Load() {
+			errs = append(errs, fmt.Errorf("%s: %w", s.name, s.notPrepared()))
+			continue
+		}
 		if !s.br.allow() {
 			continue
 		}
@@ -200,10 +236,12 @@ func (a *Allocator) load(t *Tag, step int64) (*segment, error) {
 		errs = append(errs, fmt.Errorf("%s: %w", s.name, err))
 		if s.br.failure(a.opts.now(), err) {
 			a.opts.logger.Warn("segment source cut off", "source", s.name, "err", err)
-			if s.probing.CompareAndSwap(false, true) {
-				a.wg.Add(1)
-				go a.probe(s)
-			}
+		}
+		// Probe from the first failure, so that a source that answers
+		// again is seen as well (and healthy) before the next load.
+		if s.probing.CompareAndSwap(false, true) {
+			a.wg.Add(1)
+			go a.probe(s)
 		}
 	}
 	if len(errs) == 0 {
@@ -213,9 +251,6 @@ func (a *Allocator) load(t *Tag, step int64) (*segment, error) {
 }
 
 func (a *Allocator) loadFrom(ctx context.Context, s *source, tag string, step int64) (*segment, error) {
-	if err := s.prepare(ctx, a.opts.prepare); err != nil {
-		return nil, err
-	}
 	return a.take(ctx, s, tag, step, len(a.sources))
 }
 
@@ -244,6 +279,7 @@ type Tag struct {
 	stepNow   atomic.Int64
 	loads     atomic.Uint64
 	loadFails atomic.Uint64
+	attempted atomic.Bool // a first load attempt ended
 }
 
 // Name returns the tag's name.
@@ -389,6 +425,9 @@ func (t *Tag) loader() {
 		// the tag comes back by itself when a source does.
 		for t.next.Load() == nil && t.needed() {
 			err := t.loadNext()
+			if errors.Is(err, errPreparing) {
+				break // the source's preparer kicks every tag when done
+			}
 			t.signal(err)
 			if err == nil {
 				break
@@ -422,6 +461,9 @@ func (t *Tag) loadNext() error {
 		}
 	}
 	seg, err := t.a.load(t, step)
+	if errors.Is(err, errPreparing) {
+		return err
+	}
 	if err != nil {
 		t.loadFails.Add(1)
 		if !errors.Is(err, ErrClosed) && !t.failing {
@@ -449,4 +491,7 @@ func (t *Tag) signal(err error) {
 	close(t.waitCh)
 	t.waitCh = make(chan struct{})
 	t.mu.Unlock()
+	if !t.attempted.Swap(true) && t.a.attempted.Add(1) == int64(len(t.a.tags)) {
+		close(t.a.started)
+	}
 }

@@ -14,6 +14,8 @@ var (
 	// by their circuit breakers). The allocator never falls back to ids it
 	// cannot prove unique.
 	ErrUnavailable = errors.New("no source database can serve the tag")
+	// ErrNotReady is wrapped by Allocator.Ready's error.
+	ErrNotReady = errors.New("segment allocator not ready")
 	// ErrClosed is returned after Close.
 	ErrClosed = errors.New("allocator closed")
 )

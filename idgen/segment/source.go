@@ -36,9 +36,11 @@ type source struct {
 	pool  *pgxpool.Pool
 	br    breaker
 
-	prepareMu sync.Mutex
-	prepared  atomic.Bool
-	probing   atomic.Bool
+	prepareMu    sync.Mutex
+	prepareErr   error // of the last attempt, until one succeeds
+	prepareStart time.Time
+	prepared     atomic.Bool
+	probing      atomic.Bool
 
 	loads atomic.Uint64
 }
@@ -51,23 +53,86 @@ func sourceName(pool *pgxpool.Pool, i int) string {
 	return fmt.Sprintf("%s:%d/%s", c.Host, c.Port, c.Database)
 }
 
-// prepare runs the caller's hook (typically the segment migrations) once
-// per source before its first segment, retrying on later loads until it
-// succeeds.
-func (s *source) prepare(ctx context.Context, hook func(context.Context, int) error) error {
-	if hook == nil || s.prepared.Load() {
-		return nil
+// errPreparing: some source's first attempt to prepare is still running,
+// and has not run for firstPrepareWait yet; loads wait for it rather than
+// fail (or create a tag's row without that source's highest id). After
+// that they go on without the source, so that callers get an answer
+// (503) rather than wait for a database being created or a lock.
+var errPreparing = errors.New("a source is being prepared")
+
+// firstPrepareWait is how long loads wait for a source's first prepare
+// attempt: long enough for a database to be created on a busy server in
+// the common case, short enough for a request to get its answer within
+// the HTTP server's write timeout (10 s).
+const firstPrepareWait = 8 * time.Second
+
+// firstPrepare reports whether the source's first prepare attempt is
+// still running and has run for less than wait.
+func (s *source) firstPrepare(wait time.Duration) bool {
+	if s.prepared.Load() {
+		return false
 	}
 	s.prepareMu.Lock()
 	defer s.prepareMu.Unlock()
-	if s.prepared.Load() {
-		return nil
+	return s.prepareErr == nil && time.Since(s.prepareStart) < wait
+}
+
+// notPrepared is the reason a source is not used yet.
+func (s *source) notPrepared() error {
+	s.prepareMu.Lock()
+	defer s.prepareMu.Unlock()
+	if s.prepareErr != nil {
+		return fmt.Errorf("not prepared yet: %w", s.prepareErr)
 	}
-	if err := hook(ctx, s.index); err != nil {
-		return fmt.Errorf("prepare: %w", err)
+	return fmt.Errorf("not prepared yet (its first attempt has run for %s)", time.Since(s.prepareStart).Round(time.Second))
+}
+
+// prepareSource runs the prepare hook for s until it succeeds, each
+// attempt bounded by the prepare timeout: the first failure is logged at
+// once, then a summary at most every sourceSummaryEvery.
+func (a *Allocator) prepareSource(s *source) {
+	defer a.wg.Done()
+	start, lastLine, failed := time.Now(), time.Time{}, 0
+	// Loads that stop waiting for the first attempt need a kick to
+	// go on without the source.
+	kick := time.AfterFunc(firstPrepareWait, a.kickAll)
+	defer kick.Stop()
+	for {
+		ctx, cancel := context.WithTimeout(a.ctx, a.opts.prepTimeout)
+		err := a.opts.prepare(ctx, s.index)
+		cancel()
+		if a.ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			s.prepareMu.Lock()
+			s.prepareErr = nil
+			s.prepareMu.Unlock()
+			s.prepared.Store(true)
+			a.opts.logger.Info("segment source ready", "source", s.name, "took", time.Since(start).Round(time.Millisecond))
+			a.kickAll()
+			return
+		}
+		err = fmt.Errorf("prepare: %w", err)
+		s.prepareMu.Lock()
+		first := s.prepareErr == nil
+		s.prepareErr = err
+		s.prepareMu.Unlock()
+		if first {
+			a.kickAll() // loads waiting for this attempt go on without the source
+		}
+		failed++
+		if time.Since(lastLine) >= sourceSummaryEvery {
+			a.opts.logger.Warn("segment source not ready; retrying in the background", "source", s.name,
+				"failed_attempts", failed, "for", time.Since(start).Round(time.Second), "err", err)
+			lastLine, failed = time.Now(), 0
+		}
+		select {
+		case <-a.ctx.Done():
+			return
+		case <-time.After(a.opts.probeEvery):
+		}
 	}
-	s.prepared.Store(true)
-	return nil
 }
 
 // take moves the tag's row forward by step ids of this source and returns
@@ -142,16 +207,12 @@ func alignUp(floor, stride, residue int64) int64 {
 	return v
 }
 
-func (s *source) ping(ctx context.Context, hook func(context.Context, int) error) error {
-	// The hook first: it may create the database the pool connects to.
-	if err := s.prepare(ctx, hook); err != nil {
-		return err
-	}
-	return s.pool.Ping(ctx)
-}
+func (s *source) ping(ctx context.Context) error { return s.pool.Ping(ctx) }
 
-// probe runs while the breaker is open: every interval it tries the
-// source (half-open) and closes the breaker when it answers.
+// probe runs from a source's first failed call until it answers again:
+// every interval it tries the source (half-open while the breaker is
+// open) and, when it answers, closes the breaker and clears the count of
+// consecutive failures.
 func (a *Allocator) probe(s *source) {
 	defer a.wg.Done()
 	defer s.probing.Store(false)
@@ -169,7 +230,7 @@ func (a *Allocator) probe(s *source) {
 		}
 		s.br.set(HalfOpen, a.opts.now(), nil)
 		ctx, cancel := context.WithTimeout(a.ctx, a.opts.callTimeout)
-		err := s.ping(ctx, a.opts.prepare)
+		err := s.ping(ctx)
 		cancel()
 		if err == nil {
 			s.br.success(a.opts.now())

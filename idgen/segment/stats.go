@@ -5,9 +5,11 @@ import "time"
 // SourceHealth is the state of one source database as the allocator sees
 // it.
 type SourceHealth struct {
-	Index    int       `json:"index"`
-	Name     string    `json:"name"`
-	State    string    `json:"state"` // closed, open or half-open
+	Index int    `json:"index"`
+	Name  string `json:"name"`
+	// State is the breaker's: closed, open or half-open; or preparing
+	// while the source's database and table are being set up (WithPrepare).
+	State    string    `json:"state"`
 	Since    time.Time `json:"since"`
 	Failures int       `json:"consecutive_failures"`
 	// FailuresTotal is every failed call since the start, loads and
@@ -17,11 +19,16 @@ type SourceHealth struct {
 	Loads         uint64 `json:"segment_loads"`
 	Trips         uint64 `json:"breaker_trips"`
 
-	state BreakerState
+	state    BreakerState
+	prepared bool
 }
 
 // BreakerState returns the state as a value.
 func (h SourceHealth) BreakerState() BreakerState { return h.state }
+
+// Usable reports whether the source is prepared and its breaker closed
+// with no failure since its last success.
+func (h SourceHealth) Usable() bool { return h.prepared && h.state == Closed && h.Failures == 0 }
 
 // Health reports every source's circuit breaker.
 func (a *Allocator) Health() []SourceHealth {
@@ -29,9 +36,15 @@ func (a *Allocator) Health() []SourceHealth {
 	for i, s := range a.sources {
 		state, failures, total, lastErr, since, trips := s.br.snapshot()
 		h := SourceHealth{Index: i, Name: s.name, State: state.String(), Since: since, Failures: failures,
-			Loads: s.loads.Load(), Trips: trips, state: state, FailuresTotal: total}
+			Loads: s.loads.Load(), Trips: trips, state: state, FailuresTotal: total, prepared: s.prepared.Load()}
 		if lastErr != nil {
 			h.LastError = lastErr.Error()
+		}
+		if !h.prepared {
+			h.State = "preparing"
+			if err := s.notPrepared(); h.LastError == "" {
+				h.LastError = err.Error()
+			}
 		}
 		out[i] = h
 	}

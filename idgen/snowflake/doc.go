@@ -32,6 +32,17 @@
 //     strictly after that time, so a restart, a takeover or a clock that
 //     ran ahead cannot repeat an id; Close records the last time actually
 //     used, so a clean restart need not wait.
+//   - Start takes a worker whose last possible time is already behind this
+//     process's clock when there is one (a worker used by a process whose
+//     clock ran ahead is left for later), and otherwise waits for one at most
+//     WithMaxWait (Generator.Ready says ErrLeaseNotYetUsable meanwhile).
+//   - A renewal that does not find the holder's token stops the generator at
+//     once (ErrLeaseLost); it then leases a worker again by itself and issues
+//     again, strictly after everything the old lease covered.
+//   - shardid.snowflake_lease_marks keeps, per datacenter, the highest worker
+//     ever leased and the newest promise any holder made, so a row deleted by
+//     hand under a live holder cannot make its worker look fresh: its next
+//     holder starts after that promise.
 //
 // These answer the failures reported against Leaf's Snowflake mode: worker
 // ids reused after a restart while the old process still ran, and ids

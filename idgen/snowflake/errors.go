@@ -23,9 +23,15 @@ var (
 	// generator stopped issuing before the lease could expire in the
 	// database. It resumes if a later renewal succeeds.
 	ErrLeaseExpired = errors.New("snowflake: worker lease not renewed in time")
-	// ErrLeaseLost: the lease's row carries another fencing token: the
-	// worker id belongs to someone else now. The generator never resumes.
+	// ErrLeaseLost: the lease's row carries another fencing token, or is
+	// gone: the worker id may belong to someone else now. The generator
+	// stopped at once and resumes when it has leased a worker again.
 	ErrLeaseLost = errors.New("snowflake: worker lease lost")
+	// ErrLeaseNotYetUsable: the leased worker's previous holders may have
+	// used times ahead of this clock (their clock ran ahead, or the row
+	// was deleted while they held it); the generator issues once this
+	// clock passes them.
+	ErrLeaseNotYetUsable = errors.New("snowflake: leased worker not usable yet")
 	// ErrNoFreeWorker: every worker id of the datacenter is leased.
 	ErrNoFreeWorker = errors.New("snowflake: no free worker id")
 	// ErrClosed: the generator was closed.

@@ -39,7 +39,7 @@ type Settings struct {
 // is safe for concurrent use; NextID takes no lock.
 type Generator struct {
 	l       Layout
-	node    int64
+	node    atomic.Int64 // changes only while state is sealed (a new lease)
 	maxBack time.Duration
 	now     func() time.Time
 	sleep   func(time.Duration)
@@ -59,6 +59,9 @@ type Generator struct {
 	ceiling  atomic.Int64
 	stopErr  atomic.Pointer[error]
 	lastTick atomic.Int64 // set when sealed
+	// startState is the state a lease started from: a generator still at
+	// it has issued nothing under that lease.
+	startState atomic.Int64
 
 	lease *leaseKeeper // nil for New
 }
@@ -78,7 +81,7 @@ func New(s Settings) (*Generator, error) {
 	if s.Worker < 0 || s.Worker > g.l.MaxWorker() {
 		return nil, fmt.Errorf("%w: worker %d not in 0..%d", ErrInvalidSettings, s.Worker, g.l.MaxWorker())
 	}
-	g.node = s.Datacenter<<g.l.WorkerBits | s.Worker
+	g.node.Store(s.Datacenter<<g.l.WorkerBits | s.Worker)
 	g.deadline.Store(math.MaxInt64)
 	g.ceiling.Store(g.l.maxTicks())
 	return g, nil
@@ -123,8 +126,9 @@ func wait(d time.Duration) {
 func (g *Generator) Layout() Layout { return g.l }
 
 // Datacenter and Worker are the generator's node.
-func (g *Generator) Datacenter() int64 { return g.node >> g.l.WorkerBits }
-func (g *Generator) Worker() int64     { return g.node & (1<<g.l.WorkerBits - 1) }
+// A leased generator's worker changes when it takes a new lease.
+func (g *Generator) Datacenter() int64 { return g.node.Load() >> g.l.WorkerBits }
+func (g *Generator) Worker() int64     { return g.node.Load() & (1<<g.l.WorkerBits - 1) }
 
 // NextID returns the next id. Ids from one generator strictly increase.
 // When a tick's sequence is used up it waits for the next tick; when the
@@ -132,11 +136,11 @@ func (g *Generator) Worker() int64     { return g.node & (1<<g.l.WorkerBits - 1)
 // otherwise returns ErrClockMovedBackwards. A leased generator returns
 // ErrLeaseExpired, ErrLeaseLost or ErrClosed once it may not issue.
 func (g *Generator) NextID() (int64, error) {
-	first, _, err := g.reserve(1)
+	first, _, node, err := g.reserve(1)
 	if err != nil {
 		return 0, err
 	}
-	return g.l.compose(first>>g.l.SeqBits, g.node, first&g.l.seqMask()), nil
+	return g.l.compose(first>>g.l.SeqBits, node, first&g.l.seqMask()), nil
 }
 
 // NextIDs fills dst with consecutive ids of one tick from a single clock
@@ -148,20 +152,21 @@ func (g *Generator) NextIDs(dst []int64) (int, error) {
 	if len(dst) == 0 {
 		return 0, nil
 	}
-	first, n, err := g.reserve(int64(len(dst)))
+	first, n, node, err := g.reserve(int64(len(dst)))
 	if err != nil {
 		return 0, err
 	}
 	tick, seq := first>>g.l.SeqBits, first&g.l.seqMask()
 	for i := range n {
-		dst[i] = g.l.compose(tick, g.node, seq+int64(i))
+		dst[i] = g.l.compose(tick, node, seq+int64(i))
 	}
 	return int(n), nil
 }
 
 // reserve moves the state up by up to want values of one tick and returns
-// the first of them (tick << SeqBits | seq) and how many it took.
-func (g *Generator) reserve(want int64) (first, n int64, err error) {
+// the first of them (tick << SeqBits | seq), how many it took and the node
+// they belong to.
+func (g *Generator) reserve(want int64) (first, n, node int64, err error) {
 	l := &g.l
 	for {
 		// The state is read before the clock: the tick in it then comes
@@ -169,13 +174,17 @@ func (g *Generator) reserve(want int64) (first, n int64, err error) {
 		// between the two reads cannot mistake others' progress for the
 		// clock stepping back.
 		old := g.state.Load()
+		// The node after the state: a new lease stores the node before it
+		// unseals the state, and a CAS from a state older than the seal
+		// fails, so a successful CAS below pairs old with its node.
+		node = g.node.Load()
 		now := g.now()
 		if old == sealed || now.Sub(g.base) > time.Duration(g.deadline.Load()) {
-			return 0, 0, g.stopped()
+			return 0, 0, 0, g.stopped()
 		}
 		tick := l.tickOf(now.UnixMilli())
 		if tick < 0 {
-			return 0, 0, fmt.Errorf("%w: %s is before the epoch", ErrOverTimeLimit, now.UTC().Format(time.RFC3339Nano))
+			return 0, 0, 0, fmt.Errorf("%w: %s is before the epoch", ErrOverTimeLimit, now.UTC().Format(time.RFC3339Nano))
 		}
 		next := tick << l.SeqBits
 		if next <= old {
@@ -186,22 +195,25 @@ func (g *Generator) reserve(want int64) (first, n int64, err error) {
 			// behind the last id: wait for the clock to reach nt.
 			d := time.Duration(l.tickStart(nt)*int64(time.Millisecond) - now.UnixNano())
 			if nt-tick > 1 && d > g.maxBack {
-				return 0, 0, fmt.Errorf("%w: %s behind the last id (waits out up to %s)", ErrClockMovedBackwards, d, max(g.maxBack, 0))
+				if g.lease != nil && old == g.startState.Load() {
+					return 0, 0, 0, fmt.Errorf("%w: its previous holders used times up to %s ahead of this clock", ErrLeaseNotYetUsable, d.Round(time.Millisecond))
+				}
+				return 0, 0, 0, fmt.Errorf("%w: %s behind the last id (waits out up to %s)", ErrClockMovedBackwards, d, max(g.maxBack, 0))
 			}
 			g.sleep(d)
 			continue
 		}
 		if tick > g.ceiling.Load() {
 			if tick > l.maxTicks() {
-				return 0, 0, fmt.Errorf("%w: %s is past the layout's last time", ErrOverTimeLimit, now.UTC().Format(time.RFC3339Nano))
+				return 0, 0, 0, fmt.Errorf("%w: %s is past the layout's last time", ErrOverTimeLimit, now.UTC().Format(time.RFC3339Nano))
 			}
 			// The clock ran past what the lease row promises: issuing
 			// now could overlap the next holder of this worker.
-			return 0, 0, fmt.Errorf("%w: clock past the time the lease covers", ErrLeaseExpired)
+			return 0, 0, 0, fmt.Errorf("%w: clock past the time the lease covers", ErrLeaseExpired)
 		}
 		n = min(want, l.seqMask()-next&l.seqMask()+1)
 		if g.state.CompareAndSwap(old, next+n-1) {
-			return next, n, nil
+			return next, n, node, nil
 		}
 	}
 }
@@ -219,6 +231,58 @@ func (g *Generator) extend(deadline time.Duration, ceiling int64) {
 	}
 	for d := g.deadline.Load(); int64(deadline) > d && !g.deadline.CompareAndSwap(d, int64(deadline)); d = g.deadline.Load() {
 	}
+}
+
+// Ready reports whether NextID could issue now: nil, or the error it
+// would return (the lease not renewed or lost, the worker not usable yet,
+// the clock behind the last id or outside the layout, closed). It issues
+// nothing.
+func (g *Generator) Ready() error {
+	l := &g.l
+	old := g.state.Load()
+	now := g.now()
+	if old == sealed || now.Sub(g.base) > time.Duration(g.deadline.Load()) {
+		return g.stopped()
+	}
+	tick := l.tickOf(now.UnixMilli())
+	switch {
+	case tick < 0 || tick > l.maxTicks():
+		return fmt.Errorf("%w: %s", ErrOverTimeLimit, now.UTC().Format(time.RFC3339Nano))
+	case old >= 0 && old>>l.SeqBits > tick:
+		d := time.Duration(l.tickStart(old>>l.SeqBits)*int64(time.Millisecond) - now.UnixNano())
+		if d > g.maxBack {
+			if g.lease != nil && old == g.startState.Load() {
+				return fmt.Errorf("%w: its previous holders used times up to %s ahead of this clock", ErrLeaseNotYetUsable, d.Round(time.Millisecond))
+			}
+			return fmt.Errorf("%w: %s behind the last id", ErrClockMovedBackwards, d.Round(time.Millisecond))
+		}
+	case tick > g.ceiling.Load():
+		return fmt.Errorf("%w: clock past the time the lease covers", ErrLeaseExpired)
+	}
+	return nil
+}
+
+// repoint points a leased generator at a lease: its node, ids after the
+// Unix millisecond prevMs (and after any id it issued before), the local
+// deadline and the ceiling tick. The state is sealed or unused when it is
+// called (by the keeper, which alone seals it when a lease is lost).
+func (g *Generator) repoint(node, prevMs int64, deadline time.Duration, ceiling int64) {
+	floor := int64(-1)
+	if t := g.l.tickOf(prevMs); prevMs > 0 && t >= 0 {
+		floor = t<<g.l.SeqBits | g.l.seqMask()
+	}
+	if old := g.state.Load(); old == sealed {
+		if last := g.lastTick.Load(); last >= 0 {
+			floor = max(floor, last<<g.l.SeqBits|g.l.seqMask())
+		}
+	} else {
+		floor = max(floor, old)
+	}
+	g.node.Store(node)
+	g.stopErr.Store(nil)
+	g.extend(deadline, ceiling)
+	g.startState.Store(floor)
+	g.state.Store(floor) // unseals: the node above is in place
 }
 
 // stop ends issuing for good with err and returns the last tick handed out

@@ -17,9 +17,10 @@ const MaxCount = 1000
 //
 // Ids are decimal strings (JavaScript numbers lose precision above 2^53),
 // strictly increasing within a response. Errors are {"error":"..."}: 400
-// for a bad count, 405 for a method other than GET or HEAD, 503 while the
-// generator may not issue (lease not renewed, clock stepped back). Any
-// other path is the caller's to route.
+// for a bad count, 405 for a method other than GET or HEAD, 413 for a
+// request with a body, 503 while the generator may not issue (lease not
+// renewed or being taken again, clock stepped back). Any other path is the
+// caller's to route.
 type Handler struct {
 	g    *Generator
 	bufs sync.Pool
@@ -41,6 +42,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		writeError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed")
+		return
+	}
+	if r.ContentLength != 0 {
+		// Nothing here reads a body: a length above zero or a chunked one
+		// (-1) is refused rather than left unread.
+		w.Header().Set("Connection", "close")
+		writeError(w, http.StatusRequestEntityTooLarge, "this API takes no request body")
 		return
 	}
 	count := 1

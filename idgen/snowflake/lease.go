@@ -17,10 +17,11 @@ import (
 const DefaultTTL = 10 * time.Second
 
 // DB is what the lease needs of a database: a *pgxpool.Pool, *pgx.Conn or
-// pgx.Tx satisfies it. The database must have the lease table
+// pgx.Tx satisfies it. The database must have the lease tables
 // (migrations.Snowflake).
 type DB interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
 // Lease describes the worker lease a generator from Start holds.
@@ -43,9 +44,9 @@ type Lease struct {
 type LeaseOption func(*leaseOptions)
 
 type leaseOptions struct {
-	ttl, heartbeat time.Duration
-	holder         string
-	logger         *slog.Logger
+	ttl, heartbeat, maxWait time.Duration
+	holder                  string
+	logger                  *slog.Logger
 }
 
 // WithTTL sets how long a lease lasts without renewal (default DefaultTTL).
@@ -56,6 +57,16 @@ func WithTTL(d time.Duration) LeaseOption { return func(o *leaseOptions) { o.ttl
 // TTL); each renewal waits at most this long for the database.
 func WithHeartbeat(d time.Duration) LeaseOption { return func(o *leaseOptions) { o.heartbeat = d } }
 
+// WithMaxWait bounds how far ahead of this process's clock the last
+// possible time of a worker it takes may lie (default twice the TTL, room
+// for a row deleted under a live holder and some clock skew): a worker
+// whose previous holder's clock ran ahead, or one whose row was deleted
+// while its holder lived, issues nothing until this clock passes that
+// time. Start prefers a worker usable at once; when every free worker is
+// further ahead than this, it takes none and returns ErrNoFreeWorker
+// saying when the nearest frees.
+func WithMaxWait(d time.Duration) LeaseOption { return func(o *leaseOptions) { o.maxWait = d } }
+
 // WithHolder names the holder in the lease row (default host:pid).
 func WithHolder(name string) LeaseOption { return func(o *leaseOptions) { o.holder = name } }
 
@@ -63,65 +74,34 @@ func WithHolder(name string) LeaseOption { return func(o *leaseOptions) { o.hold
 // (default nowhere).
 func WithLogger(l *slog.Logger) LeaseOption { return func(o *leaseOptions) { o.logger = l } }
 
-// leaseKeeper renews a generator's lease in the background.
+// leaseKeeper renews a generator's lease in the background, and takes a
+// new one when it is lost.
 type leaseKeeper struct {
-	db      DB
-	opts    leaseOptions
-	guard   time.Duration
-	info    Lease
-	cancel  context.CancelFunc
-	done    chan struct{}
+	db     DB
+	opts   leaseOptions
+	guard  time.Duration
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu       sync.Mutex // guards info and promised
+	info     Lease
+	promised int64 // the newest last possible time (Unix ms) the row holds for us
+
 	closeMu sync.Mutex
 	closed  bool
 }
 
-const (
-	// Take the lowest worker whose lease expired; its row keeps the last
-	// time its holders could have used, returned as prev.
-	takeExpiredSQL = `
-WITH f AS (
-    SELECT worker, used_until_ms FROM shardid.snowflake_leases
-    WHERE datacenter = $1 AND worker <= $5 AND expires_at < now()
-    ORDER BY worker LIMIT 1 FOR UPDATE SKIP LOCKED)
-UPDATE shardid.snowflake_leases l
-SET token = nextval('shardid.snowflake_lease_tokens'), holder = $2,
-    expires_at = now() + $3 * interval '1 millisecond',
-    used_until_ms = GREATEST(l.used_until_ms, $4), acquired_at = now()
-FROM f WHERE l.datacenter = $1 AND l.worker = f.worker
-RETURNING l.worker, l.token, f.used_until_ms`
-	// Take the lowest worker never leased. Two processes racing for it
-	// meet at the primary key; the loser tries again.
-	takeFreshSQL = `
-INSERT INTO shardid.snowflake_leases (datacenter, worker, token, holder, expires_at, used_until_ms)
-SELECT $1, c.w, nextval('shardid.snowflake_lease_tokens'), $2, now() + $3 * interval '1 millisecond', $4
-FROM (SELECT w FROM generate_series(0, $5::int) w
-      WHERE NOT EXISTS (SELECT 1 FROM shardid.snowflake_leases WHERE datacenter = $1 AND worker = w)
-      ORDER BY w LIMIT 1) c
-ON CONFLICT DO NOTHING
-RETURNING worker, token, 0::bigint`
-	// Renew while the token is ours, even past expires_at: a lease that
-	// expired but was not taken still has our token, and nobody else has
-	// used the worker.
-	renewSQL = `
-UPDATE shardid.snowflake_leases
-SET expires_at = now() + $4 * interval '1 millisecond', used_until_ms = GREATEST(used_until_ms, $5)
-WHERE datacenter = $1 AND worker = $2 AND token = $3
-RETURNING token`
-	// Release: expire now and record the last time actually used, so the
-	// next holder need not wait for the promise.
-	releaseSQL = `
-UPDATE shardid.snowflake_leases SET expires_at = now(), used_until_ms = $4
-WHERE datacenter = $1 AND worker = $2 AND token = $3
-RETURNING token`
-)
-
-// Start leases a free worker id of s.Datacenter from the lease table in db
+// Start leases a worker id of s.Datacenter from the lease table in db
 // and returns a generator for it that renews the lease in the background
 // until Close. Its ids start strictly after the last time the worker's
-// previous holders could have used. If the lease cannot be renewed, the
-// generator stops issuing (ErrLeaseExpired) before the lease can expire in
-// the database, and resumes if a later renewal succeeds; if another holder
-// took the worker, it stops for good (ErrLeaseLost).
+// previous holders could have used; Start prefers a worker whose last time
+// is already behind this clock (see WithMaxWait). If the lease cannot be
+// renewed, the generator stops issuing (ErrLeaseExpired) before the lease
+// can expire in the database, and resumes if a later renewal succeeds. If
+// a renewal does not find the generator's token (another holder took the
+// worker, or someone deleted the row), it stops at once (ErrLeaseLost)
+// and leases a worker again, issuing again strictly after everything the
+// old lease could have covered.
 //
 // Every generator leasing from one table must use the same layout.
 func Start(ctx context.Context, db DB, s Settings, opts ...LeaseOption) (*Generator, error) {
@@ -132,6 +112,9 @@ func Start(ctx context.Context, db DB, s Settings, opts ...LeaseOption) (*Genera
 	if o.heartbeat == 0 {
 		o.heartbeat = o.ttl / 3
 	}
+	if o.maxWait == 0 {
+		o.maxWait = 2 * o.ttl
+	}
 	if o.holder == "" {
 		host, _ := os.Hostname()
 		o.holder = host + ":" + strconv.Itoa(os.Getpid())
@@ -140,8 +123,8 @@ func Start(ctx context.Context, db DB, s Settings, opts ...LeaseOption) (*Genera
 		o.logger = slog.New(slog.DiscardHandler)
 	}
 	guard := o.ttl / 10
-	if o.ttl < 10*time.Millisecond || o.heartbeat <= 0 || o.heartbeat >= o.ttl-guard {
-		return nil, fmt.Errorf("%w: ttl %s and heartbeat %s: want ttl >= 10ms and 0 < heartbeat < 0.9 ttl", ErrInvalidSettings, o.ttl, o.heartbeat)
+	if o.ttl < 10*time.Millisecond || o.heartbeat <= 0 || o.heartbeat >= o.ttl-guard || o.maxWait < 0 {
+		return nil, fmt.Errorf("%w: ttl %s, heartbeat %s and max wait %s: want ttl >= 10ms, 0 < heartbeat < 0.9 ttl, max wait >= 0", ErrInvalidSettings, o.ttl, o.heartbeat, o.maxWait)
 	}
 	g, err := newGenerator(s)
 	if err != nil {
@@ -151,7 +134,7 @@ func Start(ctx context.Context, db DB, s Settings, opts ...LeaseOption) (*Genera
 	k.info = Lease{Datacenter: s.Datacenter, Holder: o.holder, TTL: o.ttl}
 	g.lease = k
 	g.deadline.Store(-1) // nothing before the lease
-	if err := k.acquire(ctx, g); err != nil {
+	if err := k.acquire(ctx, g, 0); err != nil {
 		return nil, err
 	}
 	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -167,60 +150,96 @@ func (k *leaseKeeper) ceilingOf(g *Generator, t0 time.Time) (ms, tick int64) {
 	return ms, min(g.l.tickOf(ms), g.l.maxTicks())
 }
 
-func (k *leaseKeeper) acquire(ctx context.Context, g *Generator) error {
-	maxWorker := g.l.MaxWorker()
-	for range 8 {
-		t0 := g.now()
-		ceilMs, ceilTick := k.ceilingOf(g, t0)
-		args := []any{k.info.Datacenter, k.opts.holder, k.opts.ttl.Milliseconds(), ceilMs, maxWorker}
-		var worker, token, prev int64
-		err := k.db.QueryRow(ctx, takeExpiredSQL, args...).Scan(&worker, &token, &prev)
+// acquire leases a worker and points g at it, its ids strictly after both
+// the worker's previous holders and floorMs (Unix ms; a lost lease's
+// promise).
+func (k *leaseKeeper) acquire(ctx context.Context, g *Generator, floorMs int64) error {
+	dc := k.info.Datacenter
+	t0 := g.now()
+	ceilMs, ceilTick := k.ceilingOf(g, t0)
+	var worker, token, prev int64
+	err := pgx.BeginFunc(ctx, k.db, func(tx pgx.Tx) error {
+		var maxSeen, marked int64
+		if err := tx.QueryRow(ctx, ensureMarksSQL, dc).Scan(&maxSeen, &marked); err != nil {
+			return err
+		}
+		nowMs := t0.UnixMilli()
+		err := tx.QueryRow(ctx, pickSQL, dc, g.l.MaxWorker(), nowMs, maxSeen, marked).Scan(&worker, &prev)
 		if errors.Is(err, pgx.ErrNoRows) {
-			err = k.db.QueryRow(ctx, takeFreshSQL, args...).Scan(&worker, &token, &prev)
-			if errors.Is(err, pgx.ErrNoRows) {
-				var free bool
-				if err := k.db.QueryRow(ctx, `SELECT count(*) <= $2 FROM shardid.snowflake_leases WHERE datacenter = $1 AND worker <= $2`,
-					k.info.Datacenter, maxWorker).Scan(&free); err != nil {
-					return fmt.Errorf("snowflake: lease a worker of datacenter %d: %w", k.info.Datacenter, err)
-				}
-				if !free {
-					return fmt.Errorf("%w: datacenter %d has %d workers, all leased", ErrNoFreeWorker, k.info.Datacenter, maxWorker+1)
-				}
-				continue // lost a race for a fresh worker
-			}
+			return fmt.Errorf("%w: datacenter %d has %d workers, all leased", ErrNoFreeWorker, dc, g.l.MaxWorker()+1)
 		}
 		if err != nil {
-			return fmt.Errorf("snowflake: lease a worker of datacenter %d: %w", k.info.Datacenter, err)
+			return err
 		}
-		k.info.Worker, k.info.Token, k.info.PreviousUntil = worker, token, prev
-		g.node = k.info.Datacenter<<g.l.WorkerBits | worker
-		if floor := g.l.tickOf(prev); prev > 0 && floor >= 0 {
-			g.state.Store(floor<<g.l.SeqBits | g.l.seqMask())
+		prev = max(prev, floorMs)
+		if ahead := time.Duration(prev-nowMs) * time.Millisecond; ahead > k.opts.maxWait {
+			return fmt.Errorf("%w: datacenter %d: the nearest free worker, %d, was used up to %s, %s ahead of this clock (waits up to %s)",
+				ErrNoFreeWorker, dc, worker, time.UnixMilli(prev).UTC().Format(time.RFC3339Nano), ahead.Round(time.Millisecond), k.opts.maxWait)
 		}
-		g.extend(t0.Sub(g.base)+k.opts.ttl-k.guard, ceilTick)
-		// The previous holder's clock may run a little ahead of ours: let
-		// ours pass its last time here rather than refuse the first ids.
-		if d := time.Duration(g.l.tickStart(g.l.tickOf(prev)+1)-g.now().UnixMilli()) * time.Millisecond; prev > 0 && d > 0 && d <= k.opts.heartbeat {
-			g.sleep(d)
+		err = tx.QueryRow(ctx, takeSQL, dc, worker, k.opts.holder, k.opts.ttl.Milliseconds(), max(prev, ceilMs)).Scan(&token)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%w: datacenter %d worker %d was renewed by its holder meanwhile", ErrNoFreeWorker, dc, worker)
 		}
-		k.opts.logger.Info("snowflake worker leased", "datacenter", k.info.Datacenter, "worker", worker, "token", token, "previous_until_ms", prev)
-		return nil
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, markSQL, dc, worker, max(prev, ceilMs))
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, ErrNoFreeWorker) {
+			return err
+		}
+		return fmt.Errorf("snowflake: lease a worker of datacenter %d: %w", dc, err)
 	}
-	return fmt.Errorf("%w: datacenter %d: lost every race for a fresh worker", ErrNoFreeWorker, k.info.Datacenter)
+	k.mu.Lock()
+	k.info.Worker, k.info.Token, k.info.PreviousUntil = worker, token, prev
+	k.promised = max(prev, ceilMs)
+	k.mu.Unlock()
+	g.repoint(dc<<g.l.WorkerBits|worker, prev, t0.Sub(g.base)+k.opts.ttl-k.guard, ceilTick)
+	// The previous holder's clock may run a little ahead of ours: let
+	// ours pass its last time here rather than refuse the first ids.
+	wait := time.Duration(g.l.tickStart(g.l.tickOf(prev)+1)-g.now().UnixMilli()) * time.Millisecond
+	if prev > 0 && wait > 0 && wait <= k.opts.heartbeat {
+		g.sleep(wait)
+	}
+	k.opts.logger.Info("snowflake worker leased", "datacenter", dc, "worker", worker, "token", token, "previous_until_ms", prev)
+	if prev > 0 && wait > k.opts.heartbeat {
+		k.opts.logger.Warn("snowflake worker usable only once this clock passes its previous holders' last time",
+			"datacenter", dc, "worker", worker, "in", wait.Round(time.Millisecond))
+	}
+	return nil
 }
 
 func (k *leaseKeeper) run(ctx context.Context, g *Generator) {
 	defer close(k.done)
 	t := time.NewTicker(k.opts.heartbeat)
 	defer t.Stop()
+	lost := false
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		if lost {
+			k.mu.Lock()
+			floor := k.promised
+			k.mu.Unlock()
+			actx, cancel := context.WithTimeout(ctx, k.opts.ttl)
+			err := k.acquire(actx, g, floor)
+			cancel()
+			if err != nil {
+				if ctx.Err() == nil {
+					k.opts.logger.Warn("snowflake lease not taken again yet; retrying", "datacenter", k.info.Datacenter, "err", err)
+				}
+				continue
+			}
+			lost = false
+			continue
+		}
 		if err := k.renew(ctx, g); errors.Is(err, ErrLeaseLost) {
-			return
+			lost = true
 		}
 	}
 }
@@ -230,30 +249,43 @@ func (k *leaseKeeper) renew(ctx context.Context, g *Generator) error {
 	ceilMs, ceilTick := k.ceilingOf(g, t0)
 	rctx, cancel := context.WithTimeout(ctx, k.opts.heartbeat)
 	defer cancel()
+	k.mu.Lock()
+	info := k.info
+	k.mu.Unlock()
 	var token int64
-	err := k.db.QueryRow(rctx, renewSQL, k.info.Datacenter, k.info.Worker, k.info.Token, k.opts.ttl.Milliseconds(), ceilMs).Scan(&token)
+	err := pgx.BeginFunc(rctx, k.db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(rctx, markSQL, info.Datacenter, info.Worker, ceilMs); err != nil {
+			return err
+		}
+		return tx.QueryRow(rctx, renewSQL, info.Datacenter, info.Worker, info.Token, k.opts.ttl.Milliseconds(), ceilMs).Scan(&token)
+	})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		err = fmt.Errorf("%w: datacenter %d worker %d has a token other than %d", ErrLeaseLost, k.info.Datacenter, k.info.Worker, k.info.Token)
+		err = fmt.Errorf("%w: datacenter %d worker %d has no row with token %d", ErrLeaseLost, info.Datacenter, info.Worker, info.Token)
 		g.stop(err)
-		k.opts.logger.Error("snowflake lease lost; no more ids", "datacenter", k.info.Datacenter, "worker", k.info.Worker, "token", k.info.Token)
+		k.opts.logger.Error("snowflake lease lost; no ids until a new lease", "datacenter", info.Datacenter, "worker", info.Worker, "token", info.Token)
 		return err
 	case err != nil:
 		if ctx.Err() == nil {
-			k.opts.logger.Warn("snowflake lease not renewed", "datacenter", k.info.Datacenter, "worker", k.info.Worker, "err", err)
+			k.opts.logger.Warn("snowflake lease not renewed", "datacenter", info.Datacenter, "worker", info.Worker, "err", err)
 		}
 		return err
 	}
+	k.mu.Lock()
+	k.promised = max(k.promised, ceilMs)
+	k.mu.Unlock()
 	g.extend(t0.Sub(g.base)+k.opts.ttl-k.guard, ceilTick)
 	return nil
 }
 
-// Lease returns the lease a generator from Start holds, and false for one
-// from New.
+// Lease returns the lease a generator from Start holds (the latest one,
+// after a lost lease was taken again), and false for one from New.
 func (g *Generator) Lease() (Lease, bool) {
 	if g.lease == nil {
 		return Lease{}, false
 	}
+	g.lease.mu.Lock()
+	defer g.lease.mu.Unlock()
 	return g.lease.info, true
 }
 
@@ -262,9 +294,9 @@ func (g *Generator) Lease() (Lease, bool) {
 // actually used so that the next holder can start at once. Close is
 // idempotent; a generator from New needs no Close.
 func (g *Generator) Close(ctx context.Context) error {
-	last := g.stop(ErrClosed)
 	k := g.lease
 	if k == nil {
+		g.stop(ErrClosed)
 		return nil
 	}
 	k.closeMu.Lock()
@@ -273,19 +305,27 @@ func (g *Generator) Close(ctx context.Context) error {
 		return nil
 	}
 	k.closed = true
+	// The keeper first: it must not point the generator at a new lease
+	// after the stop.
 	k.cancel()
 	<-k.done
-	used := k.info.PreviousUntil
+	last := g.stop(ErrClosed)
+	closed := ErrClosed
+	g.stopErr.Store(&closed) // over ErrLeaseLost, if the lease was lost
+	k.mu.Lock()
+	info := k.info
+	k.mu.Unlock()
+	used := info.PreviousUntil
 	if last >= 0 {
 		used = max(used, g.l.tickStart(last+1)-1)
 	}
 	var token int64
-	err := k.db.QueryRow(ctx, releaseSQL, k.info.Datacenter, k.info.Worker, k.info.Token, used).Scan(&token)
+	err := k.db.QueryRow(ctx, releaseSQL, info.Datacenter, info.Worker, info.Token, used).Scan(&token)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil // someone else holds it: nothing of ours to release
 	}
 	if err != nil {
-		return fmt.Errorf("snowflake: release datacenter %d worker %d: %w", k.info.Datacenter, k.info.Worker, err)
+		return fmt.Errorf("snowflake: release datacenter %d worker %d: %w", info.Datacenter, info.Worker, err)
 	}
 	return nil
 }

@@ -195,23 +195,6 @@ func TestLeaseHolderThatCannotRenewStopsIssuing(t *testing.T) {
 	}, 3*time.Second, 10*time.Millisecond)
 }
 
-// Another holder's token in the row: the generator stops for good.
-func TestLeaseLostStopsForGood(t *testing.T) {
-	pool := pgtest.Pool(t, leaseDB(t))
-	ctx := context.Background()
-	g := start(t, pool, snowflake.Settings{}, snowflake.WithTTL(time.Second), snowflake.WithHeartbeat(100*time.Millisecond))
-	l := lease(t, g)
-	next(t, g)
-	_, err := pool.Exec(ctx, "UPDATE shardid.snowflake_leases SET token = nextval('shardid.snowflake_lease_tokens') WHERE worker = $1", l.Worker)
-	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		_, err := g.NextID()
-		return err != nil
-	}, 2*time.Second, 5*time.Millisecond)
-	_, err = g.NextID()
-	require.ErrorIs(t, err, snowflake.ErrLeaseLost)
-}
-
 // Close releases the worker at once, recording the last time it used, so
 // the next holder takes it without waiting for the TTL and still starts
 // after it.

@@ -27,7 +27,7 @@ import (
 func Ensure(ctx context.Context, dsn string) (created bool, err error) {
 	cfg, err := pgsession.ParseConfig(dsn)
 	if err != nil {
-		return false, fmt.Errorf("cannot parse DSN: %w", err)
+		return false, err // says "cannot parse the DSN", without the DSN
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err == nil {

@@ -10,6 +10,9 @@ package pgsession
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -35,7 +38,7 @@ func Pin(cfg *pgconn.Config) {
 func ParseConfig(dsn string) (*pgx.ConnConfig, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
-		return nil, err
+		return nil, RedactParseError(err)
 	}
 	Pin(&cfg.Config)
 	return cfg, nil
@@ -45,7 +48,7 @@ func ParseConfig(dsn string) (*pgx.ConnConfig, error) {
 func ParsePoolConfig(dsn string) (*pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, err
+		return nil, RedactParseError(err)
 	}
 	Pin(&cfg.ConnConfig.Config)
 	return cfg, nil
@@ -58,4 +61,19 @@ func Connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
 		return nil, err
 	}
 	return pgx.ConnectConfig(ctx, cfg)
+}
+
+// RedactParseError returns a DSN parse error that does not repeat the DSN.
+// pgx's message quotes the DSN with a password=... pair masked, but not
+// every spelling of it (a keyword/value DSN with "password = X" is quoted
+// as written), so the DSN is left out altogether: the caller names which
+// DSN it was.
+func RedactParseError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if inner := errors.Unwrap(err); inner != nil && strings.HasPrefix(err.Error(), "cannot parse `") {
+		return fmt.Errorf("cannot parse the DSN: %w", inner)
+	}
+	return err
 }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,9 +25,6 @@ import (
 // MaxCount is the largest count one request may ask for.
 const MaxCount = 1000
 
-// maxBody bounds a request body: the API takes none.
-const maxBody = 1 << 10
-
 // Handler serves the id API of one allocator:
 //
 //	GET /v1/ids/{tag}?count=N[&key=K]  {"tag":"order","ids":["12345",...]}
@@ -34,8 +32,8 @@ const maxBody = 1 << 10
 //	GET /metrics                       Prometheus text format
 //
 // Errors are JSON too: {"error":"..."} with 400 for a bad count, 404 for
-// an unknown tag or path, 405 for another method, 413 for a body, 503 when
-// the tag cannot be served.
+// an unknown tag or path, 405 for another method, 413 for a request with
+// a body (no route reads one), 503 when the tag cannot be served.
 type Handler struct {
 	alloc    *segment.Allocator
 	reg      *prometheus.Registry
@@ -46,6 +44,18 @@ type Handler struct {
 	logger   *slog.Logger
 	logEvery time.Duration
 	fails    map[string]*failLog
+	checks   []check
+	started  atomic.Bool // the allocator's first loads are done
+}
+
+// startWait bounds how long a request waits for the allocator's start-up
+// (every tag's first load), below the server's 10 s write timeout.
+const startWait = 8 * time.Second
+
+// check is one more condition of readiness (WithCheck).
+type check struct {
+	name string
+	f    func() error
 }
 
 // Option adjusts a Handler.
@@ -64,6 +74,13 @@ func WithLogger(l *slog.Logger) Option { return func(h *Handler) { h.logger = l 
 // WithFailureLogInterval sets how often, at most, a tag that keeps
 // failing gets a summary line. Default DefaultFailureLogInterval.
 func WithFailureLogInterval(d time.Duration) Option { return func(h *Handler) { h.logEvery = d } }
+
+// WithCheck adds a condition to /healthz: while f returns an error the
+// handler is not ready (503) and the error is listed under problems,
+// prefixed with name. serve adds the snowflake generator's this way.
+func WithCheck(name string, f func() error) Option {
+	return func(h *Handler) { h.checks = append(h.checks, check{name, f}) }
+}
 
 // New returns the handler for alloc.
 func New(alloc *segment.Allocator, opts ...Option) (*Handler, error) {
@@ -124,18 +141,30 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch r.URL.Path {
 	case "/healthz":
-		if !allowGet(w, r) {
+		if !allowGet(w, r) || !NoBody(w, r) {
 			return
 		}
 		h.health(w)
 	case "/metrics":
-		if !allowGet(w, r) {
+		if !allowGet(w, r) || !NoBody(w, r) {
 			return
 		}
 		h.metrics.ServeHTTP(w, r)
 	default:
 		writeError(w, http.StatusNotFound, "no such path "+strconv.Quote(r.URL.Path))
 	}
+}
+
+// NoBody answers 413 and returns false when r carries a body (a length
+// above zero, or chunked): nothing here reads one, and a body nobody
+// reads is either a mistake or someone probing.
+func NoBody(w http.ResponseWriter, r *http.Request) bool {
+	if r.ContentLength == 0 {
+		return true
+	}
+	w.Header().Set("Connection", "close")
+	writeError(w, http.StatusRequestEntityTooLarge, "this API takes no request body")
+	return false
 }
 
 func allowGet(w http.ResponseWriter, r *http.Request) bool {
@@ -168,7 +197,8 @@ func (h *Handler) serveIDs(w http.ResponseWriter, r *http.Request, name string, 
 		w.Header().Set("Allow", "GET")
 		return writeError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed")
 	}
-	if r.ContentLength > maxBody {
+	if r.ContentLength != 0 {
+		w.Header().Set("Connection", "close")
 		return writeError(w, http.StatusRequestEntityTooLarge, "the id API takes no request body")
 	}
 	tag := h.alloc.Tag(name)
@@ -178,6 +208,13 @@ func (h *Handler) serveIDs(w http.ResponseWriter, r *http.Request, name string, 
 	count, key, msg := parseQuery(r.URL.RawQuery)
 	if msg != "" {
 		return writeError(w, http.StatusBadRequest, msg)
+	}
+	if !h.started.Load() {
+		ctx, cancel := context.WithTimeout(r.Context(), startWait)
+		if h.alloc.WaitStarted(ctx) == nil {
+			h.started.Store(true)
+		}
+		cancel()
 	}
 	b := pool.Get().(*buffers)
 	defer pool.Put(b)
@@ -281,27 +318,63 @@ func writeError(w http.ResponseWriter, code int, msg string) int {
 
 // Health is the body of GET /healthz.
 type Health struct {
-	// Status is "ok" (every source closed), "degraded" (some cut off) or
-	// "down" (none can hand out segments; the answer is then 503).
+	// Status is "ok" (ready: every source usable, every tag loaded, every
+	// check passed; the answer is 200), "starting" (a tag has no segment
+	// yet), "degraded" (a source or a check is not usable) or "down" (no
+	// source can hand out segments). All but "ok" answer 503.
 	Status  string                 `json:"status"`
 	Sources []segment.SourceHealth `json:"sources"`
 	Tags    []segment.TagStats     `json:"tags"`
+	// Problems says why the status is not ok.
+	Problems []string `json:"problems,omitempty"`
+}
+
+// Ready reports whether the handler can serve every tag and pass every
+// check: nil, or the problems joined.
+func (h *Handler) Ready() error {
+	var probs []string
+	if err := h.alloc.Ready(); err != nil {
+		probs = append(probs, err.Error())
+	}
+	for _, c := range h.checks {
+		if err := c.f(); err != nil {
+			probs = append(probs, c.name+": "+err.Error())
+		}
+	}
+	if len(probs) > 0 {
+		return errors.New(strings.Join(probs, "; "))
+	}
+	return nil
 }
 
 func (h *Handler) health(w http.ResponseWriter) {
 	body := Health{Status: "ok", Sources: h.alloc.Health(), Tags: h.alloc.Stats()}
 	up := 0
 	for _, s := range body.Sources {
-		if s.BreakerState() == segment.Closed {
+		if s.Usable() {
 			up++
+		}
+	}
+	loaded := true
+	for _, t := range body.Tags {
+		loaded = loaded && t.Loads > 0
+	}
+	if err := h.alloc.Ready(); err != nil {
+		body.Problems = append(body.Problems, err.Error())
+	}
+	for _, c := range h.checks {
+		if err := c.f(); err != nil {
+			body.Problems = append(body.Problems, c.name+": "+err.Error())
 		}
 	}
 	code := http.StatusOK
 	switch {
 	case up == 0:
 		body.Status, code = "down", http.StatusServiceUnavailable
-	case up < len(body.Sources):
-		body.Status = "degraded"
+	case !loaded:
+		body.Status, code = "starting", http.StatusServiceUnavailable
+	case len(body.Problems) > 0:
+		body.Status, code = "degraded", http.StatusServiceUnavailable
 	}
 	hdr := w.Header()
 	hdr["Content-Type"] = jsonType
@@ -327,9 +400,12 @@ func NewServer(h http.Handler) *http.Server {
 
 // Serve serves h on ln until ctx is done, then shuts down gracefully:
 // it stops accepting, lets requests in flight finish for up to grace,
-// and returns nil after a clean shutdown.
+// and returns nil after a clean shutdown. A request's context ends with
+// ctx, so one waiting for a segment answers 503 at once rather than hold
+// the shutdown.
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, grace time.Duration) error {
 	srv := NewServer(h)
+	srv.BaseContext = func(net.Listener) context.Context { return ctx }
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

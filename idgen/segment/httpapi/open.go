@@ -20,12 +20,18 @@ import (
 const (
 	sourceMaxConns       = 4
 	sourceConnectTimeout = 2 * time.Second
+	// migrationLockWait bounds one wait for golang-migrate's lock on a
+	// source; the source is retried after it.
+	migrationLockWait = 10 * time.Second
 )
 
 // OpenAllocator opens the sources of cfg (its ${VAR} references expanded
 // with lookup) with the serving pool policy and returns an allocator over
-// them whose sources get the shardid.segments table on first use
-// (migrations.Segment). close releases the allocator and the pools.
+// them whose sources are prepared at once, in the background: the
+// database created when missing, the shardid.segments table migrated
+// (migrations.Segment, waiting a bounded time for golang-migrate's lock
+// and logging who holds it), and a warning logged when PUBLIC may
+// connect to it. close releases the allocator and the pools.
 func OpenAllocator(ctx context.Context, cfg *segment.Config, lookup func(string) (string, bool), logger *slog.Logger) (alloc *segment.Allocator, closeAll func(), err error) {
 	if err := cfg.ExpandEnv(lookup); err != nil {
 		return nil, nil, err
@@ -57,20 +63,43 @@ func OpenAllocator(ctx context.Context, cfg *segment.Config, lookup func(string)
 	alloc, err = segment.New(pools, cfg.Tags,
 		segment.WithLogger(logger),
 		segment.WithPrepare(func(ctx context.Context, i int) error {
+			start := time.Now()
 			// Like init: a reachable server gets the database it lacks, and
 			// the server's own error is told first.
 			created, err := pgdatabase.Ensure(ctx, cfg.Sources[i])
 			if err != nil {
 				return err
 			}
+			db := pools[i].Config().ConnConfig.Database
 			if created {
-				logger.Info("created segment source database", "source", i, "database", pools[i].Config().ConnConfig.Database)
+				logger.Info("created segment source database", "source", i, "database", db, "took", time.Since(start).Round(time.Millisecond))
 			}
-			return pgdatabase.Explain(migrations.Up(ctx, cfg.Sources[i], migrations.Segment))
+			err = migrations.Up(ctx, cfg.Sources[i], migrations.Segment,
+				migrations.WithLockWait(migrationLockWait), migrations.WithLogger(logger.With("source", i)))
+			if err != nil {
+				return pgdatabase.Explain(err)
+			}
+			WarnPublicConnect(ctx, logger, pools[i], "segment source", db)
+			return nil
 		}))
 	if err != nil {
 		closePools()
 		return nil, nil, err
 	}
 	return alloc, func() { alloc.Close(); closePools() }, nil
+}
+
+// WarnPublicConnect logs a warning when PUBLIC holds CONNECT on the
+// database db that q is connected to: any role may then take the advisory
+// locks serve waits for there (golang-migrate's). A failed check is
+// logged too, not returned: it is advice, not a condition to serve.
+func WarnPublicConnect(ctx context.Context, logger *slog.Logger, q pgdatabase.Querier, what, db string) {
+	open, err := pgdatabase.PublicCanConnect(ctx, q, db)
+	switch {
+	case err != nil:
+		logger.Warn("cannot tell whether PUBLIC may connect", "database", db, "err", err)
+	case open:
+		logger.Warn("PUBLIC may connect to the "+what+" database: any role can then hold the advisory locks serve waits for; "+
+			"REVOKE CONNECT ON DATABASE ... FROM PUBLIC and grant CONNECT to the roles that need it (docs/segments.md)", "database", db)
+	}
 }
