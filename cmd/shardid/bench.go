@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/shardid/shardid/internal/genbench"
+	"github.com/shardid/shardid/internal/app/genbench"
 	"github.com/shardid/shardid/internal/localpg"
 	"github.com/shardid/shardid/internal/pgsession"
 )

@@ -5,8 +5,8 @@ import (
 	"io"
 	"os"
 
-	"github.com/shardid/shardid/internal/charts"
-	"github.com/shardid/shardid/internal/genbench"
+	"github.com/shardid/shardid/internal/app/charts"
+	"github.com/shardid/shardid/internal/app/genbench"
 )
 
 // writeBenchSVG draws res into the file at path (bench --svg).

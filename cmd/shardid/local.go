@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/shardid/shardid/internal/localcluster"
+	"github.com/shardid/shardid/internal/app/localcluster"
 	"github.com/shardid/shardid/shardmgr"
 )
 
