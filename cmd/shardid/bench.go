@@ -36,6 +36,11 @@ shard_0002 of that database: point it at a scratch database.`,
 			if opts.IDs < 1 || opts.Rounds < 1 {
 				return usagef("--ids and --rounds must be at least 1")
 			}
+			if svg != "" {
+				if err := chartsFor(svg); err != nil {
+					return err
+				}
+			}
 			if dsn == "" {
 				server, err := localpg.Start(ctx, localpg.Options{})
 				if err != nil {
@@ -86,6 +91,6 @@ shard_0002 of that database: point it at a scratch database.`,
 	cmd.Flags().IntVar(&opts.Rounds, "rounds", 3, "rounds (each case reports its median)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	cmd.AddCommand(newBenchSchemesCmd())
-	cmd.Flags().StringVar(&svg, "svg", "", "also draw the figures as charts into this SVG file")
+	cmd.Flags().StringVar(&svg, "svg", "", "also draw the figures as charts into this SVG file (a build with -tags charts)")
 	return cmd
 }
