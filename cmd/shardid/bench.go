@@ -13,8 +13,6 @@ import (
 	"github.com/shardid/shardid/internal/pgsession"
 )
 
-func init() { commands = append(commands, newBenchCmd) }
-
 func newBenchCmd() *cobra.Command {
 	var (
 		dsn    string

@@ -6,8 +6,6 @@ import (
 	"github.com/shardid/shardid/internal/app/demo"
 )
 
-func init() { commands = append(commands, newDemoCmd) }
-
 func newDemoCmd() *cobra.Command {
 	var opts demo.Options
 	cmd := &cobra.Command{

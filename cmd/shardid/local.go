@@ -13,8 +13,6 @@ import (
 	"github.com/shardid/shardid/shardmgr"
 )
 
-func init() { commands = append(commands, newLocalCmd) }
-
 func newLocalCmd() *cobra.Command {
 	var opts localcluster.Options
 	cmd := &cobra.Command{
