@@ -49,21 +49,22 @@ func goList(t *testing.T, patterns ...string) []listed {
 	return pkgs
 }
 
+// modulePath is this module's path (go list -m).
+func modulePath(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-m").Output()
+	require.NoError(t, err)
+	return strings.TrimSpace(string(out))
+}
+
 // A foundation (a package under internal/ outside internal/app) never
 // imports, even through another package, what is built on it: the shard
 // manager, the id services or the CLI's tools. Its tests do not import
 // them either. Otherwise a library that takes pgsession or localpg would
 // link the whole CLI, and an import cycle waits for the next change.
 func TestFoundationsImportNothingBuiltOnThem(t *testing.T) {
+	module := modulePath(t)
 	pkgs := goList(t, "./...")
-	var self string
-	for _, p := range pkgs {
-		if !strings.Contains(p.ImportPath, "/internal/") {
-			self = p.ImportPath
-		}
-	}
-	require.True(t, strings.HasSuffix(self, "/internal"), "go list ./... from internal/ names internal itself: %q", self)
-	module := strings.TrimSuffix(self, "/internal")
 	under := func(path, pkg string) bool { return path == pkg || strings.HasPrefix(path, pkg+"/") }
 	above := []string{module + "/shardmgr", module + "/idgen/segment", module + "/idgen/snowflake", module + "/internal/app"}
 	builtOn := func(path string) bool {
@@ -110,4 +111,28 @@ func TestFoundationsImportNothingBuiltOnThem(t *testing.T) {
 	// and it reads imports: a tool does import the shard manager.
 	demo := slices.IndexFunc(pkgs, func(p listed) bool { return p.ImportPath == module+"/internal/app/demo" })
 	require.True(t, slices.ContainsFunc(pkgs[demo].Deps, builtOn), "internal/app/demo imports shardmgr")
+}
+
+// The CLI's tools are for the CLI: no library (the root package, shardmgr,
+// idgen, sql, migrations, the foundations) links one. Tests may use them.
+func TestOnlyTheCLIImportsTheTools(t *testing.T) {
+	module := modulePath(t)
+	pkgs := goList(t, "../...")
+	under := func(path, pkg string) bool { return path == pkg || strings.HasPrefix(path, pkg+"/") }
+	tools := module + "/internal/app"
+	var breaches []string
+	seen := 0
+	for _, p := range pkgs {
+		if under(p.ImportPath, module+"/cmd") || under(p.ImportPath, tools) {
+			seen += len(slices.DeleteFunc(slices.Clone(p.Imports), func(i string) bool { return !under(i, tools) }))
+			continue
+		}
+		for _, i := range p.Imports {
+			if under(i, tools) {
+				breaches = append(breaches, fmt.Sprintf("%s imports %s", strings.TrimPrefix(p.ImportPath, module+"/"), strings.TrimPrefix(i, module+"/")))
+			}
+		}
+	}
+	require.Positive(t, seen, "cmd/shardid imports the tools: the check reads imports")
+	require.Empty(t, breaches, "only cmd/ and the tools themselves import internal/app")
 }
