@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/shardid/shardid/internal/schematest"
+	"github.com/shardid/shardid/internal/app/schematest"
 	"github.com/shardid/shardid/shardmgr"
 )
 

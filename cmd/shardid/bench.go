@@ -8,12 +8,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/shardid/shardid/internal/genbench"
+	"github.com/shardid/shardid/internal/app/genbench"
 	"github.com/shardid/shardid/internal/localpg"
 	"github.com/shardid/shardid/internal/pgsession"
 )
-
-func init() { commands = append(commands, newBenchCmd) }
 
 func newBenchCmd() *cobra.Command {
 	var (
@@ -35,6 +33,11 @@ shard_0002 of that database: point it at a scratch database.`,
 			ctx := cmd.Context()
 			if opts.IDs < 1 || opts.Rounds < 1 {
 				return usagef("--ids and --rounds must be at least 1")
+			}
+			if svg != "" {
+				if err := chartsFor(svg); err != nil {
+					return err
+				}
 			}
 			if dsn == "" {
 				server, err := localpg.Start(ctx, localpg.Options{})
@@ -86,6 +89,6 @@ shard_0002 of that database: point it at a scratch database.`,
 	cmd.Flags().IntVar(&opts.Rounds, "rounds", 3, "rounds (each case reports its median)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	cmd.AddCommand(newBenchSchemesCmd())
-	cmd.Flags().StringVar(&svg, "svg", "", "also draw the figures as charts into this SVG file")
+	cmd.Flags().StringVar(&svg, "svg", "", "also draw the figures as charts into this SVG file (a build with -tags charts)")
 	return cmd
 }

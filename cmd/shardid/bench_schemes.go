@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shardid/shardid/internal/app/schemebench"
 	"github.com/shardid/shardid/internal/localpg"
-	"github.com/shardid/shardid/internal/schemebench"
 )
 
 func newBenchSchemesCmd() *cobra.Command {

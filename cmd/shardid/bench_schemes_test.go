@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/shardid/shardid/internal/app/schemebench"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
-	"github.com/shardid/shardid/internal/schemebench"
 )
 
 // bench schemes without a terminal prints a line per step on stderr,

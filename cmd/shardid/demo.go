@@ -3,10 +3,8 @@ package main
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/shardid/shardid/internal/demo"
+	"github.com/shardid/shardid/internal/app/demo"
 )
-
-func init() { commands = append(commands, newDemoCmd) }
 
 func newDemoCmd() *cobra.Command {
 	var opts demo.Options

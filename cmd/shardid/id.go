@@ -12,8 +12,6 @@ import (
 	"github.com/shardid/shardid/idgen"
 )
 
-func init() { commands = append(commands, newIDCmd) }
-
 func newIDCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "id",

@@ -14,8 +14,6 @@ import (
 	"github.com/shardid/shardid/shardmgr/migrate"
 )
 
-func init() { commands = append(commands, newInitCmd) }
-
 func newInitCmd() *cobra.Command {
 	var (
 		workers int

@@ -9,11 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/shardid/shardid/internal/localcluster"
+	"github.com/shardid/shardid/internal/app/localcluster"
 	"github.com/shardid/shardid/shardmgr"
 )
-
-func init() { commands = append(commands, newLocalCmd) }
 
 func newLocalCmd() *cobra.Command {
 	var opts localcluster.Options

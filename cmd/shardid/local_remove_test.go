@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/shardid/shardid/internal/localcluster"
+	"github.com/shardid/shardid/internal/app/localcluster"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
 )
 

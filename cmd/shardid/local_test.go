@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/shardid/shardid/internal/localcluster"
+	"github.com/shardid/shardid/internal/app/localcluster"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
 )
 

@@ -48,9 +48,23 @@ or 'shardid local up' for local servers and a cluster file that stay up, then
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	for _, add := range commands {
-		root.AddCommand(add())
-	}
+	// Every command, in the order --help lists them (cobra adds completion
+	// and help).
+	root.AddCommand(
+		newBenchCmd(),
+		newDemoCmd(),
+		newIDCmd(),
+		newInitCmd(),
+		newLocalCmd(),
+		newMigrateCmd(),
+		newRebalanceCmd(),
+		newServeCmd(),
+		newShardCmd(),
+		newSQLCmd(),
+		newStatusCmd(),
+		newVerifyCmd(),
+		newVersionCmd(),
+	)
 	markUsageErrors(root)
 	return root
 }
@@ -95,10 +109,6 @@ func unknownCommand(cmd *cobra.Command, args []string) error {
 	}
 	return errors.New(msg)
 }
-
-// commands collects the constructors of the top-level commands; each
-// command file registers its own in an init function.
-var commands []func() *cobra.Command
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -16,8 +16,6 @@ import (
 	shsql "github.com/shardid/shardid/sql"
 )
 
-func init() { commands = append(commands, newMigrateCmd) }
-
 func newMigrateCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "migrate",

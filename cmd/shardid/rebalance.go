@@ -13,8 +13,6 @@ import (
 	"github.com/shardid/shardid/shardmgr/rebalance"
 )
 
-func init() { commands = append(commands, newRebalanceCmd) }
-
 func newRebalanceCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "rebalance",

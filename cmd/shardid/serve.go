@@ -17,8 +17,6 @@ import (
 	"github.com/shardid/shardid/shardmgr"
 )
 
-func init() { commands = append(commands, newServeCmd) }
-
 func newServeCmd() *cobra.Command {
 	var (
 		listen  string

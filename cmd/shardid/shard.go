@@ -10,8 +10,6 @@ import (
 	"github.com/shardid/shardid/shardmgr/rebalance"
 )
 
-func init() { commands = append(commands, newShardCmd) }
-
 func newShardCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "shard",

@@ -8,8 +8,6 @@ import (
 	shsql "github.com/shardid/shardid/sql"
 )
 
-func init() { commands = append(commands, newSQLCmd) }
-
 func newSQLCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "sql",
@@ -45,13 +43,6 @@ schema where another role owns one of the generator's objects.
 	fn.Flags().StringVar(&p.Schema, "schema", "", "schema to install into (default shard_ plus the id padded to 4 digits)")
 	fn.Flags().StringVar(&p.Variant, "variant", shsql.Safe, "generator variant: safe or instagram")
 	fn.Flags().Int64Var(&p.Epoch, "epoch", shsql.DefaultEpoch, "epoch in milliseconds since 1970-01-01")
-	cmd.AddCommand(fn)
-	for _, add := range sqlSubcommands {
-		cmd.AddCommand(add())
-	}
+	cmd.AddCommand(fn, newSQLUUIDv7Cmd())
 	return cmd
 }
-
-// sqlSubcommands collects further `sql` subcommands; each file registers
-// its own in an init function.
-var sqlSubcommands []func() *cobra.Command

@@ -8,8 +8,6 @@ import (
 	shsql "github.com/shardid/shardid/sql"
 )
 
-func init() { sqlSubcommands = append(sqlSubcommands, newSQLUUIDv7Cmd) }
-
 func newSQLUUIDv7Cmd() *cobra.Command {
 	var schema string
 	cmd := &cobra.Command{

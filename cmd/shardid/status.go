@@ -13,8 +13,6 @@ import (
 	"github.com/shardid/shardid/shardmgr/install"
 )
 
-func init() { commands = append(commands, newStatusCmd) }
-
 func newStatusCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{

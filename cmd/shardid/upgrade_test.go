@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/shardid/shardid/internal/app/schematest"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
-	"github.com/shardid/shardid/internal/schematest"
 	"github.com/shardid/shardid/shardmgr"
 )
 

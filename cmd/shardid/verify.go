@@ -10,8 +10,6 @@ import (
 	"github.com/shardid/shardid/shardmgr/verify"
 )
 
-func init() { commands = append(commands, newVerifyCmd) }
-
 func newVerifyCmd() *cobra.Command {
 	var (
 		asJSON bool

@@ -8,8 +8,6 @@ import (
 	"github.com/shardid/shardid/internal/buildinfo"
 )
 
-func init() { commands = append(commands, newVersionCmd) }
-
 func newVersionCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{

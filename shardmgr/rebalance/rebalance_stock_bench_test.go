@@ -13,8 +13,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/shardid/shardid/internal/charts"
-	"github.com/shardid/shardid/internal/genbench"
+	"github.com/shardid/shardid/internal/app/charts"
+	"github.com/shardid/shardid/internal/app/genbench"
 	"github.com/shardid/shardid/internal/localpg"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/shardid/shardid/shardmgr"

@@ -3,24 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 
-	"github.com/shardid/shardid/internal/charts"
-	"github.com/shardid/shardid/internal/genbench"
+	"github.com/shardid/shardid/internal/app/genbench"
 )
-
-// writeBenchSVG draws res into the file at path (bench --svg).
-func writeBenchSVG(path string, res *genbench.Result) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := charts.BenchSVG(f, res); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
 
 // printBenchGoals prints the run's ratios, each goal with whether the run
 // met it: a missed goal says MISSED, not just the number beside the goal.

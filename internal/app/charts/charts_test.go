@@ -12,8 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/shardid/shardid/internal/charts"
-	"github.com/shardid/shardid/internal/genbench"
+	"github.com/shardid/shardid/internal/app/charts"
+	"github.com/shardid/shardid/internal/app/genbench"
 )
 
 // texts parses doc as XML and returns the content of its text elements.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/shardid/shardid/internal/demo"
+	"github.com/shardid/shardid/internal/app/demo"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
 )
 

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/shardid/shardid/internal/genbench"
+	"github.com/shardid/shardid/internal/app/genbench"
 )
 
 // BenchSVG draws a genbench result: ids per second of each generator, and

@@ -1,8 +1,3 @@
-// Package genbench measures the per-shard generators side by side in one
-// run: the safe generator against Instagram's published function and a bare
-// nextval, and a bulk INSERT using the safe DEFAULT against the same INSERT
-// into a bigserial table. Cases are interleaved round by round and each
-// reports its median, because the machines it runs on are small and noisy.
 package genbench
 
 import (

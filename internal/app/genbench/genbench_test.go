@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
-	"github.com/shardid/shardid/internal/genbench"
+	"github.com/shardid/shardid/internal/app/genbench"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
 	shsql "github.com/shardid/shardid/sql"
 )

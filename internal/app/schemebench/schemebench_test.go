@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/shardid/shardid/internal/app/schemebench"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
-	"github.com/shardid/shardid/internal/schemebench"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

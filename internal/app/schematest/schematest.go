@@ -1,6 +1,3 @@
-// Package schematest brings a test catalog to the schema states the upgrade
-// policy (docs/upgrading.md) is about: newer, dirty, older. It is imported
-// only from _test.go files.
 package schematest
 
 import (

@@ -1,0 +1,17 @@
+// Package app holds the CLI's tools: the packages that are built on the
+// shard manager or the id services and that only cmd/shardid and tests
+// import. Each lives in a subpackage:
+//
+//   - demo: what `shardid demo` runs;
+//   - localcluster: what `shardid local` runs;
+//   - genbench: `shardid bench`, the generators side by side;
+//   - schemebench: `shardid bench schemes`, the id schemes side by side;
+//   - charts: the figures as SVG (`shardid bench --svg`, docs/), linked
+//     into cmd/shardid only with -tags charts;
+//   - schematest: test tooling that brings a catalog to the schema states
+//     of the upgrade policy.
+//
+// The foundations in internal/ (pgsession, pgdatabase, localpg, buildinfo)
+// sit below: they never import these packages (package internal's test
+// holds that). This package itself has no code.
+package app
