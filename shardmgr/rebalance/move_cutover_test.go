@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardid/shardid/shardmgr"
-	"github.com/shardid/shardid/shardmgr/install"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
@@ -203,26 +202,34 @@ func TestCleanupFailureKeepsNewHomeServing(t *testing.T) {
 	requireVerifyOK(t, cfg)
 }
 
-// TestFlipIgnoresOutsidersAdvisoryLocks: a role that may only connect to
-// the catalog's database holds the catalog's advisory locks (the keys of
-// the old catalog writer's lock and of the init lock). A move's cut-over
-// does not wait for it: the writes are refused for as long as without it.
+// TestFlipIgnoresOutsidersAdvisoryLocks: once a move's source is fenced,
+// a role that may only connect to the catalog's database takes the
+// catalog's advisory locks (the keys of the old catalog writer's lock and
+// of the init lock) for a minute. The flip does not wait for it: the
+// writes are refused for about as long as without it.
 func TestFlipIgnoresOutsidersAdvisoryLocks(t *testing.T) {
 	t.Parallel()
 	cfg := moveCluster(t, 3)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	routeLikes(t, r, 1, 50)
-	_, err := install.Init(ctx(t), cfg, install.InitOptions{}) // pg4 registered first: this is about the flip
-	require.NoError(t, err)
+	opts := MoveOptions{Migrations: sampleSet(t)}
+	opts.stopAfter = PhaseVerified
+	_, err := MoveShard(ctx(t), cfg, 1, "pg4", opts)
+	require.ErrorIs(t, err, errStopped)
+
 	conn, _ := clustertest.Outsider(t, cfg.Catalog, "squatter")
 	_, err = conn.Exec(ctx(t), `SELECT pg_advisory_lock($1, 0), pg_advisory_lock($1, 1)`, catalog.LockClass)
 	require.NoError(t, err)
 	const hold = time.Minute
 	released := time.AfterFunc(hold, func() { conn.Close(context.Background()) })
 	defer released.Stop()
-	res, err := MoveShard(ctx(t), cfg, 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
+	opts.stopAfter = ""
+	start := time.Now()
+	res, err := MoveShard(ctx(t), cfg, 1, "pg4", opts)
+	took := time.Since(start)
 	require.NoError(t, err)
-	t.Logf("writes refused for %s while an outsider held the catalog's advisory locks", res.Refused)
+	t.Logf("the cut-over's end took %s, writes refused for %s in all, while an outsider held the catalog's advisory locks", took, res.Refused)
+	require.Less(t, took, hold/4)
 	require.Less(t, res.Refused, hold/4)
 	routeLikes(t, r, 1, 5)
 }
