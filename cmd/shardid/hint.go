@@ -33,7 +33,7 @@ var hints = []struct {
 	{is(rebalance.ErrTargetOpen), "finish the move with shardid rebalance apply"},
 	{is(rebalance.ErrSourceFenced), "run shardid rebalance abort"},
 	{is(rebalance.ErrMoveOpen), "resume it with shardid rebalance apply, or shardid rebalance abort"},
-	{is(rebalance.ErrMoveFlipped), "move the shard back with shardid shard move"},
+	{is(rebalance.ErrMoveFlipped), "finish it with shardid rebalance apply; to undo it, move the shard back with shardid shard move"},
 	{is(rebalance.ErrGeneratorVariant), "run shardid migrate generator"},
 	{is(rebalance.ErrMigrationFailed), "see shardid migrate status"},
 	{is(rebalance.ErrTargetOccupied), "see shardid verify"},

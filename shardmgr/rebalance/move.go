@@ -179,8 +179,17 @@ const (
 	crashTargetOpened  = "target-opened"  // the target was opened, nothing after
 )
 
+// hangAt is set only in a build with the shardid_crashtest tag
+// (move_crashtest.go): called at each crash point, it may block the
+// process there for good, so that a test kills it with kill -9 at that
+// point.
+var hangAt func(point string)
+
 // crashPoint returns errCrashed when a test crashes the mover at point.
 func (mo *mover) crashPoint(point string) error {
+	if hangAt != nil {
+		hangAt(point)
+	}
 	if mo.opts.crashAt == point {
 		return errCrashed
 	}
@@ -610,7 +619,11 @@ func (mo *mover) failed(ctx context.Context, mv *move, next step, err error) err
 		if mv.Phase.flipped() {
 			octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 			defer cancel()
-			if oerr := mo.openTarget(octx, mv); oerr != nil {
+			oerr := mo.open(octx, mv)
+			if oerr == nil {
+				oerr = mo.openTarget(octx, mv)
+			}
+			if oerr != nil {
 				return errors.Join(err, fmt.Errorf("the catalog places the shard on %s, whose copy still refuses writes until the move is run again: %w", mv.To, oerr))
 			}
 			if next.phase != PhaseFlipped {
