@@ -279,3 +279,16 @@ func TestFlipGivesUpOnHeldCatalog(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, likeIDs(t, cfg, 1), 55)
 }
+
+// A connect-only role holding the apply lock: apply waits at most its
+// Wait and then names the session.
+func TestApplyBusyNamesHolder(t *testing.T) {
+	t.Parallel()
+	cfg := initCluster(t, 2)
+	conn, role := clustertest.Outsider(t, cfg.Catalog, "squatter")
+	_, err := conn.Exec(ctx(t), `SELECT pg_advisory_lock($1, 0)`, applyLockClass)
+	require.NoError(t, err)
+	_, err = Apply(ctx(t), cfg, ApplyOptions{Wait: time.Second})
+	require.ErrorIs(t, err, ErrApplyBusy)
+	require.ErrorContains(t, err, fmt.Sprintf("(role %s, application %q", role, "squatter"))
+}
