@@ -318,10 +318,13 @@ func (mo *mover) pool(ctx context.Context, name string) (*pgxpool.Pool, error) {
 // an unfinished move to the same host resumes it; to another host it is
 // ErrMoveOpen.
 //
-// Any failure before the flip leaves the source serving as before (the
-// fence is lifted when the cut-over fails) and the target's copy
-// removable with AbortMove; the journal records the error. After the
-// flip, moving the shard back is a move like any other.
+// Any failure before the flip (the catalog transaction that places the
+// shard on the target: the point of no return) leaves the source serving
+// as before (the fence is lifted when the cut-over fails) and the target's
+// copy, never opened, removable with AbortMove; the journal records the
+// error. A failure after it leaves the shard serving on the target and is
+// ErrNotCleaned: running the move again, Apply or Cleanup finishes it.
+// After the flip, moving the shard back is a move like any other.
 func MoveShard(ctx context.Context, cfg *shardmgr.Config, shard int, to string, opts MoveOptions) (*MoveResult, error) {
 	if err := cfg.ValidateCluster(); err != nil {
 		return nil, err
@@ -597,7 +600,8 @@ func (mo *mover) stepFailed(ctx context.Context, mv *move, next step, err error)
 // and returns the error to record. The catalog's word decides which side
 // of the point of no return (the flip's catalog transaction) the move is:
 //   - past it, or perhaps past it (the flip's or a later step failed):
-//     the journal is read again. A flipped move's target is the shard's
+//     the journal is read again when the flip's answer may have been
+//     lost. A flipped move's target is the shard's
 //     home, which is never fenced nor its counter stopped: it is opened,
 //     in case the flip stopped before it did, and the error (ErrNotCleaned
 //     for a later step) is recorded for the next run to finish the move.
@@ -609,13 +613,15 @@ func (mo *mover) stepFailed(ctx context.Context, mv *move, next step, err error)
 //     notices. The target was never opened.
 func (mo *mover) failed(ctx context.Context, mv *move, next step, err error) error {
 	if next.phase == PhaseFlipped || mv.Phase.flipped() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		fresh, rerr := readMoves(rctx, mo.catalog, `id = $1`, mv.ID)
-		cancel()
-		if rerr != nil {
-			return errors.Join(err, fmt.Errorf("%w: whether the flip committed is unknown (the journal cannot be read: %w); both copies refuse writes until the move is run again", ErrSourceFenced, rerr))
+		if !mv.Phase.flipped() { // the flip's answer may have been lost
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			fresh, rerr := readMoves(rctx, mo.catalog, `id = $1`, mv.ID)
+			cancel()
+			if rerr != nil {
+				return errors.Join(err, fmt.Errorf("%w: whether the flip committed is unknown (the journal cannot be read: %w); both copies refuse writes until the move is run again", ErrSourceFenced, rerr))
+			}
+			*mv.MoveRecord = *fresh[0]
 		}
-		*mv.MoveRecord = *fresh[0]
 		if mv.Phase.flipped() {
 			octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 			defer cancel()
