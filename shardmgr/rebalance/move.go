@@ -590,6 +590,9 @@ func (mo *mover) starting(mv *move, next step) {
 // stepFailed names the move and phase in err, leaves the move as safe as
 // it can (failed) and records the error in the journal.
 func (mo *mover) stepFailed(ctx context.Context, mv *move, next step, err error) error {
+	if mv.Phase.flipped() && next.phase != PhaseFlipped { // a step after the flip
+		err = fmt.Errorf("%w (the shard serves on %s): %w", ErrNotCleaned, mv.To, err)
+	}
 	err = &shardmgr.ShardError{Shard: mv.Shard, Host: mv.To, Err: fmt.Errorf("move %d (%s -> %s), phase %s: %w", mv.ID, mv.From, mv.To, next.phase, err)}
 	err = mo.failed(ctx, mv, next, err)
 	recordError(ctx, mo.catalog, mv.MoveRecord, err)
@@ -604,7 +607,8 @@ func (mo *mover) stepFailed(ctx context.Context, mv *move, next step, err error)
 //     lost. A flipped move's target is the shard's
 //     home, which is never fenced nor its counter stopped: it is opened,
 //     in case the flip stopped before it did, and the error (ErrNotCleaned
-//     for a later step) is recorded for the next run to finish the move.
+//     for a later step, see stepFailed) is recorded for the next run to
+//     finish the move.
 //     When the journal cannot be read, nothing is touched: both copies
 //     stay fenced until the move is run again;
 //   - before it, with the source refusing writes (fencedAfter): the
@@ -631,9 +635,6 @@ func (mo *mover) failed(ctx context.Context, mv *move, next step, err error) err
 			}
 			if oerr != nil {
 				return errors.Join(err, fmt.Errorf("the catalog places the shard on %s, whose copy still refuses writes until the move is run again: %w", mv.To, oerr))
-			}
-			if next.phase != PhaseFlipped {
-				err = fmt.Errorf("%w (the shard serves on %s): %w", ErrNotCleaned, mv.To, err)
 			}
 			return err
 		}

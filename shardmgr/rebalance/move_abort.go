@@ -190,8 +190,11 @@ func (mo *mover) unfenceSource(ctx context.Context, mv *move) error {
 // host's copy of the shard once no VACUUM works on its tables: DDL that
 // takes the tables' locks, each try holding writers back for at most
 // LockTimeout.
+// A wait that runs out names the sessions holding locks on the shard's
+// tables (a long read, a pg_dump).
 func (mo *mover) dropMoveTriggers(ctx context.Context, db *pgxpool.Pool, rec *MoveRecord) error {
-	return pg.WithTablesIdle(ctx, db, rec.Schema, func() error {
+	start := time.Now()
+	err := pg.WithTablesIdle(ctx, db, rec.Schema, func() error {
 		return pg.WithLockRetry(ctx, db, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
 			if err := dropDelta(ctx, tx, rec); err != nil {
 				return err
@@ -199,6 +202,11 @@ func (mo *mover) dropMoveTriggers(ctx context.Context, db *pgxpool.Pool, rec *Mo
 			return fence.Remove(ctx, tx, rec.Schema)
 		})
 	})
+	if pg.IsLockTimeout(err) {
+		return pg.LockWaitFailed(ctx, fmt.Sprintf("the locks on %s's tables to drop the move's triggers (each try waits %s)", rec.Schema, mo.opts.LockTimeout), start,
+			func(ctx context.Context) ([]pg.LockHolder, error) { return pg.SchemaLockHolders(ctx, db, rec.Schema) })
+	}
+	return err
 }
 
 func (mo *mover) unfenceSourceHost(ctx context.Context, src *pgxpool.Pool, rec *MoveRecord) error {

@@ -99,6 +99,34 @@ func TableLockHolders(ctx context.Context, q Querier, table string) ([]LockHolde
 	return out, nil
 }
 
+// SchemaLockHolders lists the sessions other than the caller's that hold
+// a lock on a table (or index, or sequence) of schema: the sessions DDL on
+// the schema's tables (which conflicts even with a plain read's lock) may
+// wait for.
+func SchemaLockHolders(ctx context.Context, q Querier, schema string) ([]LockHolder, error) {
+	rows, err := q.Query(ctx, `SELECT DISTINCT ON (a.pid) l.mode IN ('ExclusiveLock', 'AccessExclusiveLock'), `+holderColumns+`
+		FROM pg_catalog.pg_locks l JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
+		JOIN pg_catalog.pg_class c ON c.oid = l.relation
+		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE l.locktype = 'relation' AND l.granted AND n.nspname = $1
+		  AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database())
+		  AND a.pid <> pg_catalog.pg_backend_pid()
+		ORDER BY a.pid, 1 DESC`, schema)
+	if err != nil {
+		return nil, fmt.Errorf("read locks in %s: %w", schema, err)
+	}
+	var out []LockHolder
+	var h LockHolder
+	_, err = pgx.ForEachRow(rows, []any{&h.Exclusive, &h.PID, &h.Role, &h.App, &h.State, &h.StateChange, &h.BackendStart}, func() error {
+		out = append(out, h)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read locks in %s: %w", schema, err)
+	}
+	return out, nil
+}
+
 // ErrLockWait is what every *LockWaitError wraps: a bounded wait for a
 // lock ran out.
 var ErrLockWait = errors.New("gave up waiting for a lock")
