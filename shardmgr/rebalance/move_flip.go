@@ -122,13 +122,18 @@ func (mo *mover) flip(ctx context.Context, mv *move) error {
 		return fmt.Errorf("move %d: the journal has no counter range (phase schema not recorded)", mv.ID)
 	}
 	var refused int64
-	gen, err := catalog.ChangeWithin(ctx, mo.catalog, 0, flipLockWait, fmt.Sprintf("move %d: shard %d %s -> %s", mv.ID, mv.Shard, mv.From, mv.To), func(tx pgx.Tx, gen int64) error {
+	// A catalog that does not answer at all is given up on too: writes
+	// are refused meanwhile. Should the commit's answer be what is lost,
+	// failed reads the journal to learn which side the move is on.
+	fctx, cancel := context.WithTimeout(ctx, flipLockWait+20*time.Second)
+	defer cancel()
+	gen, err := catalog.ChangeWithin(fctx, mo.catalog, 0, flipLockWait, fmt.Sprintf("move %d: shard %d %s -> %s", mv.ID, mv.Shard, mv.From, mv.To), func(tx pgx.Tx, gen int64) error {
 		if mo.opts.flipCatalog != nil {
 			if err := mo.opts.flipCatalog(); err != nil {
 				return err
 			}
 		}
-		tag, err := tx.Exec(ctx, `UPDATE shardid.shards SET host = $2, state = 'active', changed_generation = $4
+		tag, err := tx.Exec(fctx, `UPDATE shardid.shards SET host = $2, state = 'active', changed_generation = $4
 			WHERE id = $1 AND host = $3 AND state = 'moving'`, mv.Shard, mv.To, mv.From, gen)
 		if err != nil {
 			return err
