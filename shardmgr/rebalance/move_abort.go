@@ -98,13 +98,20 @@ func (mo *mover) abort(ctx context.Context, rec *MoveRecord) error {
 		return err
 	}
 	src, dst := mv.src, mv.dst
-	// A target copy that was opened may hold writes acknowledged there
-	// (a move of an older shardid opened it before flipping the catalog):
-	// it is never dropped; the move is finished instead.
-	if opened, err := fence.Opened(ctx, dst, rec.Schema); err != nil {
+	comment, err := shardschema.SchemaComment(ctx, dst, rec.Schema)
+	if err != nil {
 		return fmt.Errorf("target %s: %w", rec.To, err)
-	} else if opened {
-		return fmt.Errorf("%w on %s (schema %s)", ErrTargetOpen, rec.To, rec.Schema)
+	}
+	ours := comment != nil && *comment == incomingComment(rec)
+	// This move's copy, opened, may hold writes acknowledged there (a
+	// move of an older shardid opened it before flipping the catalog): it
+	// is never dropped; the move is finished instead.
+	if ours {
+		if opened, err := fence.Opened(ctx, dst, rec.Schema); err != nil {
+			return fmt.Errorf("target %s: %w", rec.To, err)
+		} else if opened {
+			return fmt.Errorf("%w on %s (schema %s)", ErrTargetOpen, rec.To, rec.Schema)
+		}
 	}
 	// The change log's triggers first, the gentle way: the source may be
 	// serving.
@@ -112,12 +119,8 @@ func (mo *mover) abort(ctx context.Context, rec *MoveRecord) error {
 	if err := dropReplication(ctx, src, dst, rec); err != nil {
 		return err
 	}
-	comment, err := shardschema.SchemaComment(ctx, dst, rec.Schema)
-	if err != nil {
-		return fmt.Errorf("target %s: %w", rec.To, err)
-	}
 	err = pgx.BeginFunc(ctx, dst, func(tx pgx.Tx) error {
-		if comment != nil && *comment == incomingComment(rec) {
+		if ours {
 			if _, err := tx.Exec(ctx, `DROP SCHEMA `+pgx.Identifier{rec.Schema}.Sanitize()+` CASCADE`); err != nil {
 				return err
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+	"github.com/shardid/shardid/shardmgr/internal/fence"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
 
@@ -294,4 +295,35 @@ func TestApplyBusyNamesHolder(t *testing.T) {
 	_, err = Apply(ctx(t), cfg, ApplyOptions{Wait: time.Second})
 	require.ErrorIs(t, err, ErrApplyBusy)
 	require.ErrorContains(t, err, fmt.Sprintf("(role %s, application %q", role, "squatter"))
+}
+
+// A move left as an older shardid left it when killed between its two
+// transactions (phase verified, the target's copy opened and written to):
+// abort refuses to drop that copy, and running the move finishes it with
+// the row written there.
+func TestAbortRefusesOpenedTarget(t *testing.T) {
+	t.Parallel()
+	cfg := moveCluster(t, 3)
+	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
+	routeLikes(t, r, 1, 20)
+	opts := MoveOptions{Migrations: sampleSet(t)}
+	opts.stopAfter = PhaseVerified
+	res, err := MoveShard(ctx(t), cfg, 1, "pg4", opts)
+	require.ErrorIs(t, err, errStopped)
+	rec := moveRecord(t, cfg, res.ID)
+	dst := hostPool(t, cfg, "pg4")
+	require.NoError(t, pgx.BeginFunc(ctx(t), dst, func(tx pgx.Tx) error {
+		if err := fence.Func(ctx(t), tx, rec.Schema, false); err != nil {
+			return err
+		}
+		return fence.UnclampCounter(ctx(t), tx, rec.Schema, *rec.counterMax)
+	}))
+	var id int64
+	require.NoError(t, dst.QueryRow(ctx(t), `INSERT INTO shard_0001.likes (user_id, post_id) VALUES (1, 1) RETURNING id`).Scan(&id))
+
+	_, err = AbortMove(ctx(t), cfg, []int{1})
+	require.ErrorIs(t, err, ErrTargetOpen)
+	_, err = MoveShard(ctx(t), cfg, 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
+	require.NoError(t, err)
+	require.Contains(t, likeIDs(t, cfg, 1), id)
 }
