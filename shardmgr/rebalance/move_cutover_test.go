@@ -18,6 +18,7 @@ import (
 	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 	"github.com/shardid/shardid/shardmgr/internal/fence"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
+	shsql "github.com/shardid/shardid/sql"
 )
 
 // probe writes one row straight to shard's copy on every host, as writers
@@ -326,4 +327,43 @@ func TestAbortRefusesOpenedTarget(t *testing.T) {
 	_, err = MoveShard(ctx(t), cfg, 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
 	require.NoError(t, err)
 	require.Contains(t, likeIDs(t, cfg, 1), id)
+}
+
+// While the source is fenced, a role that may only connect to the target's
+// database holds the shard's generator lock there (an advisory lock). The
+// counter's carry waits for it only a bounded time, names it, and the
+// source is given back; the move run later finishes.
+func TestCarryGivesUpOnOutsidersGeneratorLock(t *testing.T) {
+	t.Parallel()
+	cfg := moveCluster(t, 3)
+	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
+	routeLikes(t, r, 1, 20)
+	opts := MoveOptions{Migrations: sampleSet(t), LockTimeout: 100 * time.Millisecond}
+	opts.stopAfter = PhaseFenced
+	_, err := MoveShard(ctx(t), cfg, 1, "pg4", opts)
+	require.ErrorIs(t, err, errStopped)
+
+	h, _ := cfg.Host("pg4")
+	conn, role := clustertest.Outsider(t, h.DSN, "squatter")
+	_, err = conn.Exec(ctx(t), `SELECT pg_advisory_lock($1, 1)`, int64(shsql.LockClass))
+	require.NoError(t, err)
+	const hold = 2 * time.Minute
+	released := time.AfterFunc(hold, func() { conn.Close(context.Background()) })
+	defer released.Stop()
+
+	opts.stopAfter = ""
+	start := time.Now()
+	_, err = MoveShard(ctx(t), cfg, 1, "pg4", opts)
+	require.Less(t, time.Since(start), hold/2, "bounded, not the holder's hold")
+	require.ErrorIs(t, err, shardmgr.ErrLockWait)
+	require.ErrorContains(t, err, fmt.Sprintf("(role %s, application %q", role, "squatter"))
+	m := clusterMap(t, cfg)
+	require.Equal(t, shardmgr.StateActive, m.Shards[1].State)
+	require.NotEqual(t, "pg4", m.Shards[1].Host)
+	routeLikes(t, r, 1, 5)
+
+	require.NoError(t, conn.Close(context.Background()))
+	_, err = MoveShard(ctx(t), cfg, 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
+	require.NoError(t, err)
+	require.Len(t, likeIDs(t, cfg, 1), 25)
 }

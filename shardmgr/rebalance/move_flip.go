@@ -91,10 +91,14 @@ func (mo *mover) fence(ctx context.Context, mv *move) error {
 	}
 	err = fence.Raise(ctx, src, mv.Schema, mo.opts.LockTimeout)
 	if err == nil {
+		start := time.Now()
 		err = pg.WithLockRetry(ctx, src, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
 			_, err := fence.ClampCounter(ctx, tx, mv.Schema, mv.Shard)
 			return err
 		})
+		if pg.IsLockTimeout(err) {
+			err = generatorLockWait(ctx, src, mv.Shard, start)
+		}
 	}
 	if err != nil {
 		// The catalog says moving: the caller lifts that.
