@@ -499,13 +499,21 @@ func (mo *mover) lockMove(ctx context.Context, rec *MoveRecord) (func(), error) 
 	}
 	var ok bool
 	if err := conn.QueryRow(ctx, `SELECT pg_catalog.pg_try_advisory_lock($1, $2)`, moveLockClass, int32(rec.ID)).Scan(&ok); err != nil || !ok {
-		conn.Close(context.WithoutCancel(ctx))
 		if err == nil {
 			err = fmt.Errorf("move %d of shard %d: %w%s", rec.ID, rec.Shard, ErrMoveBusy, moveLockHolders(ctx, conn, rec.ID))
 		}
+		conn.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	return func() { conn.Close(context.WithoutCancel(ctx)) }, nil
+	return func() {
+		// Let go before closing: the server ends a closed session (and
+		// drops its locks) a moment later, and a manager that runs the
+		// move right after this one must find it free.
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_, _ = conn.Exec(uctx, `SELECT pg_catalog.pg_advisory_unlock($1, $2)`, moveLockClass, int32(rec.ID))
+		conn.Close(uctx)
+	}, nil
 }
 
 // moveLockHolders names the sessions holding move id's lock, for an error
