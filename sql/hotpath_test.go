@@ -42,9 +42,10 @@ func TestNextIDIsInlined(t *testing.T) {
 	}
 }
 
-// The rare path of next_id(): the value it drew lags the clock, so it
-// releases its shared lock, pulls the counter up, takes the lock again and
-// returns an id from a fresh value at the clock. Afterwards the session
+// The rare path of next_id(): the value it drew lags the clock, so
+// next_id_pull_up() releases the session's shared lock, pulls the counter
+// up, takes the lock again and draws a fresh value, and next_id() returns
+// an id from it, at the clock. Afterwards the session
 // holds no advisory lock (a leaked shared lock would stop every later
 // pull-up of the shard).
 func TestLaggingValueIsReplacedAtTheClock(t *testing.T) {
