@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"text/tabwriter"
 
 	"github.com/shardid/shardid/internal/app/genbench"
 )
@@ -15,6 +16,18 @@ func printBenchGoals(w io.Writer, res *genbench.Result) {
 	fmt.Fprintf(w, "safe costs %.2fx a bare nextval\n", res.SafeOverNextval)
 	fmt.Fprintf(w, "bulk INSERT with the safe DEFAULT: %.2fx the bigserial time (goal <= %gx: %s); instagram DEFAULT: %.2fx\n",
 		res.InsertRatio, genbench.GoalInsertRatio, verdict(goals[1].Met), res.InsertInstagramRatio)
+	more := res.MoreGoals()
+	fmt.Fprintln(w, more[0])
+	if len(res.Inserts) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nsingle-row INSERTs, median of %d rounds\n", res.Rounds)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "clients\tprotocol\tbigserial tps\tsafe DEFAULT tps\tsafe / bigserial (goal >= %gx)\n", genbench.GoalSingleRow)
+	for i, r := range res.Inserts {
+		fmt.Fprintf(tw, "%d\t%s\t%.0f\t%.0f\t%.2f %s\n", r.Clients, r.Protocol, median(r.SerialTPS), median(r.SafeTPS), r.Ratio, verdict(more[1+i].Met))
+	}
+	tw.Flush()
 }
 
 func verdict(met bool) string {

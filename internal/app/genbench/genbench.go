@@ -11,10 +11,17 @@ import (
 	shsql "github.com/shardid/shardid/sql"
 )
 
-// Options of a run. Zero values mean 1,000,000 ids and 3 rounds.
+// Options of a run. Zero values mean 1,000,000 ids, 3 rounds and no
+// single-row INSERT cases.
 type Options struct {
 	IDs    int
 	Rounds int
+	// Clients lists the session counts of the single-row INSERT cases
+	// (each run with the simple and the prepared protocol); none when empty.
+	Clients []int
+	// InsertFor is how long each single-row INSERT case runs per round
+	// (zero means 5 s).
+	InsertFor time.Duration
 	// Progress, when set, is called before each measurement.
 	Progress func(round int, name string)
 }
@@ -53,10 +60,12 @@ type Result struct {
 	// SafeOverNextval is safe time / bare nextval time.
 	SafeOverNextval float64 `json:"safe_over_nextval"`
 	// InsertRatio is the bulk INSERT with the safe DEFAULT over the same
-	// INSERT into a bigserial table (goal: at most 1.5).
+	// INSERT into a bigserial table (goal: at most 1.15).
 	InsertRatio float64 `json:"insert_safe_over_bigserial"`
 	// InsertInstagramRatio is the same for the instagram DEFAULT.
 	InsertInstagramRatio float64 `json:"insert_instagram_over_bigserial"`
+	// Inserts are the single-row INSERT cases (Options.Clients).
+	Inserts []InsertRun `json:"single_row_inserts,omitempty"`
 }
 
 // Case returns the named case.
@@ -78,6 +87,9 @@ func Run(ctx context.Context, conn *pgx.Conn, opts Options) (*Result, error) {
 	}
 	if opts.Rounds <= 0 {
 		opts.Rounds = 3
+	}
+	if opts.InsertFor <= 0 {
+		opts.InsertFor = 5 * time.Second
 	}
 	// The generators' advisory locks are one namespace per database: a
 	// session elsewhere holding one (by accident or on purpose) must make
@@ -143,5 +155,10 @@ func Run(ctx context.Context, conn *pgx.Conn, opts Options) (*Result, error) {
 	res.SafeOverNextval = med(CaseSafe) / med(CaseNextval)
 	res.InsertRatio = med(CaseInsertSafe) / med(CaseInsertSerial)
 	res.InsertInstagramRatio = med(CaseInsertInstagram) / med(CaseInsertSerial)
+	if len(opts.Clients) > 0 {
+		if res.Inserts, err = runInserts(ctx, conn, opts, opts.Progress); err != nil {
+			return nil, err
+		}
+	}
 	return res, nil
 }

@@ -79,3 +79,33 @@ func TestRunFailsInsteadOfHangingOnAHeldGeneratorLock(t *testing.T) {
 	require.Equal(t, pgerrcode.LockNotAvailable, pe.Code)
 	require.Less(t, time.Since(start), 30*time.Second)
 }
+
+// The pgbench-style cases run every session against both tables with both
+// protocols, report a rate for each round, and the rows the safe DEFAULT
+// made under concurrency are distinct.
+func TestSingleRowInsertCases(t *testing.T) {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, pgtest.NewDB(t, pgtest.Servers(t, 1)[0]))
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	res, err := genbench.Run(ctx, conn, genbench.Options{IDs: 1000, Rounds: 2, Clients: []int{3}, InsertFor: 500 * time.Millisecond})
+	require.NoError(t, err)
+	require.Len(t, res.Inserts, 2)
+	for i, proto := range []string{genbench.ProtocolSimple, genbench.ProtocolPrepared} {
+		r := res.Inserts[i]
+		t.Logf("%d clients, %s: bigserial %v tps, safe %v tps, ratio %.2f", r.Clients, r.Protocol, r.SerialTPS, r.SafeTPS, r.Ratio)
+		require.Equal(t, 3, r.Clients)
+		require.Equal(t, proto, r.Protocol)
+		require.Len(t, r.SerialTPS, 2)
+		require.Len(t, r.SafeTPS, 2)
+		for k := range r.SafeTPS {
+			require.Positive(t, r.SerialTPS[k])
+			require.Positive(t, r.SafeTPS[k])
+		}
+		require.Positive(t, r.Ratio)
+	}
+	var rows, distinct int64
+	require.NoError(t, conn.QueryRow(ctx, "SELECT count(*), count(DISTINCT id) FROM shard_0001.likes").Scan(&rows, &distinct))
+	require.Positive(t, rows)
+	require.Equal(t, rows, distinct, "concurrent single-row inserts produced distinct ids")
+}
