@@ -127,11 +127,8 @@ func DefaultSchema(shard int) string { return fmt.Sprintf("shard_%04d", shard) }
 // bring every shard to it: v1 (the first releases; the earliest let
 // PUBLIC execute next_id_advance(bigint)); v2 (next_id_advance is the owner's only,
 // refuses a floor beyond AdvanceLimitMS forced or not; the install SQL
-// refuses objects owned by another role); v3 (next_id() checks the value it
-// drew against the clock instead of reading the counter's last value first,
-// and composes the id with integer arithmetic; next_id_pull_up releases and
-// retakes the caller's shared lock and draws the fresh value).
-const Version = 3
+// refuses objects owned by another role).
+const Version = 2
 
 var (
 	ErrVariant = errors.New("unknown generator variant (want safe or instagram)")

@@ -28,13 +28,15 @@ type data struct {
 	OwnerSQLState        string
 	OwnedFunctions       []string
 	OwnedSequences       []string
-	TimeShift            int   // ShardBits + SeqBits: where the time starts
-	SeqMod               int64 // 1 << SeqBits
-	SeqMask              int64 // SeqMod - 1
-	ShardMask            int64 // (1 << ShardBits) - 1
-	CounterMax           int64 // (1 << (TimeBits + SeqBits)) - 1
-	LagFloor             int64 // Epoch + LagMS
-	ShardShifted         int64 // Shard << SeqBits: the shard's bits in place in an id
+	TimeShift            int    // ShardBits + SeqBits: where the time starts
+	SeqMod               int64  // 1 << SeqBits
+	SeqMask              int64  // SeqMod - 1
+	ShardMask            int64  // (1 << ShardBits) - 1
+	CounterMax           int64  // (1 << (TimeBits + SeqBits)) - 1
+	LagFloor             int64  // Epoch + LagMS
+	ShardBitString       string // the shard id as ShardBits binary digits
+	CounterBits          int    // usable time bits + SeqBits: the counter as a bit string
+	OverlayAt            int    // where the shard bits go into it (1-based, from the top)
 	CustomClock          bool
 	Marker               string
 }
@@ -73,7 +75,9 @@ func Render(p Params) (string, error) {
 		ShardMask:            1<<p.ShardBits - 1,
 		CounterMax:           1<<(p.UsableTimeBits()+p.SeqBits) - 1,
 		LagFloor:             p.Epoch + int64(p.LagMS),
-		ShardShifted:         int64(p.Shard) << p.SeqBits,
+		ShardBitString:       fmt.Sprintf("%0*b", p.ShardBits, p.Shard),
+		CounterBits:          p.UsableTimeBits() + p.SeqBits,
+		OverlayAt:            p.UsableTimeBits() + 1,
 		CustomClock:          custom,
 		Marker:               strings.ReplaceAll(marker, "'", "''"),
 	}
