@@ -82,7 +82,7 @@ func TestRouterRetryMoving(t *testing.T) {
 func TestRouterRetryMovingThroughAMove(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 4)
-	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{})
+	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	const shard = 1
 	to := "pg3"

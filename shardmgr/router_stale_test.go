@@ -41,7 +41,7 @@ func requireHostSaid(t testing.TB, err error, shard int, host, code string) {
 func TestStaleRouterAfterMoveGetsErrShardMoving(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 4)
-	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{})
+	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	const shard = 1
 	// Routers that never refresh on their own: their maps stay at the
@@ -120,7 +120,7 @@ func TestStaleRouterAfterMoveGetsErrShardMoving(t *testing.T) {
 func TestRouterFencedCopyIsErrShardMoving(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 4)
-	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{})
+	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(-1))
 	const shard = 2
@@ -186,7 +186,7 @@ func TestRouterServesThroughCatalogOutage(t *testing.T) {
 	t.Parallel()
 	const shards = 6
 	cfg, cat := ownCatalogCluster(t, shards)
-	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{})
+	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	var logs logBuffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))

@@ -187,7 +187,7 @@ func TestConcurrentInitCreatesOnce(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1, created)
-	rep, err := verify.Verify(ctx(t), cfg, verify.VerifyOptions{})
+	rep, err := verify.Verify(ctx(t), cfg, verify.Options{})
 	require.NoError(t, err)
 	require.True(t, rep.OK, "%v", rep.Problems)
 }

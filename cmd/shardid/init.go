@@ -67,7 +67,7 @@ file) is used, if any. See docs/migrations.md.`,
 				return err
 			}
 			bars = newHostBars(os.Stderr, "migrate up")
-			opts.Migrate = migrate.MigrateOptions{
+			opts.Migrate = migrate.Options{
 				// Migrating starts when installing is over: end the install bar's line first.
 				Progress: func(p migrate.HostProgress) { bar.Done(); bars.Update(p) },
 				Waiting:  bars.Waiting,

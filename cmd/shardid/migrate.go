@@ -196,7 +196,7 @@ required (0 undoes everything). Shards already at or below N are left alone.
 			return err
 		}
 		bars := newHostBars(os.Stderr, "migrate "+string(dir))
-		res, err := migrate.Migrate(cmd.Context(), cfg, set, migrate.MigrateOptions{
+		res, err := migrate.Migrate(cmd.Context(), cfg, set, migrate.Options{
 			Direction: dir, To: to, Shards: shards, Workers: workers, FailFast: failFast, LockTimeout: lockTimeout,
 			Progress: bars.Update, Waiting: bars.Waiting, Logger: migrateLogger(),
 		})
@@ -218,7 +218,7 @@ required (0 undoes everything). Shards already at or below N are left alone.
 
 // printMigrateResult prints what a migrate run did: counts, then every
 // shard that failed or was stopped. shardid init --dir prints the same.
-func printMigrateResult(w io.Writer, res *migrate.MigrateResult) {
+func printMigrateResult(w io.Writer, res *migrate.Result) {
 	changed, unchanged, failed, stopped := res.Counts()
 	target := fmt.Sprintf("version %d", res.Target)
 	if res.TargetName != "" {

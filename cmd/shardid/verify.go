@@ -13,7 +13,7 @@ import (
 func newVerifyCmd() *cobra.Command {
 	var (
 		asJSON bool
-		opts   verify.VerifyOptions
+		opts   verify.Options
 	)
 	cmd := &cobra.Command{
 		Use:   "verify [--config FILE] [--json] [--deep]",

@@ -40,7 +40,7 @@ func TestRouterExampleRuns(t *testing.T) {
 	require.NoError(t, err)
 	set, err := migrate.LoadMigrationDir(migrations)
 	require.NoError(t, err)
-	_, err = migrate.Migrate(ctx, cfg, set, migrate.MigrateOptions{})
+	_, err = migrate.Migrate(ctx, cfg, set, migrate.Options{})
 	require.NoError(t, err)
 
 	var out bytes.Buffer

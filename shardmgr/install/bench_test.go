@@ -42,7 +42,7 @@ func BenchmarkCluster1024(b *testing.B) {
 		serialS += serialInstall(b, shards)
 
 		t0 = time.Now()
-		rep, err := verify.Verify(context.Background(), cfg, verify.VerifyOptions{})
+		rep, err := verify.Verify(context.Background(), cfg, verify.Options{})
 		if err != nil || !rep.OK {
 			b.Fatal(err, rep.Problems)
 		}
@@ -50,7 +50,7 @@ func BenchmarkCluster1024(b *testing.B) {
 
 		fillTables(b, cfg, 100)
 		t0 = time.Now()
-		rep, err = verify.Verify(context.Background(), cfg, verify.VerifyOptions{Deep: true})
+		rep, err = verify.Verify(context.Background(), cfg, verify.Options{Deep: true})
 		if err != nil || !rep.OK {
 			b.Fatal(err, rep.Problems)
 		}

@@ -44,7 +44,7 @@ func initCluster(t testing.TB, shards int) *shardmgr.Config {
 
 func requireVerifyOK(t testing.TB, cfg *shardmgr.Config) {
 	t.Helper()
-	rep, err := verify.Verify(ctx(t), cfg, verify.VerifyOptions{Deep: true})
+	rep, err := verify.Verify(ctx(t), cfg, verify.Options{Deep: true})
 	require.NoError(t, err)
 	require.True(t, rep.OK, "verify: %v", rep.Problems)
 }

@@ -42,11 +42,11 @@ type InitOptions struct {
 	// Logger receives progress messages. Nil discards them.
 	Logger *slog.Logger
 	// Migrations, when set, brings every shard to the migration version
-	// of the others after installing (MigrateShards), so that a shard Init
+	// of the others after installing (Shards), so that a shard Init
 	// created again gets the tables the rest have. Migrate adjusts that run
 	// (its Workers default to Workers).
 	Migrations *migrate.MigrationSet
-	Migrate    migrate.MigrateOptions
+	Migrate    migrate.Options
 }
 
 // InitResult is what Init did.
@@ -69,7 +69,7 @@ type InitResult struct {
 	// Elapsed is the run's wall time (JSON: seconds).
 	Elapsed time.Duration `json:"-"`
 	// Migrated is the migration run, when InitOptions.Migrations was set.
-	Migrated *migrate.MigrateResult `json:"migrations,omitempty"`
+	Migrated *migrate.Result `json:"migrations,omitempty"`
 	// Warnings are what Init found unsafe but left as it was, one line
 	// each: a catalog database that every role may connect to.
 	Warnings []string `json:"warnings"`
@@ -202,7 +202,7 @@ func Init(ctx context.Context, cfg *shardmgr.Config, opts InitOptions) (*InitRes
 		if opts.Migrate.Workers == 0 {
 			opts.Migrate.Workers = opts.Workers
 		}
-		res.Migrated, err = migrate.MigrateShards(ctx, cfg, opts.Migrations, nil, opts.Migrate)
+		res.Migrated, err = migrate.Shards(ctx, cfg, opts.Migrations, nil, opts.Migrate)
 	}
 	res.Elapsed = time.Since(start)
 	return res, err

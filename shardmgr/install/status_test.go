@@ -104,7 +104,7 @@ func TestInitAddsAHost(t *testing.T) {
 	st, err := ClusterStatus(ctx(t), cfg)
 	require.NoError(t, err)
 	require.Equal(t, HostStatus{Name: "pg4", Shards: []int{}}, st.Hosts[3])
-	rep, err := verify.Verify(ctx(t), cfg, verify.VerifyOptions{})
+	rep, err := verify.Verify(ctx(t), cfg, verify.Options{})
 	require.NoError(t, err)
 	require.True(t, rep.OK, "%v", rep.Problems)
 }

@@ -46,12 +46,12 @@ const (
 const migrateLockClass int32 = 0x73686d67
 
 // DefaultMigrateWorkers is the number of connections per host that
-// migrate shards in parallel when MigrateOptions.Workers is zero.
+// migrate shards in parallel when Options.Workers is zero.
 const DefaultMigrateWorkers = 4
 
-// MigrateOptions adjust Migrate. The zero value migrates every shard up
+// Options adjust Migrate. The zero value migrates every shard up
 // to the latest version with DefaultMigrateWorkers connections per host.
-type MigrateOptions struct {
+type Options struct {
 	// Direction is Up (the zero value) or Down. Up never moves a shard
 	// down, Down never moves one up: shards already past the target are
 	// left alone.
@@ -98,8 +98,8 @@ type LockWait struct {
 	HolderPID int // the backend holding the lock, 0 when unknown
 }
 
-// MigrateResult is what a run did, per shard.
-type MigrateResult struct {
+// Result is what a run did, per shard.
+type Result struct {
 	Direction Direction `json:"direction"`
 	// Target is the version the run brought shards to, TargetName its
 	// file ("" for version 0).
@@ -131,7 +131,7 @@ type ShardMigration struct {
 
 // Counts sums a result up: shards changed, already at the target, failed,
 // and stopped by --fail-fast.
-func (r *MigrateResult) Counts() (changed, unchanged, failed, stopped int) {
+func (r *Result) Counts() (changed, unchanged, failed, stopped int) {
 	for _, s := range r.Shards {
 		switch {
 		case s.Err != nil:
@@ -205,7 +205,7 @@ func (e *MigrationError) Unwrap() error { return e.Err }
 // then returns the result and a *PartialError. Running it again finishes
 // what is left. When ctx is cancelled, the result holds the shards
 // finished so far, with an error wrapping ctx's.
-func Migrate(ctx context.Context, cfg *shardmgr.Config, set *MigrationSet, opts MigrateOptions) (*MigrateResult, error) {
+func Migrate(ctx context.Context, cfg *shardmgr.Config, set *MigrationSet, opts Options) (*Result, error) {
 	start := time.Now()
 	if err := cfg.ValidateCluster(); err != nil {
 		return nil, err
@@ -240,15 +240,15 @@ func Migrate(ctx context.Context, cfg *shardmgr.Config, set *MigrationSet, opts 
 	return res, err
 }
 
-// MigrateShards brings logical shards (nil: every shard) to the version
+// Shards brings logical shards (nil: every shard) to the version
 // the rest of the cluster is at: Init calls it after installing shards
 // when InitOptions.Migrations is set. With opts.To zero the target is the highest
 // version any other shard has (every shard's when shards is nil), or the
 // latest in dir when no shard has been migrated yet; a non-zero opts.To
 // is used as given. It only moves shards up.
-func MigrateShards(ctx context.Context, cfg *shardmgr.Config, set *MigrationSet, shards []int, opts MigrateOptions) (*MigrateResult, error) {
+func Shards(ctx context.Context, cfg *shardmgr.Config, set *MigrationSet, shards []int, opts Options) (*Result, error) {
 	if opts.Direction == Down {
-		return nil, errors.New("MigrateShards only migrates up")
+		return nil, errors.New("Shards only migrates up")
 	}
 	opts.Direction, opts.Shards = Up, shards
 	if opts.To == 0 {
@@ -272,7 +272,7 @@ func MigrateShards(ctx context.Context, cfg *shardmgr.Config, set *MigrationSet,
 	return Migrate(ctx, cfg, set, opts)
 }
 
-// MigrateShardOn runs set on one shard through conn, a connection to any
+// ShardOn runs set on one shard through conn, a connection to any
 // database that holds the shard's schema: also one the catalog does not
 // name yet, when a move builds the shard on its new host. It takes the
 // shard's migration lock on that database and moves the shard to version
@@ -282,7 +282,7 @@ func MigrateShards(ctx context.Context, cfg *shardmgr.Config, set *MigrationSet,
 // A shard in StateMoving is a move's incoming copy, fenced from its
 // creation: each step writes past the fence and fences the tables it made
 // before it commits, so that no table of the copy is ever writable.
-func MigrateShardOn(ctx context.Context, conn *pgx.Conn, host string, set *MigrationSet, shard shardmgr.Shard, opts MigrateOptions) (ShardMigration, error) {
+func ShardOn(ctx context.Context, conn *pgx.Conn, host string, set *MigrationSet, shard shardmgr.Shard, opts Options) (ShardMigration, error) {
 	if opts.Direction == "" {
 		opts.Direction = Up
 	}
@@ -307,7 +307,7 @@ func MigrateShardOn(ctx context.Context, conn *pgx.Conn, host string, set *Migra
 }
 
 // migrateTarget checks opts.To against set and returns the target.
-func migrateTarget(set *MigrationSet, opts MigrateOptions) (int, error) {
+func migrateTarget(set *MigrationSet, opts Options) (int, error) {
 	switch opts.Direction {
 	case Up:
 		if opts.To < 0 || opts.To > set.Latest() {
@@ -363,7 +363,7 @@ func hostsOf(cfg *shardmgr.Config, shards []shardmgr.Shard) (map[string]shardmgr
 }
 
 // runMigrations migrates shards, hosts in parallel, and collects results.
-func runMigrations(ctx context.Context, cfg *shardmgr.Config, shards []shardmgr.Shard, rendered map[int][]RenderedMigration, target int, opts MigrateOptions) (*MigrateResult, error) {
+func runMigrations(ctx context.Context, cfg *shardmgr.Config, shards []shardmgr.Shard, rendered map[int][]RenderedMigration, target int, opts Options) (*Result, error) {
 	if opts.Workers <= 0 {
 		opts.Workers = DefaultMigrateWorkers
 	}
@@ -410,5 +410,5 @@ func runMigrations(ctx context.Context, cfg *shardmgr.Config, shards []shardmgr.
 		}
 		return migrateShard(ctx, c, host, sh, rendered[sh.ID], target, opts.Direction, opts.LockTimeout, waiting, stop, false)
 	})
-	return &MigrateResult{Direction: opts.Direction, Target: target, Shards: results}, err
+	return &Result{Direction: opts.Direction, Target: target, Shards: results}, err
 }

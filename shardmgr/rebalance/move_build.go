@@ -165,8 +165,8 @@ func (mo *mover) createTarget(ctx context.Context, mv *move, version int) error 
 		if err != nil {
 			return fmt.Errorf("target %s: %w", mv.To, err)
 		}
-		_, err = migrate.MigrateShardOn(ctx, conn.Conn(), mv.To, mo.opts.Migrations,
-			shardmgr.Shard{ID: mv.Shard, Schema: schema, Host: mv.To, State: shardmgr.StateMoving}, migrate.MigrateOptions{To: version})
+		_, err = migrate.ShardOn(ctx, conn.Conn(), mv.To, mo.opts.Migrations,
+			shardmgr.Shard{ID: mv.Shard, Schema: schema, Host: mv.To, State: shardmgr.StateMoving}, migrate.Options{To: version})
 		conn.Release()
 		if err != nil {
 			return fmt.Errorf("target %s: build the schema at version %d: %w", mv.To, version, err)

@@ -55,7 +55,7 @@ func TestMoveCopiesAtSnapshotWithOneWorker(t *testing.T) {
 func TestMoveCopiesBigTablesInRanges(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 3)
-	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{})
+	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(20*time.Millisecond))
 	routeLikes(t, r, 0, 20_000)

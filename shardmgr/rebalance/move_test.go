@@ -38,7 +38,7 @@ func moveCluster(t testing.TB, shards int) *shardmgr.Config {
 func moveClusterRetry(t testing.TB, shards int, retry string) *shardmgr.Config {
 	t.Helper()
 	cfg := initCluster(t, shards)
-	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{})
+	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	addHost(t, cfg, "pg4", retry)
 	return cfg
@@ -67,7 +67,7 @@ func likeIDs(t testing.TB, cfg *shardmgr.Config, shard int) []int64 {
 
 func requireVerifyOK(t testing.TB, cfg *shardmgr.Config) {
 	t.Helper()
-	rep, err := verify.Verify(ctx(t), cfg, verify.VerifyOptions{Deep: true})
+	rep, err := verify.Verify(ctx(t), cfg, verify.Options{Deep: true})
 	require.NoError(t, err)
 	require.True(t, rep.OK, "verify: %v", rep.Problems)
 }
@@ -447,7 +447,7 @@ func TestMoveCarriesCounterAheadOfTargetClock(t *testing.T) {
 	}
 	// verify agrees, and notes the generator's ids running hours ahead of
 	// the clock, which is what this test made them do.
-	rep, err := verify.Verify(ctx(t), cfg, verify.VerifyOptions{Deep: true})
+	rep, err := verify.Verify(ctx(t), cfg, verify.Options{Deep: true})
 	require.NoError(t, err)
 	for _, p := range rep.Problems {
 		require.Equal(t, verify.CheckGeneratorID, p.Check, "%v", p)
@@ -466,7 +466,7 @@ func TestMoveRefusesWhatItCannotCopy(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 3)
 	set := setOf(t, map[string]string{"001_log.sql": `CREATE TABLE {{.schema}}.log (id bigint NOT NULL DEFAULT {{.next_id}}, msg text);`})
-	_, err := migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{})
+	_, err := migrate.Migrate(ctx(t), cfg, set, migrate.Options{})
 	require.NoError(t, err)
 	addHost(t, cfg, "pg4", "100ms")
 	src := hostPool(t, cfg, "pg1")
@@ -517,7 +517,7 @@ func TestMoveRefusesWhatItCannotCopy(t *testing.T) {
 func TestMoveOnlineWithinOneServer(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 3)
-	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{})
+	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	s := pgtest.Servers(t, 1)[0] // pg1's server
 	db := cfg.Cluster + "_pg4"
@@ -644,7 +644,7 @@ func TestMoveChecksTextHashedTablesFromTheLog(t *testing.T) {
 	cfg := initCluster(t, 3)
 	set := setOf(t, map[string]string{"001_docs.sql": `CREATE TABLE {{.schema}}.docs (
 		id bigint PRIMARY KEY DEFAULT {{.next_id}}, body json NOT NULL, at timestamptz NOT NULL DEFAULT now(), price float8);`})
-	_, err := migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{})
+	_, err := migrate.Migrate(ctx(t), cfg, set, migrate.Options{})
 	require.NoError(t, err)
 	addHost(t, cfg, "pg4", "100ms")
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))

@@ -21,7 +21,7 @@ func TestVerifyNamesUnfinishedMove(t *testing.T) {
 	require.Len(t, res.Moves, 1)
 	mv := res.Moves[0]
 
-	rep, err := verify.Verify(ctx(t), cfg, verify.VerifyOptions{})
+	rep, err := verify.Verify(ctx(t), cfg, verify.Options{})
 	require.NoError(t, err)
 	require.False(t, rep.OK)
 	var placement []string

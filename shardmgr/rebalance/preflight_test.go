@@ -27,7 +27,7 @@ func stockCluster(t *testing.T, src, dst map[string]string) *shardmgr.Config {
 	cfg.Hosts[0].DSN = s1.DSN("app")
 	_, err := install.Init(ctx(t), cfg, install.InitOptions{})
 	require.NoError(t, err)
-	_, err = migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{})
+	_, err = migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	routeLikes(t, r, 0, 50)

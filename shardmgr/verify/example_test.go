@@ -17,7 +17,7 @@ func ExampleVerify() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	rep, err := verify.Verify(ctx, cfg, verify.VerifyOptions{Deep: true})
+	rep, err := verify.Verify(ctx, cfg, verify.Options{Deep: true})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -43,7 +43,7 @@ func TestTableOnlyRestoreVerifyNamesTheRepair(t *testing.T) {
 	out, err = osexec.Command(filepath.Join(bin, "pg_restore"), "--data-only", "-t", "likes", "-d", dsn, dump).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 
-	rep, err := Verify(ctx(t), cfg, VerifyOptions{})
+	rep, err := Verify(ctx(t), cfg, Options{})
 	require.NoError(t, err)
 	repair := fmt.Sprintf(`SELECT "shard_0000"."next_id_advance"(%d)`, maxID)
 	var found bool
@@ -57,7 +57,7 @@ func TestTableOnlyRestoreVerifyNamesTheRepair(t *testing.T) {
 	require.True(t, found, "problems: %v", rep.Problems)
 
 	exec(t, cfg, "pg1", repair)
-	rep, err = Verify(ctx(t), cfg, VerifyOptions{})
+	rep, err = Verify(ctx(t), cfg, Options{})
 	require.NoError(t, err)
 	require.True(t, rep.OK, "%v", rep.Problems)
 	var id int64

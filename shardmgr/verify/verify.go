@@ -57,7 +57,7 @@ const (
 	// each names the session holding the lock.
 	CheckLock = "lock"
 	// CheckClock: each host's clock agrees with the manager's and the
-	// others' within VerifyOptions.MaxClockSkew.
+	// others' within Options.MaxClockSkew.
 	CheckClock = "clock"
 	// CheckProbe: ids drawn concurrently from every shard are unique
 	// across the cluster.
@@ -73,8 +73,8 @@ const (
 	CheckDuplicateID = "duplicate-id"
 )
 
-// VerifyOptions adjust Verify. The zero value is fine.
-type VerifyOptions struct {
+// Options adjust Verify. The zero value is fine.
+type Options struct {
 	// Deep reads every id stored in a column whose DEFAULT is a shard
 	// generator (CheckStoredShard, CheckDuplicateID).
 	Deep bool
@@ -176,7 +176,7 @@ func (r *Report) Failed(check string) []Problem {
 // generators. Problems are returned in the Report; the error is for input
 // that makes verifying impossible (an invalid cluster file, a cancelled
 // context).
-func Verify(ctx context.Context, cfg *shardmgr.Config, opts VerifyOptions) (*Report, error) {
+func Verify(ctx context.Context, cfg *shardmgr.Config, opts Options) (*Report, error) {
 	start := time.Now()
 	if err := cfg.ValidateCluster(); err != nil {
 		return nil, err
@@ -231,7 +231,7 @@ func Verify(ctx context.Context, cfg *shardmgr.Config, opts VerifyOptions) (*Rep
 // read (a *shardmgr.CatalogVersionError): what verify would conclude from
 // it proves nothing. A catalog it cannot reach is left to the catalog
 // check, which reports it as a problem.
-func checkCatalogVersion(ctx context.Context, cfg *shardmgr.Config, opts VerifyOptions) error {
+func checkCatalogVersion(ctx context.Context, cfg *shardmgr.Config, opts Options) error {
 	pool, err := openVerifyPool(ctx, cfg.Catalog, 1, opts.LockTimeout, opts.StatementTimeout)
 	if err != nil {
 		return nil
@@ -296,7 +296,7 @@ func checkOrder(c string) int {
 
 type verifier struct {
 	cfg   *shardmgr.Config
-	opts  VerifyOptions
+	opts  Options
 	m     *shardmgr.ShardMap
 	hosts map[string]*hostScan // by name: the file's hosts
 	// openMoves are the journal's unfinished moves by shard: their copies

@@ -145,7 +145,7 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 	rep.Hosts = opts.Hosts
 
 	fmt.Fprintln(w, "shardid verify --deep ...")
-	if rep.Verify, err = verify.Verify(ctx, cfg, verify.VerifyOptions{Deep: true}); err != nil {
+	if rep.Verify, err = verify.Verify(ctx, cfg, verify.Options{Deep: true}); err != nil {
 		return nil, err
 	}
 	printReport(w, rep)

@@ -61,7 +61,7 @@ func ownCluster(b testing.TB, shards int, settings map[string]string) (*shardmgr
 	require.NoError(b, cfg.ValidateCluster())
 	_, err := install.Init(ctx(b), cfg, install.InitOptions{})
 	require.NoError(b, err)
-	_, err = migrate.Migrate(ctx(b), cfg, sampleSet(b), migrate.MigrateOptions{})
+	_, err = migrate.Migrate(ctx(b), cfg, sampleSet(b), migrate.Options{})
 	require.NoError(b, err)
 	cfg.Hosts = append(cfg.Hosts, shardmgr.Host{Name: "pg4", DSN: servers[3].DSN("app")})
 	require.NoError(b, cfg.ValidateCluster())
@@ -104,7 +104,7 @@ func BenchmarkRebalanceStock(b *testing.B) {
 		for _, m := range res.Moves {
 			worst = max(worst, m.Refused.Milliseconds())
 		}
-		rep, err := verify.Verify(context.Background(), cfg, verify.VerifyOptions{})
+		rep, err := verify.Verify(context.Background(), cfg, verify.Options{})
 		if err != nil || !rep.OK {
 			b.Fatal(err, rep.Problems)
 		}

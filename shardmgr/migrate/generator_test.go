@@ -54,7 +54,7 @@ func TestUpgradeGenerators(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 6)
 	m := clusterMap(t, cfg)
-	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{})
+	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	want := func(id int) string {
 		s, err := shsql.Marker(catalog.GeneratorParams(m, id))

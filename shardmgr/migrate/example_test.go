@@ -24,7 +24,7 @@ func ExampleMigrate() {
 	if err != nil {
 		log.Fatal(err) // nothing ran: the files do not render
 	}
-	res, err := migrate.Migrate(ctx, cfg, set, migrate.MigrateOptions{Workers: 4})
+	res, err := migrate.Migrate(ctx, cfg, set, migrate.Options{Workers: 4})
 	var perr *shardmgr.ShardErrors
 	switch {
 	case errors.As(err, &perr):
@@ -58,7 +58,7 @@ func Example_library() {
 	if err != nil {
 		log.Fatal(err) // nothing ran: the files do not render
 	}
-	res, err := migrate.Migrate(ctx, cfg, set, migrate.MigrateOptions{
+	res, err := migrate.Migrate(ctx, cfg, set, migrate.Options{
 		Direction: migrate.Up, To: 0 /* latest */, Workers: 4, FailFast: false,
 		Progress: func(p migrate.HostProgress) { log.Printf("%s: %d of %d, %d failed", p.Host, p.Done, p.Total, p.Failed) },
 		Waiting:  func(w migrate.LockWait) { log.Printf("shard %d on %s waits for pid %d", w.Shard, w.Host, w.HolderPID) },

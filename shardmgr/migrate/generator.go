@@ -37,7 +37,7 @@ type GeneratorOptions struct {
 	// the shard fails (and can be retried) rather than queueing every
 	// writer behind a long transaction. Zero means DefaultGeneratorLockTimeout.
 	LockTimeout time.Duration
-	// Progress and Waiting are as in MigrateOptions.
+	// Progress and Waiting are as in Options.
 	Progress func(HostProgress)
 	Waiting  func(LockWait)
 	// Logger receives a line per shard upgraded. Nil discards them.

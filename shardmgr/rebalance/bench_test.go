@@ -132,7 +132,7 @@ func BenchmarkRebalance64(b *testing.B) {
 					worst = max(worst, m.Refused.Milliseconds())
 				}
 				worstMS += float64(worst)
-				rep, err := verify.Verify(context.Background(), cfg, verify.VerifyOptions{})
+				rep, err := verify.Verify(context.Background(), cfg, verify.Options{})
 				if err != nil || !rep.OK {
 					b.Fatal(err, rep.Problems)
 				}
