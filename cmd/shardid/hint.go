@@ -38,6 +38,7 @@ var hints = []struct {
 	{is(rebalance.ErrNoReplicaIdentity), "use --mode offline"},
 	{is(rebalance.ErrMissingRole), "create the role on that host with the same name, then run the move again (or shardid rebalance abort)"},
 	{is(rebalance.ErrForeignOwner), "only the role that runs moves may own the fence: see docs/rebalance.md, The fence"},
+	{is(rebalance.ErrHostsNotApplied), "run shardid init to apply the cluster file's hosts to the catalog, then run this again"},
 	{is(install.ErrHostInUse), "drain it first: drain: true, then shardid rebalance apply; a retired copy goes with shardid rebalance cleanup --all, an unfinished move with abort"},
 	{is(shardmgr.ErrUnknownHost), "a host must be in the cluster file and registered by shardid init"},
 }

@@ -22,6 +22,7 @@ func TestHints(t *testing.T) {
 		{fmt.Errorf("catalog: %w", shardmgr.ErrNotInitialized), "run shardid init"},
 		{&shardmgr.ShardErrors{Op: "migrate up", Errs: []error{fmt.Errorf("%w: x", migrate.ErrShardSchemaMissing)}}, "run shardid init"},
 		{fmt.Errorf("%w: %w", rebalance.ErrMigrationsNeeded, fmt.Errorf("version 2")), "--dir"},
+		{fmt.Errorf("%w: f.yaml: host pg4 is not in the catalog", rebalance.ErrHostsNotApplied), "run shardid init to apply the cluster file's hosts"},
 	} {
 		require.Contains(t, errorWithHint(tc.err), tc.want, "%v", tc.err)
 	}

@@ -332,16 +332,7 @@ func printMoves(w io.Writer, moves []*rebalance.MoveResult) {
 	tw.Flush()
 }
 
-// printHostChanges says that the command registered the cluster file's
-// hosts in the catalog (it ran init) before it moved anything.
-func printHostChanges(w io.Writer, changes []string) {
-	for _, c := range changes {
-		fmt.Fprintf(w, "catalog: %s (registered from the cluster file, as shardid init does)\n", c)
-	}
-}
-
 func printApply(w io.Writer, res *rebalance.ApplyResult) {
-	printHostChanges(w, res.HostChanges)
 	waited := res.Waited.Round(time.Millisecond)
 	if len(res.Moves) == 0 {
 		if res.Waited > 0 {

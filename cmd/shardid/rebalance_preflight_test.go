@@ -96,6 +96,8 @@ func TestRebalanceCLIPreflight(t *testing.T) {
 
 	// Auto: offline, and the table says why; phase lines on stderr (no
 	// terminal), the summary alone on stdout.
+	out, code = runClusterCmd(t, "init", "--config", path) // apply the file's hosts
+	require.Equal(t, 0, code, out)
 	stdout, stderr, code := runClusterCmdStderr(t, "rebalance", "apply", "--config", path, "--dir", dir, "--mode", "auto")
 	require.Equal(t, 0, code, stdout+stderr)
 	require.Regexp(t, `(?m)^\d+\s+0\s+pg1\s+pg4\s+offline \(auto: wal_level is replica on pg1\)\s+cleaned\s`, stdout)

@@ -69,7 +69,6 @@ primary key), for the whole copy. --json prints the move:
 					err = jerr
 				}
 			} else {
-				printHostChanges(cmd.OutOrStdout(), res.HostChanges)
 				printMoves(cmd.OutOrStdout(), []*rebalance.MoveResult{res})
 			}
 		}

@@ -367,8 +367,7 @@ func createCluster(ctx context.Context, tx pgx.Tx, cfg *shardmgr.Config) error {
 		return err
 	}
 	for _, h := range cfg.Hosts {
-		if _, err := tx.Exec(ctx, `INSERT INTO shardid.hosts (name, dsn, drain, added_generation) VALUES ($1, $2, $3, $4)`,
-			h.Name, h.CatalogDSN(), h.Drain, gen); err != nil {
+		if err := catalog.InsertHost(ctx, tx, h, gen); err != nil {
 			return err
 		}
 	}
@@ -472,15 +471,12 @@ func reconcileCatalog(ctx context.Context, tx pgx.Tx, cfg *shardmgr.Config, cur 
 		return nil, nil
 	}
 	for _, name := range removed {
-		if _, err := tx.Exec(ctx, `DELETE FROM shardid.hosts WHERE name = $1`, name); err != nil {
+		if err := catalog.RemoveHost(ctx, tx, name); err != nil {
 			return nil, err
 		}
 	}
 	for _, h := range cfg.Hosts {
-		if _, err := tx.Exec(ctx, `INSERT INTO shardid.hosts (name, dsn, drain, added_generation) VALUES ($1, $2, $3, $4)
-			ON CONFLICT (name) DO UPDATE SET dsn = EXCLUDED.dsn, drain = EXCLUDED.drain
-			WHERE (hosts.dsn, hosts.drain) IS DISTINCT FROM (EXCLUDED.dsn, EXCLUDED.drain)`,
-			h.Name, h.CatalogDSN(), h.Drain, gen); err != nil {
+		if err := catalog.PutHost(ctx, tx, h, gen); err != nil {
 			return nil, err
 		}
 	}

@@ -43,6 +43,14 @@ func initCluster(t testing.TB, shards int) *shardmgr.Config {
 	return cfg
 }
 
+// applyHosts applies cfg's hosts to the catalog (init, the one step that
+// does): a move or apply refuses a file the catalog does not agree with.
+func applyHosts(t testing.TB, cfg *shardmgr.Config) {
+	t.Helper()
+	_, err := install.Init(ctx(t), cfg, install.InitOptions{})
+	require.NoError(t, err)
+}
+
 func sampleSet(t testing.TB) *migrate.MigrationSet {
 	t.Helper()
 	set, err := migrate.LoadMigrationDir(sampleMigrations)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,7 +16,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/shardid/shardid/shardmgr"
-	"github.com/shardid/shardid/shardmgr/install"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 	"github.com/shardid/shardid/shardmgr/migrate"
@@ -134,9 +134,6 @@ type MoveResult struct {
 	RetiredSchema string `json:"retired_schema,omitempty"`
 	// ModeReason says why a move in auto mode went offline.
 	ModeReason string `json:"mode_reason,omitempty"`
-	// HostChanges, from MoveShard, are the catalog changes made to
-	// register the cluster file's hosts first (see ApplyResult).
-	HostChanges []string `json:"host_changes,omitempty"`
 	// Err is why this run of the move failed (JSON: its message, "error").
 	Err error `json:"-"`
 }
@@ -281,8 +278,9 @@ func (mo *mover) pool(ctx context.Context, name string) (*pgxpool.Pool, error) {
 }
 
 // MoveShard moves logical shard shard to host to, online unless
-// opts.Mode says offline, and returns what it did. Hosts new in the
-// cluster file are registered first (as shardid init does). A shard with
+// opts.Mode says offline, and returns what it did. The cluster file's
+// hosts must be the catalog's (ErrHostsNotApplied: a host the file adds
+// or changes is applied by install.Init first). A shard with
 // an unfinished move to the same host resumes it; to another host it is
 // ErrMoveOpen.
 //
@@ -337,8 +335,7 @@ func MoveShard(ctx context.Context, cfg *shardmgr.Config, shard int, to string, 
 			return nil, err
 		}
 	}
-	registered, err := mo.registerHosts(ctx)
-	if err != nil {
+	if err := mo.hostsAgree(); err != nil {
 		return nil, err
 	}
 	if rec == nil {
@@ -350,7 +347,6 @@ func MoveShard(ctx context.Context, cfg *shardmgr.Config, shard int, to string, 
 	}
 	res, err := mo.run(ctx, rec)
 	if res != nil {
-		res.HostChanges = registered
 		if len(plan.Moves) > 0 {
 			res.ModeReason = plan.Moves[0].ModeReason
 		}
@@ -361,26 +357,22 @@ func MoveShard(ctx context.Context, cfg *shardmgr.Config, shard int, to string, 
 	return res, err
 }
 
-// registerHosts runs Init when the cluster file names hosts the catalog
-// does not know, or changes a host's DSN or drain mark: Init registers them
-// and prepares the new hosts' records, and the mover reads the map again.
-// It returns the catalog changes Init made, for the caller to report: a
-// move never registers hosts silently.
-func (mo *mover) registerHosts(ctx context.Context) ([]string, error) {
+// hostsAgree refuses to work from a cluster file whose hosts the catalog
+// does not have yet (a new host, a new DSN, a drain mark): the catalog is
+// where hosts are at run time, and the file's proposal is applied by
+// init, never as a side effect of a move. A host only the catalog still
+// has is not in the way (init removes it once it holds nothing).
+func (mo *mover) hostsAgree() error {
+	var diffs []string
 	for _, d := range catalog.CompareHosts(mo.m, mo.cfg) {
-		if d.Kind == catalog.HostRemoved {
-			continue
+		if d.Kind != catalog.HostRemoved {
+			diffs = append(diffs, d.Describe(mo.cfg))
 		}
-		res, err := install.Init(ctx, mo.cfg, install.InitOptions{})
-		if err != nil {
-			return nil, err
-		}
-		if mo.m, err = shardmgr.ReadMap(ctx, mo.catalog); err != nil {
-			return nil, err
-		}
-		return res.CatalogChanges, nil
 	}
-	return nil, nil
+	if len(diffs) > 0 {
+		return fmt.Errorf("%w: %s: %s", ErrHostsNotApplied, mo.cfg.Path, strings.Join(diffs, "; "))
+	}
+	return nil
 }
 
 // journal records planned moves in one catalog transaction, after

@@ -27,10 +27,23 @@ import (
 
 // moveCluster initialises shards logical shards on three hosts, migrates
 // them with the sample migrations (a likes table) and adds a fourth host,
-// pg4, to the cluster file only: the user's first step before a
-// rebalance.
+// pg4, to the cluster file and applies it (init): the user's first steps
+// before a rebalance.
 func moveCluster(t testing.TB, shards int) *shardmgr.Config {
-	return moveClusterRetry(t, shards, "100ms")
+	cfg := moveClusterFileOnly(t, shards)
+	applyHosts(t, cfg)
+	return cfg
+}
+
+// moveClusterFileOnly is moveCluster with pg4 added to the cluster file
+// only, not yet applied to the catalog.
+func moveClusterFileOnly(t testing.TB, shards int) *shardmgr.Config {
+	t.Helper()
+	cfg := initCluster(t, shards)
+	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.Options{})
+	require.NoError(t, err)
+	addHostToFile(t, cfg, "pg4", "100ms")
+	return cfg
 }
 
 // moveClusterRetry is moveCluster with the added host's
@@ -44,11 +57,19 @@ func moveClusterRetry(t testing.TB, shards int, retry string) *shardmgr.Config {
 	return cfg
 }
 
-// addHost adds a host on a server of this test's own to cfg. With retry
+// addHost adds a host on a server of this test's own to cfg and applies
+// it to the catalog (init). With retry
 // "100ms" the server starts subscription workers without PostgreSQL's
 // default 5s pause between starts (wal_retrieve_retry_interval), which
 // would otherwise pace a test's successive online moves.
 func addHost(t testing.TB, cfg *shardmgr.Config, name, retry string) {
+	t.Helper()
+	addHostToFile(t, cfg, name, retry)
+	applyHosts(t, cfg)
+}
+
+// addHostToFile is addHost without init: the host is in the file only.
+func addHostToFile(t testing.TB, cfg *shardmgr.Config, name, retry string) {
 	t.Helper()
 	s := pgtest.Own(t, localpg.Options{Settings: map[string]string{"wal_retrieve_retry_interval": retry}})
 	cfg.Hosts = append(cfg.Hosts, shardmgr.Host{Name: name, DSN: s.DSN("app")})
@@ -523,6 +544,7 @@ func TestMoveOnlineWithinOneServer(t *testing.T) {
 	db := cfg.Cluster + "_pg4"
 	dropLater(t, s, db)
 	cfg.Hosts = append(cfg.Hosts, shardmgr.Host{Name: "pg4", DSN: s.DSN(db)})
+	applyHosts(t, cfg)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	routeLikes(t, r, 0, 100)
 	want := likeIDs(t, cfg, 0)

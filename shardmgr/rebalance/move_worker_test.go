@@ -23,6 +23,7 @@ func workerCluster(t *testing.T, shards int, settings map[string]string) (*shard
 	s := pgtest.Own(t, localpg.Options{Settings: settings})
 	cfg.Hosts = append(cfg.Hosts, shardmgr.Host{Name: "pg4", DSN: s.DSN("app")})
 	require.NoError(t, cfg.ValidateCluster())
+	applyHosts(t, cfg)
 	return cfg, s
 }
 

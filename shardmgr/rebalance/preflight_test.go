@@ -111,6 +111,7 @@ func TestPreflightWALLevelReplica(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, MoveOffline, plan.Moves[0].Mode)
 	require.Equal(t, "wal_level is replica on pg1", plan.Moves[0].ModeReason)
+	applyHosts(t, cfg) // the preflight refused before the hosts mattered
 	res, err := Apply(ctx(t), cfg, ApplyOptions{Move: MoveOptions{Migrations: sampleSet(t), Mode: MoveAuto}})
 	require.NoError(t, err)
 	require.Len(t, res.Moves, 1)
@@ -159,6 +160,7 @@ func TestPreflightOneWorkerOnTarget(t *testing.T) {
 	require.Equal(t, &Fix{Offline: true, SQL: "ALTER SYSTEM SET max_logical_replication_workers = 2", Restart: true}, c.Fix)
 	requireNothingChanged(t, cfg, gen)
 
+	applyHosts(t, cfg)
 	res, err := Apply(ctx(t), cfg, ApplyOptions{Parallel: 4, Move: MoveOptions{Migrations: sampleSet(t), Mode: MoveAuto}})
 	require.NoError(t, err)
 	require.Len(t, res.Moves, 1)

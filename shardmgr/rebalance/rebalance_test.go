@@ -22,7 +22,7 @@ func hostCounts(m *shardmgr.ShardMap) map[string]int {
 // (interrupted, then resumed), then drain a host.
 func TestRebalanceAddHostThenDrain(t *testing.T) {
 	t.Parallel()
-	cfg := moveCluster(t, 12)
+	cfg := moveClusterFileOnly(t, 12)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	rows := map[int]int{}
 	for s := range 12 {
@@ -52,6 +52,19 @@ func TestRebalanceAddHostThenDrain(t *testing.T) {
 	require.Equal(t, before.Generation, after.Generation)
 	_, known := after.Host("pg4")
 	require.False(t, known, "planning registers nothing")
+
+	// Nor does apply: the catalog is where hosts are; the file's new host
+	// is applied by init, the one step that writes hosts.
+	_, err = Apply(ctx(t), cfg, ApplyOptions{Move: MoveOptions{Migrations: sampleSet(t)}})
+	require.ErrorIs(t, err, ErrHostsNotApplied)
+	require.ErrorContains(t, err, "host pg4 is not in the catalog")
+	_, err = MoveShard(ctx(t), cfg, 0, "pg4", MoveOptions{Migrations: sampleSet(t)})
+	require.ErrorIs(t, err, ErrHostsNotApplied)
+	after = clusterMap(t, cfg)
+	require.Equal(t, before.Generation, after.Generation, "nothing changed")
+	_, known = after.Host("pg4")
+	require.False(t, known)
+	applyHosts(t, cfg)
 
 	// Apply, interrupted with the moves fenced: writes to them are refused
 	// until the next apply resumes them.
@@ -88,6 +101,7 @@ func TestRebalanceAddHostThenDrain(t *testing.T) {
 
 	// Drain pg2: its three shards go, one to each other host.
 	cfg.Hosts[1].Drain = true
+	applyHosts(t, cfg)
 	plan, err = PlanRebalance(ctx(t), cfg, PlanOptions{})
 	require.NoError(t, err)
 	require.Len(t, plan.Moves, 3)

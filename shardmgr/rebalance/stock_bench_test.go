@@ -65,6 +65,7 @@ func ownCluster(b testing.TB, shards int, settings map[string]string) (*shardmgr
 	require.NoError(b, err)
 	cfg.Hosts = append(cfg.Hosts, shardmgr.Host{Name: "pg4", DSN: servers[3].DSN("app")})
 	require.NoError(b, cfg.ValidateCluster())
+	applyHosts(b, cfg)
 	return cfg, servers
 }
 
