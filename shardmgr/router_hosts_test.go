@@ -63,7 +63,7 @@ func TestRouterRepointsHostWhoseDSNChanged(t *testing.T) {
 	newDB := fmt.Sprintf("sm%d_app2b", clustertest.DBCounter.Add(1))
 	clustertest.DropLater(t, servers[1], newDB)
 	cfg.Hosts[1].DSN = servers[1].DSN(newDB)
-	res, err := install.Init(ctx(t), cfg, install.InitOptions{})
+	res, err := install.Init(ctx(t), clustertest.Handle(t, cfg), install.InitOptions{})
 	require.NoError(t, err)
 	require.Contains(t, res.CatalogChanges, "host pg2: new DSN")
 
@@ -91,7 +91,7 @@ func TestRouterClosesRemovedHostPool(t *testing.T) {
 	extra := fmt.Sprintf("sm%d_app4", clustertest.DBCounter.Add(1))
 	clustertest.DropLater(t, servers[0], extra)
 	cfg.Hosts = append(cfg.Hosts, shardmgr.Host{Name: "pg4", DSN: servers[0].DSN(extra)})
-	_, err := install.Init(ctx(t), cfg, install.InitOptions{})
+	_, err := install.Init(ctx(t), clustertest.Handle(t, cfg), install.InitOptions{})
 	require.NoError(t, err)
 
 	r := openRouter(t, cfg)
@@ -99,7 +99,7 @@ func TestRouterClosesRemovedHostPool(t *testing.T) {
 	require.NotNil(t, p4, "the router opened a pool for the empty host")
 
 	cfg.Hosts = cfg.Hosts[:3]
-	res, err := install.Init(ctx(t), cfg, install.InitOptions{})
+	res, err := install.Init(ctx(t), clustertest.Handle(t, cfg), install.InitOptions{})
 	require.NoError(t, err)
 	require.Contains(t, res.CatalogChanges, "remove host pg4")
 

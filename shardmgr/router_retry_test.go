@@ -1,6 +1,8 @@
 package shardmgr_test
 
 import (
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+
 	"context"
 	"fmt"
 	"sync"
@@ -82,7 +84,7 @@ func TestRouterRetryMoving(t *testing.T) {
 func TestRouterRetryMovingThroughAMove(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 4)
-	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.Options{})
+	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	const shard = 1
 	to := "pg3"

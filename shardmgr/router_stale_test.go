@@ -1,6 +1,8 @@
 package shardmgr_test
 
 import (
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+
 	"context"
 	"errors"
 	"fmt"
@@ -41,7 +43,7 @@ func requireHostSaid(t testing.TB, err error, shard int, host, code string) {
 func TestStaleRouterAfterMoveGetsErrShardMoving(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 4)
-	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.Options{})
+	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	const shard = 1
 	// Routers that never refresh on their own: their maps stay at the
@@ -120,7 +122,7 @@ func TestStaleRouterAfterMoveGetsErrShardMoving(t *testing.T) {
 func TestRouterFencedCopyIsErrShardMoving(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 4)
-	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.Options{})
+	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(-1))
 	const shard = 2
@@ -159,7 +161,7 @@ func ownCatalogCluster(t testing.TB, shards int) (*shardmgr.Config, *localpg.Ser
 	cat := pgtest.Own(t, localpg.Options{})
 	cfg.Catalog = cat.DSN("catalog")
 	require.NoError(t, cfg.ValidateCluster())
-	_, err := install.Init(ctx(t), cfg, install.InitOptions{})
+	_, err := install.Init(ctx(t), clustertest.Handle(t, cfg), install.InitOptions{})
 	require.NoError(t, err)
 	return cfg, cat
 }
@@ -186,7 +188,7 @@ func TestRouterServesThroughCatalogOutage(t *testing.T) {
 	t.Parallel()
 	const shards = 6
 	cfg, cat := ownCatalogCluster(t, shards)
-	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.Options{})
+	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	var logs logBuffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))

@@ -187,16 +187,17 @@ required (0 undoes everything). Shards already at or below N are left alone.
 		if to > set.Latest() {
 			return usagef("--to %d: %s has %d migrations", to, dirName, set.Latest())
 		}
-		cfg, err := loadCluster(*configPath)
+		c, err := openCluster(cmd.Context(), *configPath)
 		if err != nil {
 			return err
 		}
-		shards, err := shardsOf(cmd, *shardList, cfg)
+		defer c.Close()
+		shards, err := shardsOf(cmd, *shardList, c.Config())
 		if err != nil {
 			return err
 		}
 		bars := newHostBars(os.Stderr, "migrate "+string(dir))
-		res, err := migrate.Migrate(cmd.Context(), cfg, set, migrate.Options{
+		res, err := migrate.Migrate(cmd.Context(), c, set, migrate.Options{
 			Direction: dir, To: to, Shards: shards, Workers: workers, FailFast: failFast, LockTimeout: lockTimeout,
 			Progress: bars.Update, Waiting: bars.Waiting, Logger: migrateLogger(),
 		})
@@ -278,15 +279,16 @@ some shard could not be read. --shards 5,7,10-20 reads those shards only.`,
 		if err != nil {
 			return err
 		}
-		cfg, err := loadCluster(*configPath)
+		c, err := openCluster(cmd.Context(), *configPath)
 		if err != nil {
 			return err
 		}
-		shards, err := shardsOf(cmd, *shardList, cfg)
+		defer c.Close()
+		shards, err := shardsOf(cmd, *shardList, c.Config())
 		if err != nil {
 			return err
 		}
-		st, err := migrate.ReadMigrationStatusOf(cmd.Context(), cfg, set, shards)
+		st, err := migrate.ReadMigrationStatusOf(cmd.Context(), c, set, shards)
 		if err != nil {
 			return err
 		}
@@ -549,12 +551,13 @@ layout is refused. Shards already current are left alone.`,
 		if lockTimeout <= 0 {
 			return usagef("--lock-timeout must be positive")
 		}
-		cfg, err := loadCluster(*configPath)
+		c, err := openCluster(cmd.Context(), *configPath)
 		if err != nil {
 			return err
 		}
+		defer c.Close()
 		bars := newHostBars(os.Stderr, "generator")
-		res, err := migrate.UpgradeGenerators(cmd.Context(), cfg, migrate.GeneratorOptions{
+		res, err := migrate.UpgradeGenerators(cmd.Context(), c, migrate.GeneratorOptions{
 			Workers: workers, DryRun: dryRun, LockTimeout: lockTimeout,
 			Progress: bars.Update, Waiting: bars.Waiting, Logger: migrateLogger(),
 		})

@@ -99,11 +99,12 @@ DSN alone, for psql "$(shardid shard where 5 --dsn)"; --json prints
 		if err != nil || shard < 0 {
 			return usagef("shard %q: want a shard number", args[0])
 		}
-		cfg, err := loadCluster(*configPath)
+		c, err := openCluster(cmd.Context(), *configPath)
 		if err != nil {
 			return err
 		}
-		loc, err := install.WhereIs(cmd.Context(), cfg, shard)
+		defer c.Close()
+		loc, err := install.WhereIs(cmd.Context(), c, shard)
 		if err != nil {
 			return err
 		}

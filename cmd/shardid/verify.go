@@ -40,11 +40,12 @@ Each problem names its check, shard, host and detail. --json prints
 		if opts.MaxClockSkew <= 0 || opts.ProbeIDs < 1 {
 			return usagef("--max-clock-skew and --probe-ids must be positive")
 		}
-		cfg, err := loadCluster(*configPath)
+		c, err := openCluster(cmd.Context(), *configPath)
 		if err != nil {
 			return err
 		}
-		rep, err := verify.Verify(cmd.Context(), cfg, opts)
+		defer c.Close()
+		rep, err := verify.Verify(cmd.Context(), c, opts)
 		if err != nil {
 			return err
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/shardid/shardid/internal/pgdatabase"
 	"github.com/shardid/shardid/migrations"
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 	"github.com/shardid/shardid/shardmgr/internal/shardschema"
@@ -115,11 +116,9 @@ func (r *InitResult) Changed() bool {
 // file that contradicts the catalog on what is fixed once initialised
 // (cluster name, shard count, epoch) with an error wrapping
 // ErrClusterMismatch.
-func Init(ctx context.Context, cfg *shardmgr.Config, opts InitOptions) (*InitResult, error) {
+func Init(ctx context.Context, c *cluster.Cluster, opts InitOptions) (*InitResult, error) {
 	start := time.Now()
-	if err := cfg.ValidateCluster(); err != nil {
-		return nil, err
-	}
+	cfg := c.Config()
 	if opts.Workers <= 0 {
 		opts.Workers = DefaultWorkers
 	}
@@ -131,7 +130,7 @@ func Init(ctx context.Context, cfg *shardmgr.Config, opts InitOptions) (*InitRes
 
 	// Nothing is written to a catalog or host that a newer shardid
 	// migrated, or whose last migration failed half way.
-	if err := checkSchemas(ctx, cfg); err != nil {
+	if err := checkSchemas(ctx, c); err != nil {
 		return nil, err
 	}
 
@@ -145,10 +144,10 @@ func Init(ctx context.Context, cfg *shardmgr.Config, opts InitOptions) (*InitRes
 	// Every host is checked before the catalog records anything: two
 	// names for one database, or a database that belongs to another
 	// cluster or host, would leave a map that no command could repair.
-	if err := checkHostsDistinct(ctx, cfg); err != nil {
+	if err := checkHostsDistinct(ctx, c); err != nil {
 		return nil, err
 	}
-	if err := checkHostRecords(ctx, cfg); err != nil {
+	if err := checkHostRecords(ctx, c); err != nil {
 		return nil, err
 	}
 
@@ -170,11 +169,10 @@ func Init(ctx context.Context, cfg *shardmgr.Config, opts InitOptions) (*InitRes
 	} else if w != "" {
 		res.Warnings = append(res.Warnings, w)
 	}
-	catalog, err := pg.OpenPool(ctx, cfg.Catalog, 2)
+	catalog, err := c.CatalogPool(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("catalog: %w", err)
+		return nil, err
 	}
-	defer catalog.Close()
 	m, created, changes, err := planCatalog(ctx, catalog, cfg)
 	if err != nil {
 		return nil, err
@@ -184,12 +182,12 @@ func Init(ctx context.Context, cfg *shardmgr.Config, opts InitOptions) (*InitRes
 		log.Info("catalog", "change", c, "generation", m.Generation)
 	}
 
-	failures, present, err := installShards(ctx, cfg, m, opts, res)
+	failures, present, err := installShards(ctx, c, m, opts, res)
 	if err != nil {
 		return nil, err
 	}
 	if len(failures) == 0 && len(present) > 0 {
-		failures, err = upgradeGenerators(ctx, cfg, present, opts, log, res)
+		failures, err = upgradeGenerators(ctx, c, present, opts, log, res)
 		if err != nil && len(failures) == 0 {
 			return nil, err
 		}
@@ -202,7 +200,7 @@ func Init(ctx context.Context, cfg *shardmgr.Config, opts InitOptions) (*InitRes
 		if opts.Migrate.Workers == 0 {
 			opts.Migrate.Workers = opts.Workers
 		}
-		res.Migrated, err = migrate.Shards(ctx, cfg, opts.Migrations, nil, opts.Migrate)
+		res.Migrated, err = migrate.Shards(ctx, c, opts.Migrations, nil, opts.Migrate)
 	}
 	res.Elapsed = time.Since(start)
 	return res, err
@@ -276,7 +274,7 @@ func ensureDatabases(ctx context.Context, cfg *shardmgr.Config, log *slog.Logger
 // returns the shards that failed and those whose generator it found
 // already there (which upgradeGenerators brings to this release's); a
 // host-wide failure is the error.
-func installShards(ctx context.Context, cfg *shardmgr.Config, m *shardmgr.ShardMap, opts InitOptions, res *InitResult) (failures []error, present []int, err error) {
+func installShards(ctx context.Context, c *cluster.Cluster, m *shardmgr.ShardMap, opts InitOptions, res *InitResult) (failures []error, present []int, err error) {
 	var (
 		mu   sync.Mutex
 		done int
@@ -301,9 +299,9 @@ func installShards(ctx context.Context, cfg *shardmgr.Config, m *shardmgr.ShardM
 		}
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	for _, h := range cfg.Hosts {
+	for _, h := range c.Config().Hosts {
 		g.Go(func() error {
-			return installHost(gctx, cfg, m, h, opts.Workers, progress)
+			return installHost(gctx, c, m, h, opts.Workers, progress)
 		})
 	}
 	if err := g.Wait(); err != nil {
@@ -486,16 +484,16 @@ func reconcileCatalog(ctx context.Context, tx pgx.Tx, cfg *shardmgr.Config, cur 
 // installHost writes host h's record and installs the generators of the
 // shards the map places on it, with workers connections. Per-shard
 // failures go to progress; host-wide ones are returned.
-func installHost(ctx context.Context, cfg *shardmgr.Config, m *shardmgr.ShardMap, h shardmgr.Host, workers int, progress func(id int, present, installed bool, err error)) error {
+func installHost(ctx context.Context, c *cluster.Cluster, m *shardmgr.ShardMap, h shardmgr.Host, workers int, progress func(id int, present, installed bool, err error)) error {
 	mine := m.ShardsOn(h.Name)
 	if err := migrations.Up(ctx, h.DSN, migrations.Host); err != nil {
 		return fmt.Errorf("host %s: %w", h.Name, err)
 	}
-	pool, err := pg.OpenPool(ctx, h.DSN, workers)
+	cfg := c.Config()
+	pool, err := c.HostPool(ctx, h.Name, cluster.Session{})
 	if err != nil {
-		return fmt.Errorf("host %s: %w", h.Name, err)
+		return err
 	}
-	defer pool.Close()
 
 	var cluster, name string
 	err = pool.QueryRow(ctx, `INSERT INTO shardid.host_info (cluster, host) VALUES ($1, $2)

@@ -1,6 +1,8 @@
 package migrate_test
 
 import (
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+
 	"context"
 	"fmt"
 	"sync"
@@ -30,10 +32,10 @@ func BenchmarkMigrate1024Shards(b *testing.B) {
 	workers := []int{1, 2, 4, 8}
 
 	start := time.Now()
-	_, err := migrate.Migrate(ctx(b), cfg, set, migrate.Options{To: 1})
+	_, err := migrate.Migrate(ctx(b), clustertest.Handle(b, cfg), set, migrate.Options{To: 1})
 	require.NoError(b, err)
 	b.Logf("first run (create table and each shard's version tables), %d workers per host: %.2fs", migrate.DefaultMigrateWorkers, time.Since(start).Seconds())
-	_, err = migrate.Migrate(ctx(b), cfg, set, migrate.Options{Direction: migrate.Down, To: 0, Workers: 8})
+	_, err = migrate.Migrate(ctx(b), clustertest.Handle(b, cfg), set, migrate.Options{Direction: migrate.Down, To: 0, Workers: 8})
 	require.NoError(b, err)
 
 	run := func(b *testing.B, w, up, down int, only []int) {
@@ -41,11 +43,11 @@ func BenchmarkMigrate1024Shards(b *testing.B) {
 		n := 0
 		for b.Loop() {
 			start := time.Now()
-			res, err := migrate.Migrate(ctx(b), cfg, set, migrate.Options{To: up, Workers: w, Shards: only})
+			res, err := migrate.Migrate(ctx(b), clustertest.Handle(b, cfg), set, migrate.Options{To: up, Workers: w, Shards: only})
 			total += time.Since(start)
 			n += len(res.Shards)
 			require.NoError(b, err)
-			_, err = migrate.Migrate(ctx(b), cfg, set, migrate.Options{Direction: migrate.Down, To: down, Workers: 8, Shards: only})
+			_, err = migrate.Migrate(ctx(b), clustertest.Handle(b, cfg), set, migrate.Options{Direction: migrate.Down, To: down, Workers: 8, Shards: only})
 			require.NoError(b, err)
 		}
 		b.ReportMetric(total.Seconds()/float64(b.N), "s/up")
@@ -62,7 +64,7 @@ func BenchmarkMigrate1024Shards(b *testing.B) {
 	}
 
 	// The index migration runs on tables of rowsPerShard rows each.
-	_, err = migrate.Migrate(ctx(b), cfg, set, migrate.Options{To: 1, Workers: 8})
+	_, err = migrate.Migrate(ctx(b), clustertest.Handle(b, cfg), set, migrate.Options{To: 1, Workers: 8})
 	require.NoError(b, err)
 	m := clusterMap(b, cfg)
 	start = time.Now()

@@ -1,6 +1,8 @@
 package migrate_test
 
 import (
+	"github.com/shardid/shardid/shardmgr/cluster"
+
 	"context"
 	"errors"
 	"fmt"
@@ -24,7 +26,12 @@ func ExampleMigrate() {
 	if err != nil {
 		log.Fatal(err) // nothing ran: the files do not render
 	}
-	res, err := migrate.Migrate(ctx, cfg, set, migrate.Options{Workers: 4})
+	c, err := cluster.Open(ctx, cfg) // validates the file; pools open on first use
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	res, err := migrate.Migrate(ctx, c, set, migrate.Options{Workers: 4})
 	var perr *shardmgr.ShardErrors
 	switch {
 	case errors.As(err, &perr):
@@ -53,12 +60,17 @@ func Example_library() {
 		log.Fatal(err)
 	}
 	dir := os.TempDir()
+	c, err := cluster.Open(ctx, cfg) // one handle for every call below
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
 
 	set, err := migrate.LoadMigrationDir("migrations") // or LoadMigrationSet(embedFS)
 	if err != nil {
 		log.Fatal(err) // nothing ran: the files do not render
 	}
-	res, err := migrate.Migrate(ctx, cfg, set, migrate.Options{
+	res, err := migrate.Migrate(ctx, c, set, migrate.Options{
 		Direction: migrate.Up, To: 0 /* latest */, Workers: 4, FailFast: false,
 		Progress: func(p migrate.HostProgress) { log.Printf("%s: %d of %d, %d failed", p.Host, p.Done, p.Total, p.Failed) },
 		Waiting:  func(w migrate.LockWait) { log.Printf("shard %d on %s waits for pid %d", w.Shard, w.Host, w.HolderPID) },
@@ -78,7 +90,7 @@ func Example_library() {
 	changed, unchanged, failed, _ := res.Counts()
 	log.Printf("migrated %d, already there %d, failed %d", changed, unchanged, failed)
 
-	st, err := migrate.ReadMigrationStatus(ctx, cfg, set) // st.Summary(): AtVersion, Behind, Failed, ...
+	st, err := migrate.ReadMigrationStatus(ctx, c, set) // st.Summary(): AtVersion, Behind, Failed, ...
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -92,7 +104,7 @@ func Example_library() {
 		log.Fatal(err)
 	}
 	log.Printf("wrote %v", paths)
-	gres, err := migrate.UpgradeGenerators(ctx, cfg, migrate.GeneratorOptions{DryRun: true})
+	gres, err := migrate.UpgradeGenerators(ctx, c, migrate.GeneratorOptions{DryRun: true})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 	"github.com/shardid/shardid/shardmgr/internal/shardschema"
@@ -117,11 +118,8 @@ func (r *GeneratorResult) Counts() (upgraded, unchanged, failed int) {
 // next_id_advance is the owner's only, docs/uniqueness.md#privileges).
 // Failed shards are listed in a *shardmgr.ShardErrors returned with the
 // result.
-func UpgradeGenerators(ctx context.Context, cfg *shardmgr.Config, opts GeneratorOptions) (*GeneratorResult, error) {
+func UpgradeGenerators(ctx context.Context, c *cluster.Cluster, opts GeneratorOptions) (*GeneratorResult, error) {
 	start := time.Now()
-	if err := cfg.ValidateCluster(); err != nil {
-		return nil, err
-	}
 	if opts.Workers <= 0 {
 		opts.Workers = DefaultMigrateWorkers
 	}
@@ -132,7 +130,7 @@ func UpgradeGenerators(ctx context.Context, cfg *shardmgr.Config, opts Generator
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m, err := catalog.ReadClusterMap(ctx, cfg, shardmgr.UseWrite)
+	m, err := c.Map(ctx, shardmgr.UseWrite)
 	if err != nil {
 		return nil, err
 	}
@@ -140,8 +138,7 @@ func UpgradeGenerators(ctx context.Context, cfg *shardmgr.Config, opts Generator
 	if err != nil {
 		return nil, err
 	}
-	hosts, err := hostsOf(cfg, shards)
-	if err != nil {
+	if _, err := hostsOf(c.Config(), shards); err != nil {
 		return nil, err
 	}
 	f := fanOut[GeneratorUpgrade]{
@@ -163,7 +160,7 @@ func UpgradeGenerators(ctx context.Context, cfg *shardmgr.Config, opts Generator
 			}
 		},
 	}
-	results, err := f.run(ctx, hosts, shards, func(host string, sh shardmgr.Shard, conn func() (*pgx.Conn, error), waiting func(LockWait), _ *atomic.Bool) GeneratorUpgrade {
+	results, err := f.run(ctx, c, shards, func(host string, sh shardmgr.Shard, conn func() (*pgx.Conn, error), waiting func(LockWait), _ *atomic.Bool) GeneratorUpgrade {
 		r := GeneratorUpgrade{ID: sh.ID, Host: host}
 		c, err := conn()
 		if err == nil {

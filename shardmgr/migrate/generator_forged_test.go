@@ -1,6 +1,8 @@
 package migrate_test
 
 import (
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+
 	"fmt"
 	"math"
 	"strings"
@@ -39,7 +41,7 @@ func TestUpgradeGeneratorsDoesNotCarryForgedIDs(t *testing.T) {
 	_, err = p.Exec(ctx(t), `SELECT setval('shard_0001.next_id_counter', 1)`)
 	require.NoError(t, err)
 
-	res, err := migrate.UpgradeGenerators(ctx(t), cfg, migrate.GeneratorOptions{Shards: []int{1}})
+	res, err := migrate.UpgradeGenerators(ctx(t), clustertest.Handle(t, cfg), migrate.GeneratorOptions{Shards: []int{1}})
 	require.NoError(t, err)
 	require.Len(t, res.Shards, 1)
 	r := res.Shards[0]

@@ -1,6 +1,8 @@
 package migrate_test
 
 import (
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+
 	"context"
 	"fmt"
 	"testing"
@@ -54,7 +56,7 @@ func TestUpgradeGenerators(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 6)
 	m := clusterMap(t, cfg)
-	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.Options{})
+	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	want := func(id int) string {
 		s, err := shsql.Marker(catalog.GeneratorParams(m, id))
@@ -63,7 +65,7 @@ func TestUpgradeGenerators(t *testing.T) {
 	}
 
 	// Nothing to do on a fresh cluster.
-	res, err := migrate.UpgradeGenerators(ctx(t), cfg, migrate.GeneratorOptions{})
+	res, err := migrate.UpgradeGenerators(ctx(t), clustertest.Handle(t, cfg), migrate.GeneratorOptions{})
 	require.NoError(t, err)
 	up, unchanged, failed := res.Counts()
 	require.Equal(t, [3]int{0, 6, 0}, [3]int{up, unchanged, failed})
@@ -98,13 +100,13 @@ func TestUpgradeGenerators(t *testing.T) {
 	before1, before2 := maxID(t, p1, "shard_0001.likes"), maxID(t, p2, "shard_0002.likes")
 
 	// A dry run changes nothing.
-	res, err = migrate.UpgradeGenerators(ctx(t), cfg, migrate.GeneratorOptions{DryRun: true})
+	res, err = migrate.UpgradeGenerators(ctx(t), clustertest.Handle(t, cfg), migrate.GeneratorOptions{DryRun: true})
 	require.NoError(t, err)
 	up, _, _ = res.Counts()
 	require.Equal(t, 2, up)
 	require.Equal(t, old1, marker(t, p1, "shard_0001"))
 
-	res, err = migrate.UpgradeGenerators(ctx(t), cfg, migrate.GeneratorOptions{})
+	res, err = migrate.UpgradeGenerators(ctx(t), clustertest.Handle(t, cfg), migrate.GeneratorOptions{})
 	require.NoError(t, err)
 	up, unchanged, failed = res.Counts()
 	require.Equal(t, [3]int{2, 4, 0}, [3]int{up, unchanged, failed})
@@ -130,11 +132,11 @@ func TestUpgradeGenerators(t *testing.T) {
 	}
 
 	// Again: nothing to do; init agrees with the new markers.
-	res, err = migrate.UpgradeGenerators(ctx(t), cfg, migrate.GeneratorOptions{})
+	res, err = migrate.UpgradeGenerators(ctx(t), clustertest.Handle(t, cfg), migrate.GeneratorOptions{})
 	require.NoError(t, err)
 	up, _, _ = res.Counts()
 	require.Zero(t, up)
-	_, err = install.Init(ctx(t), cfg, install.InitOptions{})
+	_, err = install.Init(ctx(t), clustertest.Handle(t, cfg), install.InitOptions{})
 	require.NoError(t, err)
 
 	// A generator for another epoch is not the same generator: refused.
@@ -145,7 +147,7 @@ func TestUpgradeGenerators(t *testing.T) {
 	p3 := shardPool(t, cfg, m, 3)
 	_, err = p3.Exec(ctx(t), fmt.Sprintf(`COMMENT ON FUNCTION shard_0003.next_id() IS '%s'`, fm))
 	require.NoError(t, err)
-	res, err = migrate.UpgradeGenerators(ctx(t), cfg, migrate.GeneratorOptions{})
+	res, err = migrate.UpgradeGenerators(ctx(t), clustertest.Handle(t, cfg), migrate.GeneratorOptions{})
 	var gerr *shardmgr.ShardErrors
 	require.ErrorAs(t, err, &gerr)
 	require.Len(t, gerr.Errs, 1)
@@ -188,7 +190,7 @@ func TestUpgradeGeneratorsRevokesPublicAdvance(t *testing.T) {
 	_, err = conn.Exec(ctx(t), `SELECT shard_0001.next_id_advance(1, false)`)
 	require.NoError(t, err, "the old installation lets PUBLIC advance")
 
-	res, err := migrate.UpgradeGenerators(ctx(t), cfg, migrate.GeneratorOptions{})
+	res, err := migrate.UpgradeGenerators(ctx(t), clustertest.Handle(t, cfg), migrate.GeneratorOptions{})
 	require.NoError(t, err)
 	up, unchanged, failed := res.Counts()
 	require.Equal(t, [3]int{0, 2, 0}, [3]int{up, unchanged, failed})

@@ -1,6 +1,8 @@
 package migrate_test
 
 import (
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+
 	"fmt"
 	"strings"
 	"testing"
@@ -27,7 +29,7 @@ func TestUpgradeGeneratorsRefusesNewerGenerator(t *testing.T) {
 	_, err = p.Exec(ctx(t), fmt.Sprintf(`COMMENT ON FUNCTION shard_0001.next_id() IS '%s'`, newer))
 	require.NoError(t, err)
 
-	res, err := migrate.UpgradeGenerators(ctx(t), cfg, migrate.GeneratorOptions{})
+	res, err := migrate.UpgradeGenerators(ctx(t), clustertest.Handle(t, cfg), migrate.GeneratorOptions{})
 	require.ErrorIs(t, err, migrate.ErrGeneratorTooNew)
 	require.ErrorContains(t, err, fmt.Sprintf("is generator v%d; this binary writes v%d", shsql.Version+1, shsql.Version))
 	up, unchanged, failed := res.Counts()

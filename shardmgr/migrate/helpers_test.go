@@ -30,7 +30,7 @@ func hostPool(t testing.TB, cfg *shardmgr.Config, name string) *pgxpool.Pool {
 func initCluster(t testing.TB, shards int) *shardmgr.Config {
 	t.Helper()
 	cfg := clustertest.Cluster(t, shards, false)
-	_, err := install.Init(ctx(t), cfg, install.InitOptions{})
+	_, err := install.Init(ctx(t), clustertest.Handle(t, cfg), install.InitOptions{})
 	require.NoError(t, err)
 	return cfg
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/shardid/shardid/shardmgr"
-	"github.com/shardid/shardid/shardmgr/internal/catalog"
+	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/internal/shardschema"
 )
 
@@ -205,11 +205,8 @@ func (e *MigrationError) Unwrap() error { return e.Err }
 // then returns the result and a *PartialError. Running it again finishes
 // what is left. When ctx is cancelled, the result holds the shards
 // finished so far, with an error wrapping ctx's.
-func Migrate(ctx context.Context, cfg *shardmgr.Config, set *MigrationSet, opts Options) (*Result, error) {
+func Migrate(ctx context.Context, c *cluster.Cluster, set *MigrationSet, opts Options) (*Result, error) {
 	start := time.Now()
-	if err := cfg.ValidateCluster(); err != nil {
-		return nil, err
-	}
 	if opts.Direction == "" {
 		opts.Direction = Up
 	}
@@ -217,7 +214,7 @@ func Migrate(ctx context.Context, cfg *shardmgr.Config, set *MigrationSet, opts 
 	if err != nil {
 		return nil, err
 	}
-	m, err := catalog.ReadClusterMap(ctx, cfg, shardmgr.UseWrite)
+	m, err := c.Map(ctx, shardmgr.UseWrite)
 	if err != nil {
 		return nil, err
 	}
@@ -225,14 +222,14 @@ func Migrate(ctx context.Context, cfg *shardmgr.Config, set *MigrationSet, opts 
 	if err != nil {
 		return nil, err
 	}
-	if _, err := hostsOf(cfg, shards); err != nil {
+	if _, err := hostsOf(c.Config(), shards); err != nil {
 		return nil, err
 	}
 	rendered, err := set.renderAll(shards)
 	if err != nil {
 		return nil, err
 	}
-	res, err := runMigrations(ctx, cfg, shards, rendered, target, opts)
+	res, err := runMigrations(ctx, c, shards, rendered, target, opts)
 	if res != nil {
 		res.Latest, res.TargetName = set.Latest(), set.Name(target)
 		res.Elapsed = time.Since(start)
@@ -246,13 +243,13 @@ func Migrate(ctx context.Context, cfg *shardmgr.Config, set *MigrationSet, opts 
 // version any other shard has (every shard's when shards is nil), or the
 // latest in dir when no shard has been migrated yet; a non-zero opts.To
 // is used as given. It only moves shards up.
-func Shards(ctx context.Context, cfg *shardmgr.Config, set *MigrationSet, shards []int, opts Options) (*Result, error) {
+func Shards(ctx context.Context, c *cluster.Cluster, set *MigrationSet, shards []int, opts Options) (*Result, error) {
 	if opts.Direction == Down {
 		return nil, errors.New("Shards only migrates up")
 	}
 	opts.Direction, opts.Shards = Up, shards
 	if opts.To == 0 {
-		st, err := ReadMigrationStatus(ctx, cfg, set)
+		st, err := ReadMigrationStatus(ctx, c, set)
 		if err != nil {
 			return nil, err
 		}
@@ -269,7 +266,7 @@ func Shards(ctx context.Context, cfg *shardmgr.Config, set *MigrationSet, shards
 			return nil, fmt.Errorf("other shards are at version %d but the migrations directory has only %d migrations", opts.To, set.Latest())
 		}
 	}
-	return Migrate(ctx, cfg, set, opts)
+	return Migrate(ctx, c, set, opts)
 }
 
 // ShardOn runs set on one shard through conn, a connection to any
@@ -363,17 +360,13 @@ func hostsOf(cfg *shardmgr.Config, shards []shardmgr.Shard) (map[string]shardmgr
 }
 
 // runMigrations migrates shards, hosts in parallel, and collects results.
-func runMigrations(ctx context.Context, cfg *shardmgr.Config, shards []shardmgr.Shard, rendered map[int][]RenderedMigration, target int, opts Options) (*Result, error) {
+func runMigrations(ctx context.Context, c *cluster.Cluster, shards []shardmgr.Shard, rendered map[int][]RenderedMigration, target int, opts Options) (*Result, error) {
 	if opts.Workers <= 0 {
 		opts.Workers = DefaultMigrateWorkers
 	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
-	}
-	hosts, err := hostsOf(cfg, shards)
-	if err != nil {
-		return nil, err
 	}
 	f := fanOut[ShardMigration]{
 		op: "migrate " + string(opts.Direction), workers: opts.Workers, failFast: opts.FailFast, progress: opts.Progress,
@@ -397,18 +390,18 @@ func runMigrations(ctx context.Context, cfg *shardmgr.Config, shards []shardmgr.
 			}
 		},
 	}
-	results, err := f.run(ctx, hosts, shards, func(host string, sh shardmgr.Shard, conn func() (*pgx.Conn, error), waiting func(LockWait), stop *atomic.Bool) ShardMigration {
+	results, err := f.run(ctx, c, shards, func(host string, sh shardmgr.Shard, conn func() (*pgx.Conn, error), waiting func(LockWait), stop *atomic.Bool) ShardMigration {
 		if stop.Load() {
 			return ShardMigration{ID: sh.ID, Host: host, From: -1, To: -1, Stopped: true}
 		}
 		if sh.State == shardmgr.StateMoving {
 			return failedShard(sh, host, -1, nil, "", fmt.Errorf("%w: migrate it after the move", shardmgr.ErrShardMoving))
 		}
-		c, err := conn()
+		sc, err := conn()
 		if err != nil {
 			return failedShard(sh, host, -1, nil, "", err)
 		}
-		return migrateShard(ctx, c, host, sh, rendered[sh.ID], target, opts.Direction, opts.LockTimeout, waiting, stop, false)
+		return migrateShard(ctx, sc, host, sh, rendered[sh.ID], target, opts.Direction, opts.LockTimeout, waiting, stop, false)
 	})
 	return &Result{Direction: opts.Direction, Target: target, Shards: results}, err
 }

@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/shardid/shardid/shardmgr"
-	"github.com/shardid/shardid/shardmgr/internal/catalog"
+	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
 
@@ -117,18 +117,15 @@ func (s MigrationSummary) Versions() []int {
 // from its host, hosts in parallel. A host that cannot be read marks its
 // shards unreadable rather than failing the whole status; the error is
 // for the catalog and the cluster file.
-func ReadMigrationStatus(ctx context.Context, cfg *shardmgr.Config, set *MigrationSet) (*MigrationStatus, error) {
-	return ReadMigrationStatusOf(ctx, cfg, set, nil)
+func ReadMigrationStatus(ctx context.Context, c *cluster.Cluster, set *MigrationSet) (*MigrationStatus, error) {
+	return ReadMigrationStatusOf(ctx, c, set, nil)
 }
 
 // ReadMigrationStatusOf is ReadMigrationStatus for some logical shards
 // (nil: every shard); the status lists only those, ascending. A shard the
 // cluster does not have is an error wrapping shardmgr.ErrUnknownShard.
-func ReadMigrationStatusOf(ctx context.Context, cfg *shardmgr.Config, set *MigrationSet, ids []int) (*MigrationStatus, error) {
-	if err := cfg.ValidateCluster(); err != nil {
-		return nil, err
-	}
-	m, err := catalog.ReadClusterMap(ctx, cfg, shardmgr.UseRead)
+func ReadMigrationStatusOf(ctx context.Context, c *cluster.Cluster, set *MigrationSet, ids []int) (*MigrationStatus, error) {
+	m, err := c.Map(ctx, shardmgr.UseRead)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +133,7 @@ func ReadMigrationStatusOf(ctx context.Context, cfg *shardmgr.Config, set *Migra
 	if err != nil {
 		return nil, err
 	}
-	hosts, err := hostsOf(cfg, selected)
+	hosts, err := hostsOf(c.Config(), selected)
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +150,7 @@ func ReadMigrationStatusOf(ctx context.Context, cfg *shardmgr.Config, set *Migra
 	for name, h := range hosts {
 		shards := perHost[name]
 		g.Go(func() error {
-			vs, err := hostVersions(gctx, h, m, shards)
+			vs, err := hostVersions(gctx, c, h, m, shards)
 			mu.Lock()
 			defer mu.Unlock()
 			for i, id := range shards {
@@ -176,12 +173,17 @@ func ReadMigrationStatusOf(ctx context.Context, cfg *shardmgr.Config, set *Migra
 // hostVersions reads the versions of shards on h in a few queries: which
 // schemas and tables exist, all version rows in one UNION, all failure
 // rows in another, and which shards a run holds locked.
-func hostVersions(ctx context.Context, h shardmgr.Host, m *shardmgr.ShardMap, shards []int) ([]ShardVersion, error) {
-	conn, err := pg.Connect(ctx, h.DSN)
+func hostVersions(ctx context.Context, c *cluster.Cluster, h shardmgr.Host, m *shardmgr.ShardMap, shards []int) ([]ShardVersion, error) {
+	pool, err := c.HostPool(ctx, h.Name, cluster.Session{})
+	if err != nil {
+		return nil, err
+	}
+	pc, err := pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("connect to host %s: %w", h.Name, err)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer pc.Release()
+	conn := pc.Conn()
 
 	schemas := make([]string, len(shards))
 	for i, id := range shards {

@@ -1,6 +1,8 @@
 package rebalance
 
 import (
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+
 	"context"
 	"fmt"
 	"sync"
@@ -132,7 +134,7 @@ func BenchmarkRebalance64(b *testing.B) {
 					worst = max(worst, m.Refused.Milliseconds())
 				}
 				worstMS += float64(worst)
-				rep, err := verify.Verify(context.Background(), cfg, verify.Options{})
+				rep, err := verify.Verify(context.Background(), clustertest.Handle(b, cfg), verify.Options{})
 				if err != nil || !rep.OK {
 					b.Fatal(err, rep.Problems)
 				}

@@ -38,7 +38,7 @@ func clusterMap(t testing.TB, cfg *shardmgr.Config) *shardmgr.ShardMap {
 func initCluster(t testing.TB, shards int) *shardmgr.Config {
 	t.Helper()
 	cfg := clustertest.Cluster(t, shards, false)
-	_, err := install.Init(ctx(t), cfg, install.InitOptions{})
+	_, err := install.Init(ctx(t), clustertest.Handle(t, cfg), install.InitOptions{})
 	require.NoError(t, err)
 	return cfg
 }
@@ -47,7 +47,7 @@ func initCluster(t testing.TB, shards int) *shardmgr.Config {
 // does): a move or apply refuses a file the catalog does not agree with.
 func applyHosts(t testing.TB, cfg *shardmgr.Config) {
 	t.Helper()
-	_, err := install.Init(ctx(t), cfg, install.InitOptions{})
+	_, err := install.Init(ctx(t), clustertest.Handle(t, cfg), install.InitOptions{})
 	require.NoError(t, err)
 }
 

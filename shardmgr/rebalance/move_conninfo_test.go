@@ -1,6 +1,8 @@
 package rebalance
 
 import (
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+
 	"context"
 	"fmt"
 	"net/url"
@@ -110,7 +112,7 @@ func TestSessionsPinStandardConformingStrings(t *testing.T) {
 func TestMoveConnInfoCannotInject(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 6)
-	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.Options{})
+	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	dst := hostPool(t, cfg, "pg3")
 	h, _ := cfg.Host("pg3")
@@ -154,7 +156,7 @@ func TestMoveConnInfoCannotInject(t *testing.T) {
 func TestMoveKeepsPasswordOutOfServerLog(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 3)
-	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.Options{})
+	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	pw := fmt.Sprintf("pw-%s-S3cret", cfg.Cluster)
 	missing := cfg.Cluster + "_no_such_db"

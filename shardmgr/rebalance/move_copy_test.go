@@ -1,6 +1,8 @@
 package rebalance
 
 import (
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+
 	"fmt"
 	"slices"
 	"strings"
@@ -55,7 +57,7 @@ func TestMoveCopiesAtSnapshotWithOneWorker(t *testing.T) {
 func TestMoveCopiesBigTablesInRanges(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 3)
-	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.Options{})
+	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(20*time.Millisecond))
 	routeLikes(t, r, 0, 20_000)

@@ -149,7 +149,7 @@ func TestMoveKeepsGrants(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 8)
 	set := grantsSet(t)
-	_, err := migrate.Migrate(ctx(t), cfg, set, migrate.Options{})
+	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{})
 	require.NoError(t, err)
 	app := clustertest.Role(t, cfg, "app")
 	owner := clustertest.Role(t, cfg, "likes_owner")
@@ -204,14 +204,14 @@ func TestMoveKeepsGrants(t *testing.T) {
 	}
 
 	// verify compares the shard's privileges with its retired copy's.
-	rep, err := verify.Verify(ctx(t), cfg, verify.Options{})
+	rep, err := verify.Verify(ctx(t), clustertest.Handle(t, cfg), verify.Options{})
 	require.NoError(t, err)
 	require.True(t, rep.OK, "verify: %v", rep.Problems)
 	m := clusterMap(t, cfg)
 	_, err = hostPool(t, cfg, m.Shards[7].Host).Exec(ctx(t), fmt.Sprintf(`REVOKE INSERT ON %s FROM %s`,
 		pgx.Identifier{m.Shards[7].Schema, "likes"}.Sanitize(), pgx.Identifier{app}.Sanitize()))
 	require.NoError(t, err)
-	rep, err = verify.Verify(ctx(t), cfg, verify.Options{})
+	rep, err = verify.Verify(ctx(t), clustertest.Handle(t, cfg), verify.Options{})
 	require.NoError(t, err)
 	require.False(t, rep.OK)
 	var found []string
@@ -260,7 +260,7 @@ func TestMoveMissingRoleRefused(t *testing.T) {
 func TestFenceRefusesApplicationOnCopies(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 4)
-	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.Options{})
+	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	app := clustertest.Role(t, cfg, "app")
 	qa := pgx.Identifier{app}.Sanitize()
@@ -330,7 +330,7 @@ func TestFenceRefusesApplicationOnCopies(t *testing.T) {
 BEGIN IF current_setting('shardid.fence_bypass', true) = 'on' THEN RETURN NULL; END IF; RAISE EXCEPTION USING ERRCODE = 'SIDFN'; END $$`,
 		pgx.Identifier{retired, "shardid_fence"}.Sanitize()))
 	require.NoError(t, err)
-	rep, err := verify.Verify(ctx(t), cfg, verify.Options{})
+	rep, err := verify.Verify(ctx(t), clustertest.Handle(t, cfg), verify.Options{})
 	require.NoError(t, err)
 	require.Len(t, rep.Problems, 1, "%v", rep.Problems)
 	require.Equal(t, verify.CheckPlacement, rep.Problems[0].Check)
@@ -344,7 +344,7 @@ BEGIN IF current_setting('shardid.fence_bypass', true) = 'on' THEN RETURN NULL; 
 func TestMoveRefusesForeignFenceFunction(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 2)
-	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.Options{})
+	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	migrator := clustertest.Role(t, cfg, "migrator")
 	s := clusterMap(t, cfg).Shards[0]

@@ -1,6 +1,8 @@
 package rebalance
 
 import (
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+
 	"context"
 	"errors"
 	"fmt"
@@ -82,7 +84,7 @@ CREATE INDEX CONCURRENTLY tags_post_idx ON {{.schema}}.tags (post_id);`}
 		files[name] = string(b)
 	}
 	set := setOf(t, files)
-	_, err := migrate.Migrate(ctx(t), cfg, set, migrate.Options{})
+	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{})
 	require.NoError(t, err)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	for _, tc := range []struct {
@@ -146,7 +148,7 @@ func shardIDs(t testing.TB, cfg *shardmgr.Config, shard int, table string) []int
 func TestMoveIncomingCopyHandsOutNoID(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 3)
-	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.Options{})
+	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	routeLikes(t, r, 1, 50)
@@ -176,7 +178,7 @@ func TestMoveIncomingCopyHandsOutNoID(t *testing.T) {
 func TestFailedFlipFencesTargetAgain(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 3)
-	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.Options{})
+	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	routeLikes(t, r, 1, 50)

@@ -74,7 +74,7 @@ func partitionCluster(t *testing.T, shards int) (*shardmgr.Config, *migrate.Migr
 	t.Helper()
 	cfg := initCluster(t, shards)
 	set := setOf(t, partitionedMigrations)
-	_, err := migrate.Migrate(ctx(t), cfg, set, migrate.Options{})
+	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{})
 	require.NoError(t, err)
 	addHost(t, cfg, "pg4", "100ms")
 	return cfg, set

@@ -40,7 +40,7 @@ func moveCluster(t testing.TB, shards int) *shardmgr.Config {
 func moveClusterFileOnly(t testing.TB, shards int) *shardmgr.Config {
 	t.Helper()
 	cfg := initCluster(t, shards)
-	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.Options{})
+	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	addHostToFile(t, cfg, "pg4", "100ms")
 	return cfg
@@ -51,7 +51,7 @@ func moveClusterFileOnly(t testing.TB, shards int) *shardmgr.Config {
 func moveClusterRetry(t testing.TB, shards int, retry string) *shardmgr.Config {
 	t.Helper()
 	cfg := initCluster(t, shards)
-	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.Options{})
+	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	addHost(t, cfg, "pg4", retry)
 	return cfg
@@ -88,7 +88,7 @@ func likeIDs(t testing.TB, cfg *shardmgr.Config, shard int) []int64 {
 
 func requireVerifyOK(t testing.TB, cfg *shardmgr.Config) {
 	t.Helper()
-	rep, err := verify.Verify(ctx(t), cfg, verify.Options{Deep: true})
+	rep, err := verify.Verify(ctx(t), clustertest.Handle(t, cfg), verify.Options{Deep: true})
 	require.NoError(t, err)
 	require.True(t, rep.OK, "verify: %v", rep.Problems)
 }
@@ -468,7 +468,7 @@ func TestMoveCarriesCounterAheadOfTargetClock(t *testing.T) {
 	}
 	// verify agrees, and notes the generator's ids running hours ahead of
 	// the clock, which is what this test made them do.
-	rep, err := verify.Verify(ctx(t), cfg, verify.Options{Deep: true})
+	rep, err := verify.Verify(ctx(t), clustertest.Handle(t, cfg), verify.Options{Deep: true})
 	require.NoError(t, err)
 	for _, p := range rep.Problems {
 		require.Equal(t, verify.CheckGeneratorID, p.Check, "%v", p)
@@ -487,7 +487,7 @@ func TestMoveRefusesWhatItCannotCopy(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 3)
 	set := setOf(t, map[string]string{"001_log.sql": `CREATE TABLE {{.schema}}.log (id bigint NOT NULL DEFAULT {{.next_id}}, msg text);`})
-	_, err := migrate.Migrate(ctx(t), cfg, set, migrate.Options{})
+	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{})
 	require.NoError(t, err)
 	addHost(t, cfg, "pg4", "100ms")
 	src := hostPool(t, cfg, "pg1")
@@ -538,7 +538,7 @@ func TestMoveRefusesWhatItCannotCopy(t *testing.T) {
 func TestMoveOnlineWithinOneServer(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 3)
-	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.Options{})
+	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	s := pgtest.Servers(t, 1)[0] // pg1's server
 	db := cfg.Cluster + "_pg4"
@@ -666,7 +666,7 @@ func TestMoveChecksTextHashedTablesFromTheLog(t *testing.T) {
 	cfg := initCluster(t, 3)
 	set := setOf(t, map[string]string{"001_docs.sql": `CREATE TABLE {{.schema}}.docs (
 		id bigint PRIMARY KEY DEFAULT {{.next_id}}, body json NOT NULL, at timestamptz NOT NULL DEFAULT now(), price float8);`})
-	_, err := migrate.Migrate(ctx(t), cfg, set, migrate.Options{})
+	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{})
 	require.NoError(t, err)
 	addHost(t, cfg, "pg4", "100ms")
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))

@@ -1,6 +1,8 @@
 package rebalance
 
 import (
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+
 	"fmt"
 	"testing"
 
@@ -21,7 +23,7 @@ func TestVerifyNamesUnfinishedMove(t *testing.T) {
 	require.Len(t, res.Moves, 1)
 	mv := res.Moves[0]
 
-	rep, err := verify.Verify(ctx(t), cfg, verify.Options{})
+	rep, err := verify.Verify(ctx(t), clustertest.Handle(t, cfg), verify.Options{})
 	require.NoError(t, err)
 	require.False(t, rep.OK)
 	var placement []string

@@ -1,6 +1,8 @@
 package rebalance
 
 import (
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+
 	"context"
 	"testing"
 	"time"
@@ -18,7 +20,7 @@ import (
 func workerCluster(t *testing.T, shards int, settings map[string]string) (*shardmgr.Config, *localpg.Server) {
 	t.Helper()
 	cfg := initCluster(t, shards)
-	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.Options{})
+	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	s := pgtest.Own(t, localpg.Options{Settings: settings})
 	cfg.Hosts = append(cfg.Hosts, shardmgr.Host{Name: "pg4", DSN: s.DSN("app")})

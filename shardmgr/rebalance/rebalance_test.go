@@ -1,6 +1,8 @@
 package rebalance
 
 import (
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+
 	"testing"
 	"time"
 
@@ -133,7 +135,7 @@ func TestRebalanceAddHostThenDrain(t *testing.T) {
 	// still keep retired copies there, done once they are cleaned up.
 	drained := cfg.Hosts[1]
 	cfg.Hosts = append(cfg.Hosts[:1:1], cfg.Hosts[2:]...)
-	_, err = install.Init(ctx(t), cfg, install.InitOptions{})
+	_, err = install.Init(ctx(t), clustertest.Handle(t, cfg), install.InitOptions{})
 	require.ErrorIs(t, err, shardmgr.ErrClusterMismatch)
 	require.ErrorContains(t, err, "host pg2 is not in the file but")
 	require.ErrorContains(t, err, "keep a retired copy there")
@@ -145,7 +147,7 @@ func TestRebalanceAddHostThenDrain(t *testing.T) {
 	requireVerifyOK(t, cfg)
 
 	cfg.Hosts = append(cfg.Hosts[:1:1], cfg.Hosts[2:]...)
-	ir, err := install.Init(ctx(t), cfg, install.InitOptions{})
+	ir, err := install.Init(ctx(t), clustertest.Handle(t, cfg), install.InitOptions{})
 	require.NoError(t, err)
 	require.Contains(t, ir.CatalogChanges, "remove host pg2")
 	_, ok := clusterMap(t, cfg).Host("pg2")

@@ -1,6 +1,8 @@
 package rebalance
 
 import (
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+
 	"context"
 	"flag"
 	"fmt"
@@ -59,9 +61,9 @@ func ownCluster(b testing.TB, shards int, settings map[string]string) (*shardmgr
 		cfg.Hosts = append(cfg.Hosts, shardmgr.Host{Name: fmt.Sprintf("pg%d", i+1), DSN: s.DSN("app")})
 	}
 	require.NoError(b, cfg.ValidateCluster())
-	_, err := install.Init(ctx(b), cfg, install.InitOptions{})
+	_, err := install.Init(ctx(b), clustertest.Handle(b, cfg), install.InitOptions{})
 	require.NoError(b, err)
-	_, err = migrate.Migrate(ctx(b), cfg, sampleSet(b), migrate.Options{})
+	_, err = migrate.Migrate(ctx(b), clustertest.Handle(b, cfg), sampleSet(b), migrate.Options{})
 	require.NoError(b, err)
 	cfg.Hosts = append(cfg.Hosts, shardmgr.Host{Name: "pg4", DSN: servers[3].DSN("app")})
 	require.NoError(b, cfg.ValidateCluster())
@@ -105,7 +107,7 @@ func BenchmarkRebalanceStock(b *testing.B) {
 		for _, m := range res.Moves {
 			worst = max(worst, m.Refused.Milliseconds())
 		}
-		rep, err := verify.Verify(context.Background(), cfg, verify.Options{})
+		rep, err := verify.Verify(context.Background(), clustertest.Handle(b, cfg), verify.Options{})
 		if err != nil || !rep.OK {
 			b.Fatal(err, rep.Problems)
 		}
@@ -214,7 +216,7 @@ func benchMoveVsRaw(b *testing.B, rows int) {
 		}
 		// The new host registered (as the move would) so that its
 		// database is there for the raw pipeline.
-		_, err := install.Init(ctx(b), cfg, install.InitOptions{})
+		_, err := install.Init(ctx(b), clustertest.Handle(b, cfg), install.InitOptions{})
 		require.NoError(b, err)
 		src, dst := hostPool(b, cfg, "pg1"), hostPool(b, cfg, "pg4")
 		_, err = src.Exec(ctx(b), `VACUUM ANALYZE shard_0000.likes`)

@@ -1,6 +1,8 @@
 package verify
 
 import (
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+
 	"context"
 	"fmt"
 	"math"
@@ -60,7 +62,7 @@ func TestVerifyReportsForgedIDNotACounterToAdvance(t *testing.T) {
 	_, err := app.Exec(ctx(t), `INSERT INTO shard_0001.items (id, v) VALUES ($1, 'forged')`, forged)
 	require.NoError(t, err, "an INSERT-only role may write an explicit id")
 
-	rep, err := Verify(ctx(t), cfg, Options{})
+	rep, err := Verify(ctx(t), clustertest.Handle(t, cfg), Options{})
 	require.NoError(t, err)
 	ps := counterProblems(rep, 1)
 	require.Len(t, ps, 1, "%v", rep.Problems)
@@ -80,7 +82,7 @@ func TestVerifyReportsForgedIDNotACounterToAdvance(t *testing.T) {
 	_, err = app.Exec(ctx(t), `INSERT INTO shard_0001.items (id, v) VALUES ($1, 'near')`, near)
 	require.NoError(t, err)
 	exec(t, cfg, host, "SELECT setval('shard_0001.next_id_counter', 1)")
-	rep, err = Verify(ctx(t), cfg, Options{})
+	rep, err = Verify(ctx(t), clustertest.Handle(t, cfg), Options{})
 	require.NoError(t, err)
 	ps = counterProblems(rep, 1)
 	require.Len(t, ps, 2, "%v", rep.Problems)
@@ -99,7 +101,7 @@ func TestVerifyReportsForgedIDNotACounterToAdvance(t *testing.T) {
 	exec(t, cfg, host, repair)
 
 	exec(t, cfg, host, `DELETE FROM shard_0001.items WHERE id = $1`, forged)
-	rep, err = Verify(ctx(t), cfg, Options{})
+	rep, err = Verify(ctx(t), clustertest.Handle(t, cfg), Options{})
 	require.NoError(t, err)
 	require.Empty(t, counterProblems(rep, 1), "%v", rep.Problems)
 	var id int64
@@ -115,7 +117,7 @@ func TestVerifyReportsExhaustedCounter(t *testing.T) {
 	cfg, m := sixShards(t)
 	host := m.Shards[2].Host
 	exec(t, cfg, host, fmt.Sprintf("SELECT setval('shard_0002.next_id_counter', %d)", int64(1)<<50-1))
-	rep, err := Verify(ctx(t), cfg, Options{})
+	rep, err := Verify(ctx(t), clustertest.Handle(t, cfg), Options{})
 	require.NoError(t, err)
 	ps := counterProblems(rep, 2)
 	require.Len(t, ps, 1, "%v", rep.Problems)
@@ -151,7 +153,7 @@ func TestVerifyChecksOwnersOfToolkitObjects(t *testing.T) {
 		ALTER FUNCTION public.let_through() OWNER TO %s;
 		CREATE TRIGGER shardid_fence BEFORE INSERT ON shard_0004.items FOR EACH STATEMENT EXECUTE FUNCTION public.let_through()`, migrator))
 
-	rep, err := Verify(ctx(t), cfg, Options{})
+	rep, err := Verify(ctx(t), clustertest.Handle(t, cfg), Options{})
 	require.NoError(t, err)
 	got := map[int]string{}
 	for _, p := range rep.Failed(CheckOwner) {

@@ -36,7 +36,7 @@ func futureID(shard int, ahead time.Duration, seq int64) int64 {
 func initCluster(t testing.TB, shards int) *shardmgr.Config {
 	t.Helper()
 	cfg := clustertest.Cluster(t, shards, false)
-	_, err := install.Init(ctx(t), cfg, install.InitOptions{})
+	_, err := install.Init(ctx(t), clustertest.Handle(t, cfg), install.InitOptions{})
 	require.NoError(t, err)
 	return cfg
 }

@@ -4,16 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 	shsql "github.com/shardid/shardid/sql"
 )
@@ -29,29 +28,17 @@ const (
 	lockConfirmDelay = 500 * time.Millisecond
 )
 
-// openVerifyPool opens a pool whose every session runs under lockTimeout
-// (advisory lock waits included) and statementTimeout (zero: none), named
-// "shardid verify" in pg_stat_activity unless the DSN names it. The connect
-// timeout is the DSN's connect_timeout, else pg.DefaultConnectTimeout.
-func openVerifyPool(ctx context.Context, dsn string, maxConns int, lockTimeout, statementTimeout time.Duration) (*pgxpool.Pool, error) {
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("cannot parse DSN: %w", err)
-	}
-	cfg.MaxConns = int32(maxConns)
-	if cfg.ConnConfig.ConnectTimeout == 0 {
-		cfg.ConnConfig.ConnectTimeout = pg.DefaultConnectTimeout
-	}
-	rp := cfg.ConnConfig.RuntimeParams
-	rp["lock_timeout"] = strconv.FormatInt(lockTimeout.Milliseconds(), 10)
-	rp["statement_timeout"] = strconv.FormatInt(statementTimeout.Milliseconds(), 10)
-	if rp["application_name"] == "" {
-		rp["application_name"] = "shardid verify"
-	}
-	return pgxpool.NewWithConfig(ctx, cfg)
+// session is the kind of session verify's pools run as (the handle opens
+// them): every statement under the lock timeout (advisory lock waits
+// included) and statementTimeout (zero: none, for the deep scans), named
+// "shardid verify" in pg_stat_activity unless the DSN names it. The
+// connect timeout is the DSN's connect_timeout, else
+// pg.DefaultConnectTimeout.
+func (v *verifier) session(statementTimeout time.Duration) cluster.Session {
+	return cluster.Session{LockTimeout: v.opts.LockTimeout, StatementTimeout: statementTimeout, Application: "shardid verify"}
 }
 
-// connectTimeout is the connect timeout openVerifyPool uses for dsn.
+// connectTimeout is the connect timeout the handle's pools use for dsn.
 func connectTimeout(dsn string) time.Duration {
 	if cfg, err := pgconn.ParseConfig(dsn); err == nil && cfg.ConnectTimeout > 0 {
 		return cfg.ConnectTimeout

@@ -1,6 +1,8 @@
 package verify
 
 import (
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+
 	"fmt"
 	"testing"
 
@@ -25,7 +27,7 @@ func TestVerifyDeepReadsPartitionedTablesWhole(t *testing.T) {
 		INSERT INTO %[1]s.ev_old VALUES (%[2]d, 1);
 		ALTER TABLE %[1]s.ev ATTACH PARTITION %[1]s.ev_old FOR VALUES FROM (0) TO (10)`, s3.Schema, id))
 
-	rep, err := Verify(ctx(t), cfg, Options{Deep: true})
+	rep, err := Verify(ctx(t), clustertest.Handle(t, cfg), Options{Deep: true})
 	require.NoError(t, err)
 	require.False(t, rep.OK)
 	var stored, dups []string

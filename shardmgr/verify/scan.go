@@ -55,20 +55,17 @@ func (v *verifier) scanHost(ctx context.Context, h shardmgr.Host, hs *hostScan) 
 	// server that stopped answering altogether.
 	ctx, cancel := context.WithTimeout(ctx, connectTimeout(h.DSN)+4*v.opts.StatementTimeout)
 	defer cancel()
-	pool, err := openVerifyPool(ctx, h.DSN, v.opts.Workers+1, v.opts.LockTimeout, v.opts.StatementTimeout)
+	pool, err := v.c.HostPool(ctx, h.Name, v.session(v.opts.StatementTimeout))
 	if err == nil {
 		err = pool.Ping(ctx)
 	}
 	if err != nil {
-		if pool != nil {
-			pool.Close()
-		}
 		v.problem(CheckHost, -1, h.Name, "unreachable: %s", pg.OneLine(err))
 		return
 	}
 	hs.pool = pool
 	if v.opts.Deep {
-		if hs.deep, err = openVerifyPool(ctx, h.DSN, v.opts.Workers+1, v.opts.LockTimeout, 0); err != nil {
+		if hs.deep, err = v.c.HostPool(ctx, h.Name, v.session(0)); err != nil {
 			v.problem(CheckHost, -1, h.Name, "unreachable: %s", pg.OneLine(err))
 			return
 		}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	shsql "github.com/shardid/shardid/sql"
 )
@@ -176,11 +177,9 @@ func (r *Report) Failed(check string) []Problem {
 // generators. Problems are returned in the Report; the error is for input
 // that makes verifying impossible (an invalid cluster file, a cancelled
 // context).
-func Verify(ctx context.Context, cfg *shardmgr.Config, opts Options) (*Report, error) {
+func Verify(ctx context.Context, c *cluster.Cluster, opts Options) (*Report, error) {
 	start := time.Now()
-	if err := cfg.ValidateCluster(); err != nil {
-		return nil, err
-	}
+	cfg := c.Config()
 	if opts.MaxClockSkew <= 0 {
 		opts.MaxClockSkew = time.Second
 	}
@@ -199,19 +198,11 @@ func Verify(ctx context.Context, cfg *shardmgr.Config, opts Options) (*Report, e
 	if opts.StatementTimeout <= 0 {
 		opts.StatementTimeout = defaultVerifyStatementTimeout
 	}
-	if err := checkCatalogVersion(ctx, cfg, opts); err != nil {
+	v := &verifier{c: c, cfg: cfg, opts: opts, rep: &Report{Problems: []Problem{}}}
+	if err := checkCatalogVersion(ctx, v); err != nil {
 		return nil, err
 	}
-	v := &verifier{cfg: cfg, opts: opts, rep: &Report{Problems: []Problem{}}}
 	v.run(ctx)
-	for _, h := range v.hosts {
-		if h.pool != nil {
-			h.pool.Close()
-		}
-		if h.deep != nil {
-			h.deep.Close()
-		}
-	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -231,12 +222,11 @@ func Verify(ctx context.Context, cfg *shardmgr.Config, opts Options) (*Report, e
 // read (a *shardmgr.CatalogVersionError): what verify would conclude from
 // it proves nothing. A catalog it cannot reach is left to the catalog
 // check, which reports it as a problem.
-func checkCatalogVersion(ctx context.Context, cfg *shardmgr.Config, opts Options) error {
-	pool, err := openVerifyPool(ctx, cfg.Catalog, 1, opts.LockTimeout, opts.StatementTimeout)
+func checkCatalogVersion(ctx context.Context, vr *verifier) error {
+	pool, err := vr.c.CatalogPoolAs(ctx, vr.session(vr.opts.StatementTimeout))
 	if err != nil {
 		return nil
 	}
-	defer pool.Close()
 	v, err := shardmgr.ReadCatalogVersion(ctx, pool)
 	if err != nil {
 		return nil
@@ -295,6 +285,7 @@ func checkOrder(c string) int {
 }
 
 type verifier struct {
+	c     *cluster.Cluster
 	cfg   *shardmgr.Config
 	opts  Options
 	m     *shardmgr.ShardMap
@@ -364,9 +355,8 @@ func (v *verifier) scanHosts(ctx context.Context) bool {
 
 // readCatalog reads the map and compares it with the cluster file.
 func (v *verifier) readCatalog(ctx context.Context) bool {
-	pool, err := openVerifyPool(ctx, v.cfg.Catalog, 1, v.opts.LockTimeout, v.opts.StatementTimeout)
+	pool, err := v.c.CatalogPoolAs(ctx, v.session(v.opts.StatementTimeout))
 	if err == nil {
-		defer pool.Close()
 		v.m, err = shardmgr.ReadMap(ctx, pool)
 		if err == nil {
 			v.openMoves, err = catalog.ReadOpenMoves(ctx, pool)

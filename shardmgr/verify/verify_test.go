@@ -1,6 +1,8 @@
 package verify
 
 import (
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -49,7 +51,7 @@ func render(t *testing.T, p shsql.Params) string {
 func TestVerifyHealthy(t *testing.T) {
 	t.Parallel()
 	cfg, _ := sixShards(t)
-	rep, err := Verify(ctx(t), cfg, Options{Deep: true})
+	rep, err := Verify(ctx(t), clustertest.Handle(t, cfg), Options{Deep: true})
 	require.NoError(t, err)
 	require.True(t, rep.OK, "%v", rep.Problems)
 	require.Equal(t, 6, rep.Shards)
@@ -213,7 +215,7 @@ func TestVerifyFindsEveryProblem(t *testing.T) {
 			t.Parallel()
 			cfg, m := sixShards(t)
 			opts := tc.break_(t, cfg, m)
-			rep, err := Verify(ctx(t), cfg, opts)
+			rep, err := Verify(ctx(t), clustertest.Handle(t, cfg), opts)
 			require.NoError(t, err)
 			require.False(t, rep.OK)
 			var got []want
@@ -243,7 +245,7 @@ func TestVerifyAdvancedCounterIsANote(t *testing.T) {
 	cfg, m := sixShards(t)
 	ahead := futureID(1, 10*time.Minute, 0)
 	exec(t, cfg, m.Shards[1].Host, "SELECT shard_0001.next_id_advance($1)", ahead)
-	rep, err := Verify(ctx(t), cfg, Options{})
+	rep, err := Verify(ctx(t), clustertest.Handle(t, cfg), Options{})
 	require.NoError(t, err)
 	require.True(t, rep.OK, "problems: %v", rep.Problems)
 	require.Len(t, rep.Notes, 1, "%v", rep.Notes)
@@ -283,7 +285,7 @@ func TestVerifyReportsBlockedGeneratorWithinBound(t *testing.T) {
 	late, latePID := holder("late-mallory")
 
 	start := time.Now()
-	rep, err := Verify(ctx(t), cfg, Options{LockTimeout: time.Second, afterScan: func() {
+	rep, err := Verify(ctx(t), clustertest.Handle(t, cfg), Options{LockTimeout: time.Second, afterScan: func() {
 		_, err := late.Exec(context.Background(), "SELECT pg_advisory_lock($1, 1)", int64(shsql.LockClass))
 		require.NoError(t, err)
 	}})
@@ -315,7 +317,7 @@ func TestVerifyBoundedWithHostsDown(t *testing.T) {
 	cfg := testCluster(t, 4, false)
 	own := pgtest.Own(t, localpg.Options{})
 	cfg.Hosts[2].DSN = own.DSN(fmt.Sprintf("sm%d_own", dbCounter.Add(1)))
-	_, err := install.Init(ctx(t), cfg, install.InitOptions{})
+	_, err := install.Init(ctx(t), clustertest.Handle(t, cfg), install.InitOptions{})
 	require.NoError(t, err)
 	require.NoError(t, own.Halt())
 
@@ -335,7 +337,7 @@ func TestVerifyBoundedWithHostsDown(t *testing.T) {
 	cfg.Hosts[1].DSN = fmt.Sprintf("postgres://postgres@%s/nothing?connect_timeout=3", ln.Addr())
 
 	start := time.Now()
-	rep, err := Verify(ctx(t), cfg, Options{})
+	rep, err := Verify(ctx(t), clustertest.Handle(t, cfg), Options{})
 	elapsed := time.Since(start)
 	require.NoError(t, err)
 	require.Less(t, elapsed, 20*time.Second, "verify is bounded")

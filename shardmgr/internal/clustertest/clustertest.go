@@ -17,6 +17,7 @@ import (
 	"github.com/shardid/shardid/internal/localpg"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/cluster"
 	shsql "github.com/shardid/shardid/sql"
 )
 
@@ -152,4 +153,14 @@ func LikeIDs(t testing.TB, cfg *shardmgr.Config, shard int) []int64 {
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	require.NoError(t, err)
 	return ids
+}
+
+// Handle opens the operator's handle on cfg, closed when the test ends.
+// Each call opens a handle of its own, as each command does.
+func Handle(t testing.TB, cfg *shardmgr.Config) *cluster.Cluster {
+	t.Helper()
+	c, err := cluster.Open(Ctx(t), cfg)
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c
 }
