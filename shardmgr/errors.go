@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/shardid/shardid/shardmgr/internal/limits"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
 
 // Sentinel errors; test with errors.Is. They say what went wrong, never
@@ -17,6 +18,9 @@ var (
 	// ErrFileTooLarge is wrapped by the error for a file (the cluster file,
 	// a migration) larger than shardid reads.
 	ErrFileTooLarge = limits.ErrFileTooLarge
+	// ErrLockWait: a bounded wait for a lock ran out; the error names the
+	// lock and the sessions holding it (pid, role, application).
+	ErrLockWait = pg.ErrLockWait
 	// ErrNotInitialized: the catalog has no cluster yet.
 	ErrNotInitialized = errors.New("cluster not initialised")
 	// ErrUnknownShard: a shard id outside 0..shards-1, or an id that

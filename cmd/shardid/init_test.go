@@ -90,7 +90,7 @@ func TestInitStatusVerifyCLI(t *testing.T) {
 	out, code = runClusterCmd(t, "verify")
 	require.Equal(t, 1, code, out)
 	require.Contains(t, out, "FAIL placement shard 1 on pg2: stray copy")
-	require.Contains(t, out, "verify: 1 problems")
+	require.Contains(t, out, "verify: 1 problem:")
 }
 
 func TestClusterCLIBadInput(t *testing.T) {

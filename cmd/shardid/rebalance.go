@@ -469,6 +469,9 @@ drops the copies whose time is up and says until when it keeps the others;
 					err = jerr
 				}
 			} else {
+				for _, f := range res.Finished {
+					fmt.Fprintf(cmd.OutOrStdout(), "finished move %d (shard %d, %s -> %s): its cleanup had not finished\n", f.ID, f.Shard, f.From, f.To)
+				}
 				for _, d := range res.Dropped {
 					fmt.Fprintf(cmd.OutOrStdout(), "dropped %s on %s (shard %d, move %d)\n", d.Schema, d.Host, d.Shard, d.MoveID)
 				}

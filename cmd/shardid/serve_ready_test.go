@@ -163,8 +163,20 @@ func TestServeCreatesDatabasesAtStartUpAndIsNotReadyMeanwhile(t *testing.T) {
 snowflake:
   leases: %s
 `, own.DSN("seg_a"), own.DSN("seg_b"), own.DSN("leases"))), 0o600))
-	// A process stopped while CREATE DATABASE waits stops at once.
-	early := launchServe(t, bin, "--config", config)
+	// A process stopped while CREATE DATABASE waits stops at once. It has
+	// databases of its own: its CREATE DATABASE statements stay queued in
+	// the server after it exits and complete when the lock goes, which
+	// must not pass for the second process's work.
+	earlyConfig := filepath.Join(t.TempDir(), "early.yaml")
+	require.NoError(t, os.WriteFile(earlyConfig, []byte(fmt.Sprintf(`segments:
+  sources:
+    - %s
+  tags:
+    order: {}
+snowflake:
+  leases: %s
+`, own.DSN("early_seg"), own.DSN("early_leases"))), 0o600))
+	early := launchServe(t, bin, "--config", earlyConfig)
 	require.Eventually(t, func() bool { code, _ := early.get("/healthz"); return code == 503 }, time.Minute, 20*time.Millisecond, "%s", early.log)
 	took := early.sigterm(t)
 	require.Less(t, took, 5*time.Second, "SIGTERM while creating the databases: %s", early.log)

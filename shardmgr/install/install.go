@@ -48,7 +48,15 @@ type InitOptions struct {
 	// (its Workers default to Workers).
 	Migrations *migrate.MigrationSet
 	Migrate    migrate.Options
+	// LockWait bounds the wait for another init of the same catalog (the
+	// catalog's init lock): when it runs out Init gives up, naming the
+	// session that holds the lock. Zero means DefaultInitLockWait.
+	LockWait time.Duration
 }
+
+// DefaultInitLockWait is how long Init waits, by default, for another
+// init of the same catalog to finish.
+const DefaultInitLockWait = 5 * time.Minute
 
 // InitResult is what Init did.
 type InitResult struct {
@@ -158,8 +166,8 @@ func Init(ctx context.Context, c *cluster.Cluster, opts InitOptions) (*InitResul
 		return nil, fmt.Errorf("catalog: %w", err)
 	}
 	defer lock.Close(context.WithoutCancel(ctx))
-	if _, err := lock.Exec(ctx, `SELECT pg_advisory_lock($1, 1)`, catalog.LockClass); err != nil {
-		return nil, fmt.Errorf("catalog: wait for another init: %w", err)
+	if err := waitInitLock(ctx, lock, opts.LockWait, log); err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
 	}
 	if res.CatalogUpgrade, err = upgradeCatalog(ctx, lock, cfg.Catalog); err != nil {
 		return nil, err
@@ -312,7 +320,7 @@ func installShards(ctx context.Context, c *cluster.Cluster, m *shardmgr.ShardMap
 
 // planCatalog creates the cluster in the catalog, or checks it against cfg
 // and records what cfg adds (hosts) through catalog.ChangeIf: one
-// transaction under the catalog lock that bumps the generation when
+// transaction holding the catalog's cluster row that bumps the generation when
 // something changed.
 func planCatalog(ctx context.Context, pool *pgxpool.Pool, cfg *shardmgr.Config) (m *shardmgr.ShardMap, created bool, changes []string, err error) {
 	// Init holds the init lock, so no other manager creates the cluster
@@ -330,8 +338,17 @@ func planCatalog(ctx context.Context, pool *pgxpool.Pool, cfg *shardmgr.Config) 
 		if !errors.Is(err, shardmgr.ErrNotInitialized) {
 			break
 		}
+		lockStart := time.Now()
 		err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, 0)`, catalog.LockClass); err != nil {
+			// The table lock a catalog change's row lock waits for: only
+			// a role that may write the catalog can take it.
+			if err := catalog.SetLockTimeout(ctx, tx, catalog.DefaultLockWait); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `LOCK TABLE shardid.cluster IN EXCLUSIVE MODE`); err != nil {
+				if pg.IsLockTimeout(err) {
+					return catalog.ClusterLockWait(ctx, pool, lockStart)
+				}
 				return err
 			}
 			if _, err := shardmgr.ReadMap(ctx, tx); !errors.Is(err, shardmgr.ErrNotInitialized) {

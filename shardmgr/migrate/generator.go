@@ -38,6 +38,8 @@ type GeneratorOptions struct {
 	// the shard fails (and can be retried) rather than queueing every
 	// writer behind a long transaction. Zero means DefaultGeneratorLockTimeout.
 	LockTimeout time.Duration
+	// LockWait is as in Options.
+	LockWait time.Duration
 	// Progress and Waiting are as in Options.
 	Progress func(HostProgress)
 	Waiting  func(LockWait)
@@ -175,7 +177,7 @@ func UpgradeGenerators(ctx context.Context, c *cluster.Cluster, opts GeneratorOp
 // upgradeGenerator upgrades one shard's generator under the shard's
 // migration lock, filling r.
 func upgradeGenerator(ctx context.Context, conn *pgx.Conn, m *shardmgr.ShardMap, sh shardmgr.Shard, opts GeneratorOptions, waiting func(LockWait), r *GeneratorUpgrade) error {
-	unlock, err := lockShard(ctx, conn, r.Host, sh.ID, waiting)
+	unlock, err := lockShard(ctx, conn, r.Host, sh.ID, opts.LockWait, waiting)
 	if err != nil {
 		return fmt.Errorf("lock: %w", err)
 	}

@@ -45,6 +45,10 @@ const (
 // while two runs can never interleave on one shard.
 const migrateLockClass int32 = 0x73686d67
 
+// DefaultShardLockWait is how long a run waits, by default, for another
+// session holding a shard's migration lock.
+const DefaultShardLockWait = 10 * time.Minute
+
 // DefaultMigrateWorkers is the number of connections per host that
 // migrate shards in parallel when Options.Workers is zero.
 const DefaultMigrateWorkers = 4
@@ -73,6 +77,11 @@ type Options struct {
 	// later) instead of holding every writer of the table behind it. Zero
 	// means the server's setting.
 	LockTimeout time.Duration
+	// LockWait bounds the wait for another session holding a shard's
+	// migration lock (another run migrating it): when it runs out the
+	// shard fails with a *pg.LockWaitError (shardmgr.ErrLockWait) naming
+	// the holder. Zero means DefaultShardLockWait.
+	LockWait time.Duration
 	// Progress, when set, is called after each shard with its host's
 	// counts. Calls are serialised.
 	Progress func(HostProgress)
@@ -296,7 +305,7 @@ func ShardOn(ctx context.Context, conn *pgx.Conn, host string, set *MigrationSet
 			opts.Waiting(w)
 		}
 	}
-	res := migrateShard(ctx, conn, host, shard, migs, target, opts.Direction, opts.LockTimeout, waiting, &atomic.Bool{}, shard.State == shardmgr.StateMoving)
+	res := migrateShard(ctx, conn, host, shard, migs, target, opts.Direction, opts.LockTimeout, opts.LockWait, waiting, &atomic.Bool{}, shard.State == shardmgr.StateMoving)
 	if res.Err != nil {
 		return res, res.Err
 	}
@@ -401,7 +410,7 @@ func runMigrations(ctx context.Context, c *cluster.Cluster, shards []shardmgr.Sh
 		if err != nil {
 			return failedShard(sh, host, -1, nil, "", err)
 		}
-		return migrateShard(ctx, sc, host, sh, rendered[sh.ID], target, opts.Direction, opts.LockTimeout, waiting, stop, false)
+		return migrateShard(ctx, sc, host, sh, rendered[sh.ID], target, opts.Direction, opts.LockTimeout, opts.LockWait, waiting, stop, false)
 	})
 	return &Result{Direction: opts.Direction, Target: target, Shards: results}, err
 }

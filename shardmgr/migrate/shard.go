@@ -14,6 +14,7 @@ import (
 
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/fence"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
 	"github.com/shardid/shardid/shardmgr/internal/ternsplit"
 )
 
@@ -62,8 +63,8 @@ func (e *noTxStepError) Unwrap() error { return e.err }
 
 // migrateShard moves one shard to target under its lock. A failure is in
 // the result's Err, and recorded in the shard's FailureTable.
-func migrateShard(ctx context.Context, conn *pgx.Conn, host string, sh shardmgr.Shard, migs []RenderedMigration, target int, dir Direction, lockTimeout time.Duration, waiting func(LockWait), stop *atomic.Bool, incoming bool) ShardMigration {
-	unlock, err := lockShard(ctx, conn, host, sh.ID, waiting)
+func migrateShard(ctx context.Context, conn *pgx.Conn, host string, sh shardmgr.Shard, migs []RenderedMigration, target int, dir Direction, lockTimeout, lockWait time.Duration, waiting func(LockWait), stop *atomic.Bool, incoming bool) ShardMigration {
+	unlock, err := lockShard(ctx, conn, host, sh.ID, lockWait, waiting)
 	if err != nil {
 		return failedShard(sh, host, -1, nil, "", fmt.Errorf("lock: %w", err))
 	}
@@ -115,22 +116,39 @@ func migrateShard(ctx context.Context, conn *pgx.Conn, host string, sh shardmgr.
 }
 
 // lockShard takes the shard's migration lock on conn: first without
-// waiting, then, when another run holds it, saying so and waiting. The
-// returned function releases it.
-func lockShard(ctx context.Context, conn *pgx.Conn, host string, shard int, waiting func(LockWait)) (func(), error) {
+// waiting, then, when another session holds it, saying so and waiting at
+// most wait (zero: DefaultShardLockWait). Any role that may connect to the
+// host's database can hold an advisory lock: a wait that runs out is a
+// *pg.LockWaitError naming the holders. The returned function releases it.
+func lockShard(ctx context.Context, conn *pgx.Conn, host string, shard int, wait time.Duration, waiting func(LockWait)) (func(), error) {
+	if wait <= 0 {
+		wait = DefaultShardLockWait
+	}
 	var ok bool
 	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, $2)`, migrateLockClass, int32(shard)).Scan(&ok); err != nil {
 		return nil, err
 	}
 	if !ok {
+		start := time.Now()
+		holders := func(ctx context.Context) ([]pg.LockHolder, error) {
+			return pg.AdvisoryHolders(ctx, conn, int64(migrateLockClass), int64(shard))
+		}
 		var pid int
-		_ = conn.QueryRow(ctx, `SELECT pid FROM pg_catalog.pg_locks
-			WHERE locktype = 'advisory' AND granted AND objsubid = 2
-			  AND classid::bigint = $1 AND objid::bigint = $2
-			  AND database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())
-			LIMIT 1`, int64(migrateLockClass), int64(shard)).Scan(&pid)
+		if hs, err := holders(ctx); err == nil && len(hs) > 0 {
+			pid = int(hs[0].PID)
+		}
 		waiting(LockWait{Shard: shard, Host: host, HolderPID: pid})
-		if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1, $2)`, migrateLockClass, int32(shard)); err != nil {
+		if _, err := conn.Exec(ctx, fmt.Sprintf(`SET lock_timeout = %d`, wait.Milliseconds())); err != nil {
+			return nil, err
+		}
+		_, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1, $2)`, migrateLockClass, int32(shard))
+		if pg.IsLockTimeout(err) {
+			return nil, pg.LockWaitFailed(ctx, fmt.Sprintf("shard %d's migration lock on %s (another run of migrate?)", shard, host), start, holders)
+		}
+		if err == nil {
+			_, err = conn.Exec(ctx, `RESET lock_timeout`)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}

@@ -6,13 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
 
 // ApplyOptions adjust Apply. The zero value plans by count and runs one
@@ -203,18 +206,35 @@ func (mo *mover) waitApplyLock(ctx context.Context, opts ApplyOptions) (unlock f
 		}
 		if !logged {
 			if opts.Move.Logger != nil {
-				opts.Move.Logger.Info("another rebalance apply is running; waiting for it", "wait", opts.Wait)
+				opts.Move.Logger.Info("another rebalance apply is running; waiting for it", "wait", opts.Wait, "holder", applyLockHolders(ctx, conn))
 			}
 			logged = true
 		}
 		if err := sleepCtx(ctx, pollBusy); err != nil || time.Since(start) > opts.Wait {
-			conn.Close(context.WithoutCancel(ctx))
 			if err == nil {
-				err = fmt.Errorf("rebalance apply: %w after %s: another rebalance apply holds the catalog", ErrApplyBusy, opts.Wait)
+				err = fmt.Errorf("rebalance apply: %w after %s: another rebalance apply holds the catalog (%s)", ErrApplyBusy, opts.Wait, applyLockHolders(ctx, conn))
 			}
+			conn.Close(context.WithoutCancel(ctx))
 			return nil, 0, err
 		}
 	}
+}
+
+// applyLockHolders names the sessions holding the apply lock, for a
+// message.
+func applyLockHolders(ctx context.Context, conn *pgx.Conn) string {
+	hs, err := pg.AdvisoryHolders(ctx, conn, int64(applyLockClass), 0)
+	switch {
+	case err != nil:
+		return "held by a session unknown: " + pg.OneLine(err)
+	case len(hs) == 0:
+		return "let go meanwhile"
+	}
+	parts := make([]string, len(hs))
+	for i, h := range hs {
+		parts[i] = h.String()
+	}
+	return "held by " + strings.Join(parts, "; ")
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

@@ -2,6 +2,7 @@ package rebalance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -43,11 +44,16 @@ type CleanupResult struct {
 	// KeptCopies lists them, the earliest to expire first.
 	Kept       int        `json:"kept"`
 	KeptCopies []KeptCopy `json:"kept_copies"`
+	// Finished are the flipped moves whose unfinished cleanup (see
+	// ErrNotCleaned) this run finished first.
+	Finished []MoveRef `json:"finished,omitempty"`
 }
 
-// Cleanup drops the retired copies (shard_NNNN_moved_gG on the old host)
-// of finished moves whose keep period has passed, or all of them with
-// opts.All.
+// Cleanup finishes the moves that flipped but whose cleanup did not finish
+// (ErrNotCleaned), then drops the retired copies (shard_NNNN_moved_gG on
+// the old host) of finished moves whose keep period has passed, or all of
+// them with opts.All. A move it could not finish is in the error; the
+// retired copies are dropped all the same.
 func Cleanup(ctx context.Context, cfg *shardmgr.Config, opts CleanupOptions) (*CleanupResult, error) {
 	if err := cfg.ValidateCluster(); err != nil {
 		return nil, err
@@ -57,11 +63,28 @@ func Cleanup(ctx context.Context, cfg *shardmgr.Config, opts CleanupOptions) (*C
 		return nil, err
 	}
 	defer mo.close()
+	res := &CleanupResult{Dropped: []RetiredCopy{}, KeptCopies: []KeptCopy{}}
+	// Moves that flipped and stopped before their cleanup finished (a lock
+	// a long transaction held, a crash): finished first.
+	flipped, err := readMoves(ctx, mo.catalog, `phase = 'flipped'`)
+	if err != nil {
+		return nil, err
+	}
+	var unfinished []error
+	for _, rec := range flipped {
+		r, err := mo.run(ctx, rec)
+		switch {
+		case errors.Is(err, ErrMoveBusy): // another manager finishes it
+		case err != nil:
+			unfinished = append(unfinished, err)
+		default:
+			res.Finished = append(res.Finished, r.MoveRef)
+		}
+	}
 	recs, err := readMoves(ctx, mo.catalog, `phase = 'cleaned' AND retired_schema IS NOT NULL AND retired_dropped_at IS NULL`)
 	if err != nil {
 		return nil, err
 	}
-	res := &CleanupResult{Dropped: []RetiredCopy{}, KeptCopies: []KeptCopy{}}
 	now := time.Now()
 	for _, rec := range recs {
 		if !opts.All && rec.keepUntil != nil && rec.keepUntil.After(now) {
@@ -85,7 +108,7 @@ func Cleanup(ctx context.Context, cfg *shardmgr.Config, opts CleanupOptions) (*C
 		res.Dropped = append(res.Dropped, RetiredCopy{MoveID: rec.ID, Shard: rec.Shard, Host: rec.From, Schema: rec.Retired})
 	}
 	slices.SortStableFunc(res.KeptCopies, func(a, b KeptCopy) int { return a.KeepUntil.Compare(b.KeepUntil) })
-	return res, nil
+	return res, errors.Join(unfinished...)
 }
 
 // cleanup records the shard as the target's own, removes the replication
@@ -94,6 +117,11 @@ func Cleanup(ctx context.Context, cfg *shardmgr.Config, opts CleanupOptions) (*C
 func (mo *mover) cleanup(ctx context.Context, mv *move) error {
 	src, dst := mv.src, mv.dst
 	gen := *mv.flipGen
+	// A flip interrupted between the catalog's commit and the opening
+	// left the shard's home refusing writes: opened first.
+	if err := mo.openTarget(ctx, mv); err != nil {
+		return err
+	}
 	if err := shardschema.RecordLocalShard(ctx, dst, mv.Shard, mv.Schema, "active", gen); err != nil {
 		return fmt.Errorf("target %s: %w", mv.To, err)
 	}

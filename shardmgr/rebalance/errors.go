@@ -30,6 +30,14 @@ var (
 	// ErrApplyBusy: another manager kept working for longer than
 	// ApplyOptions.Wait.
 	ErrApplyBusy = errors.New("another manager is still working")
+	// ErrNotCleaned: a move flipped (the shard serves on its new host) but
+	// a step after the flip failed: the replication objects, the target's
+	// move triggers or the source's copy are left; running the move
+	// again, Apply or Cleanup finishes it.
+	ErrNotCleaned = errors.New("the move flipped but its cleanup did not finish")
+	// ErrTargetOpen: a move's target copy was opened and may hold writes
+	// acknowledged there, so it is not dropped; run the move to finish it.
+	ErrTargetOpen = errors.New("the target's copy is open and may hold acknowledged writes")
 	// ErrSourceFenced: a move failed and left its source fenced (writes
 	// refused) because giving it back failed too; abort the move.
 	ErrSourceFenced = errors.New("the source stays fenced")

@@ -91,9 +91,13 @@ type MoveOptions struct {
 	// afterScans, in tests, runs after an online move scanned both hosts
 	// before its fence.
 	afterScans func(ctx context.Context, src, dst *pgxpool.Pool) error
-	// flipCatalog, in tests, runs in the flip's catalog transaction after
-	// the target was opened; an error fails the flip there.
+	// flipCatalog, in tests, runs in the flip's catalog transaction
+	// before it changes anything; an error fails the flip there.
 	flipCatalog func() error
+	// crashAt, in tests, stops the mover dead at that point of the
+	// cut-over (crashFlipCommitted, crashTargetOpened), as kill -9 there
+	// would: no further statement, nothing given back.
+	crashAt string
 	// skipPreflight, in tests, runs a move as if the preflight had passed:
 	// the mover's own checks are what stands between it and a server
 	// whose capacity ran out after the preflight looked.
@@ -160,6 +164,33 @@ func oneLine(err error) string {
 
 // errStopped is returned by the stopAfter test hook.
 var errStopped = errors.New("stopped after phase (test)")
+
+// errCrashed is returned by the crashAt test hook; it is an errStopped:
+// the mover does nothing more for the move, as if killed.
+var errCrashed = fmt.Errorf("%w: crashed in the cut-over", errStopped)
+
+// Points of the cut-over where a test may crash the mover (crashAt).
+const (
+	crashFlipCommitted = "flip-committed" // the catalog names the target, which is not open yet
+	crashTargetOpened  = "target-opened"  // the target was opened, nothing after
+)
+
+// hangAt is set only in a build with the shardid_crashtest tag
+// (move_crashtest.go): called at each crash point, it may block the
+// process there for good, so that a test kills it with kill -9 at that
+// point.
+var hangAt func(point string)
+
+// crashPoint returns errCrashed when a test crashes the mover at point.
+func (mo *mover) crashPoint(point string) error {
+	if hangAt != nil {
+		hangAt(point)
+	}
+	if mo.opts.crashAt == point {
+		return errCrashed
+	}
+	return nil
+}
 
 // mover runs moves of one cluster; it holds the catalog pool and a pool
 // per host.
@@ -284,10 +315,13 @@ func (mo *mover) pool(ctx context.Context, name string) (*pgxpool.Pool, error) {
 // an unfinished move to the same host resumes it; to another host it is
 // ErrMoveOpen.
 //
-// Any failure before the flip leaves the source serving as before (the
-// fence is lifted when the cut-over fails) and the target's copy
-// removable with AbortMove; the journal records the error. After the
-// flip, moving the shard back is a move like any other.
+// Any failure before the flip (the catalog transaction that places the
+// shard on the target: the point of no return) leaves the source serving
+// as before (the fence is lifted when the cut-over fails) and the target's
+// copy, never opened, removable with AbortMove; the journal records the
+// error. A failure after it leaves the shard serving on the target and is
+// ErrNotCleaned: running the move again, Apply or Cleanup finishes it.
+// After the flip, moving the shard back is a move like any other.
 func MoveShard(ctx context.Context, cfg *shardmgr.Config, shard int, to string, opts MoveOptions) (*MoveResult, error) {
 	if err := cfg.ValidateCluster(); err != nil {
 		return nil, err
@@ -456,13 +490,35 @@ func (mo *mover) lockMove(ctx context.Context, rec *MoveRecord) (func(), error) 
 	}
 	var ok bool
 	if err := conn.QueryRow(ctx, `SELECT pg_catalog.pg_try_advisory_lock($1, $2)`, moveLockClass, int32(rec.ID)).Scan(&ok); err != nil || !ok {
-		conn.Close(context.WithoutCancel(ctx))
 		if err == nil {
-			err = fmt.Errorf("move %d of shard %d: %w", rec.ID, rec.Shard, ErrMoveBusy)
+			err = fmt.Errorf("move %d of shard %d: %w%s", rec.ID, rec.Shard, ErrMoveBusy, moveLockHolders(ctx, conn, rec.ID))
 		}
+		conn.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	return func() { conn.Close(context.WithoutCancel(ctx)) }, nil
+	return func() {
+		// Let go before closing: the server ends a closed session (and
+		// drops its locks) a moment later, and a manager that runs the
+		// move right after this one must find it free.
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_, _ = conn.Exec(uctx, `SELECT pg_catalog.pg_advisory_unlock($1, $2)`, moveLockClass, int32(rec.ID))
+		conn.Close(uctx)
+	}, nil
+}
+
+// moveLockHolders names the sessions holding move id's lock, for an error
+// ("" when they cannot be read).
+func moveLockHolders(ctx context.Context, conn *pgx.Conn, id int64) string {
+	hs, err := pg.AdvisoryHolders(ctx, conn, int64(moveLockClass), int64(int32(id)))
+	if err != nil || len(hs) == 0 {
+		return ""
+	}
+	parts := make([]string, len(hs))
+	for i, h := range hs {
+		parts[i] = h.String()
+	}
+	return " (held by " + strings.Join(parts, "; ") + ")"
 }
 
 // run takes the move from its journaled phase to the end of its mode's
@@ -512,6 +568,9 @@ func (mo *mover) run(ctx context.Context, rec *MoveRecord) (*MoveResult, error) 
 		if err == nil {
 			err = next.run(mo, ctx, mv)
 		}
+		if errors.Is(err, errStopped) {
+			return res(err), err // a test's crash: nothing more is done
+		}
 		if err != nil {
 			err = mo.stepFailed(ctx, mv, next, err)
 			return res(err), err
@@ -530,6 +589,9 @@ func (mo *mover) starting(mv *move, next step) {
 // stepFailed names the move and phase in err, leaves the move as safe as
 // it can (failed) and records the error in the journal.
 func (mo *mover) stepFailed(ctx context.Context, mv *move, next step, err error) error {
+	if mv.Phase.flipped() && next.phase != PhaseFlipped { // a step after the flip
+		err = fmt.Errorf("%w (the shard serves on %s): %w", ErrNotCleaned, mv.To, err)
+	}
 	err = &shardmgr.ShardError{Shard: mv.Shard, Host: mv.To, Err: fmt.Errorf("move %d (%s -> %s), phase %s: %w", mv.ID, mv.From, mv.To, next.phase, err)}
 	err = mo.failed(ctx, mv, next, err)
 	recordError(ctx, mo.catalog, mv.MoveRecord, err)
@@ -537,31 +599,43 @@ func (mo *mover) stepFailed(ctx context.Context, mv *move, next step, err error)
 }
 
 // failed leaves a move whose step towards next failed as safe as it can,
-// and returns the error to record. Three cases, in this order:
-//   - the flip's acknowledgement was lost: the flip may have committed,
-//     and then the target serves and the source must stay fenced; the
-//     journal says which;
-//   - the flip opened the target but failed in the catalog (targetOpened):
-//     the target is fenced again before the source is given back, or both
-//     copies would take writes;
-//   - the source refuses writes in the phase the move is in (fencedAfter):
-//     it is given back, and the move set back to a phase before the fence,
-//     rather than leave the shard unwritable until someone notices.
+// and returns the error to record. The catalog's word decides which side
+// of the point of no return (the flip's catalog transaction) the move is:
+//   - past it, or perhaps past it (the flip's or a later step failed):
+//     the journal is read again when the flip's answer may have been
+//     lost. A flipped move's target is the shard's
+//     home, which is never fenced nor its counter stopped: it is opened,
+//     in case the flip stopped before it did, and the error (ErrNotCleaned
+//     for a later step, see stepFailed) is recorded for the next run to
+//     finish the move.
+//     When the journal cannot be read, nothing is touched: both copies
+//     stay fenced until the move is run again;
+//   - before it, with the source refusing writes (fencedAfter): the
+//     source is given back, and the move set back to a phase before the
+//     fence, rather than leave the shard unwritable until someone
+//     notices. The target was never opened.
 func (mo *mover) failed(ctx context.Context, mv *move, next step, err error) error {
-	if next.phase == PhaseFlipped {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		fresh, rerr := readMoves(rctx, mo.catalog, `id = $1`, mv.ID)
-		cancel()
-		if rerr != nil || fresh[0].Phase.flipped() {
-			if rerr == nil {
-				*mv.MoveRecord = *fresh[0]
+	if next.phase == PhaseFlipped || mv.Phase.flipped() {
+		if !mv.Phase.flipped() { // the flip's answer may have been lost
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			fresh, rerr := readMoves(rctx, mo.catalog, `id = $1`, mv.ID)
+			cancel()
+			if rerr != nil {
+				return errors.Join(err, fmt.Errorf("%w: whether the flip committed is unknown (the journal cannot be read: %w); both copies refuse writes until the move is run again", ErrSourceFenced, rerr))
+			}
+			*mv.MoveRecord = *fresh[0]
+		}
+		if mv.Phase.flipped() {
+			octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			oerr := mo.open(octx, mv)
+			if oerr == nil {
+				oerr = mo.openTarget(octx, mv)
+			}
+			if oerr != nil {
+				return errors.Join(err, fmt.Errorf("the catalog places the shard on %s, whose copy still refuses writes until the move is run again: %w", mv.To, oerr))
 			}
 			return err
-		}
-	}
-	if mv.targetOpened {
-		if ferr := mo.refenceTarget(ctx, mv); ferr != nil {
-			return errors.Join(err, fmt.Errorf("%w: the target's copy was opened and fencing it again failed: %w", ErrSourceFenced, ferr))
 		}
 	}
 	if sourceFenced(mv.Mode, mv.Phase) {

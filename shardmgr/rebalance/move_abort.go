@@ -98,18 +98,29 @@ func (mo *mover) abort(ctx context.Context, rec *MoveRecord) error {
 		return err
 	}
 	src, dst := mv.src, mv.dst
+	comment, err := shardschema.SchemaComment(ctx, dst, rec.Schema)
+	if err != nil {
+		return fmt.Errorf("target %s: %w", rec.To, err)
+	}
+	ours := comment != nil && *comment == incomingComment(rec)
+	// This move's copy, opened, may hold writes acknowledged there (a
+	// move of an older shardid opened it before flipping the catalog): it
+	// is never dropped; the move is finished instead.
+	if ours {
+		if opened, err := fence.Opened(ctx, dst, rec.Schema); err != nil {
+			return fmt.Errorf("target %s: %w", rec.To, err)
+		} else if opened {
+			return fmt.Errorf("%w on %s (schema %s)", ErrTargetOpen, rec.To, rec.Schema)
+		}
+	}
 	// The change log's triggers first, the gentle way: the source may be
 	// serving.
 	mo.dropDeltas(ctx, rec)
 	if err := dropReplication(ctx, src, dst, rec); err != nil {
 		return err
 	}
-	comment, err := shardschema.SchemaComment(ctx, dst, rec.Schema)
-	if err != nil {
-		return fmt.Errorf("target %s: %w", rec.To, err)
-	}
 	err = pgx.BeginFunc(ctx, dst, func(tx pgx.Tx) error {
-		if comment != nil && *comment == incomingComment(rec) {
+		if ours {
 			if _, err := tx.Exec(ctx, `DROP SCHEMA `+pgx.Identifier{rec.Schema}.Sanitize()+` CASCADE`); err != nil {
 				return err
 			}
@@ -135,38 +146,47 @@ func (mo *mover) abort(ctx context.Context, rec *MoveRecord) error {
 	return err
 }
 
-// unfenceSource gives a fenced source back: fence down, counter running,
-// the catalog's state active, and the journal at the phase before the
-// fence. The catalog is changed last, so that routers send writes only to
-// a source that takes them.
+// giveBackWait bounds the wait of a source's give-back for the catalog's
+// cluster row: longer than the flip's, since the shard's writes stay
+// refused by the routers until the catalog says active again.
+const giveBackWait = 30 * time.Second
+
+// unfenceSource gives a fenced source back: the journal at the phase
+// before the fence, then fence down and counter running, then the
+// catalog's state active. The journal goes first, so that a move run again
+// fences and checks the copy again rather than flip a source that took
+// writes; the catalog last, so that routers send writes only to a source
+// that takes them.
 func (mo *mover) unfenceSource(ctx context.Context, mv *move) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	if err := mo.open(ctx, mv); err != nil {
 		return err
 	}
+	back, err := backTo(mv.Mode, mv.Phase)
+	if err != nil {
+		return err
+	}
+	tag, err := mo.catalog.Exec(ctx, `UPDATE shardid.moves SET phase = $2, fenced_at = NULL, updated_at = pg_catalog.clock_timestamp()
+		WHERE id = $1 AND phase IN ($2, $3)`, mv.ID, string(back), string(mv.Phase))
+	if err != nil {
+		return fmt.Errorf("move %d: journal phase %s: %w", mv.ID, back, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("move %d: journal phase %s: the move is no longer in phase %s (another manager?)", mv.ID, back, mv.Phase)
+	}
+	mv.Phase = back
 	src := mv.src
 	if err := mo.unfenceSourceHost(ctx, src, mv.MoveRecord); err != nil {
 		return err
 	}
 	mo.dropDeltas(ctx, mv.MoveRecord)
-	back, err := backTo(mv.Mode, mv.Phase)
-	if err != nil {
-		return err
-	}
-	_, err = catalog.Change(ctx, mo.catalog, 0, fmt.Sprintf("move %d: shard %d back to active on %s", mv.ID, mv.Shard, mv.From), func(tx pgx.Tx, gen int64) error {
-		if _, err := tx.Exec(ctx, `UPDATE shardid.shards SET state = 'active', changed_generation = $3
-			WHERE id = $1 AND host = $2 AND state = 'moving'`, mv.Shard, mv.From, gen); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, `UPDATE shardid.moves SET phase = $2, fenced_at = NULL, updated_at = pg_catalog.clock_timestamp() WHERE id = $1`, mv.ID, string(back))
+	_, err = catalog.ChangeWithin(ctx, mo.catalog, 0, giveBackWait, fmt.Sprintf("move %d: shard %d back to active on %s", mv.ID, mv.Shard, mv.From), func(tx pgx.Tx, gen int64) error {
+		_, err := tx.Exec(ctx, `UPDATE shardid.shards SET state = 'active', changed_generation = $3
+			WHERE id = $1 AND host = $2 AND state = 'moving'`, mv.Shard, mv.From, gen)
 		return err
 	})
-	if err != nil {
-		return err
-	}
-	mv.Phase = back
-	return nil
+	return err
 }
 
 // dropMoveTriggers drops the fence's and the change log's triggers from a
@@ -175,14 +195,22 @@ func (mo *mover) unfenceSource(ctx context.Context, mv *move) error {
 // LockTimeout. Both are open by then (their functions let writes through
 // and log nothing), so the fence's go a table at a time (fence.RemoveOpen:
 // at once they would deadlock with writes made straight into a partition).
+// A wait that runs out names the sessions holding locks on the shard's
+// tables (a long read, a pg_dump).
 func (mo *mover) dropMoveTriggers(ctx context.Context, db *pgxpool.Pool, rec *MoveRecord) error {
-	return pg.WithTablesIdle(ctx, db, rec.Schema, func() error {
+	start := time.Now()
+	err := pg.WithTablesIdle(ctx, db, rec.Schema, func() error {
 		err := pg.WithLockRetry(ctx, db, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error { return dropDelta(ctx, tx, rec) })
 		if err != nil {
 			return err
 		}
 		return fence.RemoveOpen(ctx, db, rec.Schema, mo.opts.LockTimeout)
 	})
+	if pg.IsLockTimeout(err) {
+		return pg.LockWaitFailed(ctx, fmt.Sprintf("the locks on %s's tables to drop the move's triggers (each try waits %s)", rec.Schema, mo.opts.LockTimeout), start,
+			func(ctx context.Context) ([]pg.LockHolder, error) { return pg.SchemaLockHolders(ctx, db, rec.Schema) })
+	}
+	return err
 }
 
 func (mo *mover) unfenceSourceHost(ctx context.Context, src *pgxpool.Pool, rec *MoveRecord) error {

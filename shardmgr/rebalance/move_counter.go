@@ -3,6 +3,7 @@ package rebalance
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -37,7 +38,11 @@ func (mo *mover) carryCounter(ctx context.Context, src, dst *pgxpool.Pool, rec *
 	// force: the floor comes from ids the source really handed out, which
 	// may lie beyond the hour next_id_advance allows ahead of this host's
 	// clock (a source clock ahead, an earlier forced advance).
-	err = pgx.BeginFunc(ctx, dst, func(tx pgx.Tx) error {
+	// Writes are refused meanwhile: each try waits at most LockTimeout for
+	// the generator's lock, which any role that may connect to the target
+	// can hold (an advisory lock), and a wait that runs out names it.
+	start := time.Now()
+	err = pg.WithLockRetry(ctx, dst, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
 		if err := fence.UnclampCounter(ctx, tx, rec.Schema, *rec.counterMax); err != nil {
 			return err
 		}
@@ -48,6 +53,9 @@ func (mo *mover) carryCounter(ctx context.Context, src, dst *pgxpool.Pool, rec *
 		_, err := fence.ClampCounter(ctx, tx, rec.Schema, rec.Shard)
 		return err
 	})
+	if pg.IsLockTimeout(err) {
+		err = generatorLockWait(ctx, dst, rec.Shard, start)
+	}
 	if err != nil {
 		return fmt.Errorf("target %s: carry the counter: %w", rec.To, err)
 	}
@@ -76,4 +84,14 @@ func (mo *mover) carryCounter(ctx context.Context, src, dst *pgxpool.Pool, rec *
 		}
 	}
 	return nil
+}
+
+// generatorLockWait is the error of a wait that began at start for shard's
+// generator lock on db (or a lock of the counter) and ran out, naming the
+// sessions holding the generator's lock.
+func generatorLockWait(ctx context.Context, db pg.Querier, shard int, start time.Time) error {
+	return pg.LockWaitFailed(ctx, fmt.Sprintf("shard %d's generator lock (advisory lock %d, %d) or its counter", shard, shsql.LockClass, shard), start,
+		func(ctx context.Context) ([]pg.LockHolder, error) {
+			return pg.AdvisoryHolders(ctx, db, int64(shsql.LockClass), int64(shard))
+		})
 }

@@ -91,10 +91,14 @@ func (mo *mover) fence(ctx context.Context, mv *move) error {
 	}
 	err = fence.Raise(ctx, src, mv.Schema, mo.opts.LockTimeout)
 	if err == nil {
+		start := time.Now()
 		err = pg.WithLockRetry(ctx, src, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
 			_, err := fence.ClampCounter(ctx, tx, mv.Schema, mv.Shard)
 			return err
 		})
+		if pg.IsLockTimeout(err) {
+			err = generatorLockWait(ctx, src, mv.Shard, start)
+		}
 	}
 	if err != nil {
 		// The catalog says moving: the caller lifts that.
@@ -104,36 +108,36 @@ func (mo *mover) fence(ctx context.Context, mv *move) error {
 	return setPhase(ctx, mo.catalog, mv.MoveRecord, PhaseFenced, "")
 }
 
-// flip lifts the target's fence and points the catalog at it; the
-// journal's phase changes in the same catalog transaction.
+// flipLockWait bounds the flip's wait for the catalog's cluster row, while
+// the shard's writes are refused: when it runs out the flip gives up and
+// the source is given back (a move run again cuts over again).
+const flipLockWait = 10 * time.Second
+
+// flip is the move's point of no return. One catalog transaction places
+// the shard on the target and records the journal's phase flipped; only
+// once it committed is the target's copy opened (openTarget). Until then
+// both copies refuse writes, so no write lands on a copy the catalog does
+// not name: a flip that fails in the catalog leaves the target fenced and
+// gives the source back; one killed after the catalog's commit leaves the
+// journal at flipped, and the move run again opens the target (abort
+// refuses a flipped move).
 func (mo *mover) flip(ctx context.Context, mv *move) error {
-	dst := mv.dst
-	// Function swaps and the counter's range only: no table lock to wait
-	// for while writes are refused. Cleanup drops the triggers.
-	err := pg.WithLockRetry(ctx, dst, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
-		if err := muteDelta(ctx, tx, mv.MoveRecord); err != nil {
-			return err
-		}
-		if err := fence.Func(ctx, tx, mv.Schema, false); err != nil {
-			return err
-		}
-		if mv.counterMax == nil {
-			return fmt.Errorf("move %d: the journal has no counter range (phase schema not recorded)", mv.ID)
-		}
-		return fence.UnclampCounter(ctx, tx, mv.Schema, *mv.counterMax)
-	})
-	if err != nil {
-		return fmt.Errorf("target %s: %w", mv.To, err)
+	if mv.counterMax == nil {
+		return fmt.Errorf("move %d: the journal has no counter range (phase schema not recorded)", mv.ID)
 	}
-	mv.targetOpened = true
 	var refused int64
-	gen, err := catalog.Change(ctx, mo.catalog, 0, fmt.Sprintf("move %d: shard %d %s -> %s", mv.ID, mv.Shard, mv.From, mv.To), func(tx pgx.Tx, gen int64) error {
+	// A catalog that does not answer at all is given up on too: writes
+	// are refused meanwhile. Should the commit's answer be what is lost,
+	// failed reads the journal to learn which side the move is on.
+	fctx, cancel := context.WithTimeout(ctx, flipLockWait+20*time.Second)
+	defer cancel()
+	gen, err := catalog.ChangeWithin(fctx, mo.catalog, 0, flipLockWait, fmt.Sprintf("move %d: shard %d %s -> %s", mv.ID, mv.Shard, mv.From, mv.To), func(tx pgx.Tx, gen int64) error {
 		if mo.opts.flipCatalog != nil {
 			if err := mo.opts.flipCatalog(); err != nil {
 				return err
 			}
 		}
-		tag, err := tx.Exec(ctx, `UPDATE shardid.shards SET host = $2, state = 'active', changed_generation = $4
+		tag, err := tx.Exec(fctx, `UPDATE shardid.shards SET host = $2, state = 'active', changed_generation = $4
 			WHERE id = $1 AND host = $3 AND state = 'moving'`, mv.Shard, mv.To, mv.From, gen)
 		if err != nil {
 			return err
@@ -148,30 +152,56 @@ func (mo *mover) flip(ctx context.Context, mv *move) error {
 	if err != nil {
 		return err
 	}
+	// This is the point of no return: the catalog names the target.
+	// Nothing from here on fences it or stops its counter.
 	mv.Phase, mv.flipGen, mv.refusedMS, mv.Error = PhaseFlipped, &gen, &refused, ""
+	if err := mo.crashPoint(crashFlipCommitted); err != nil {
+		return err
+	}
+	if err := mo.openTarget(ctx, mv); err != nil {
+		return err
+	}
+	// The refused window ends now that the target takes writes.
+	_ = mo.catalog.QueryRow(ctx, `UPDATE shardid.moves SET refused_ms = (extract(epoch FROM pg_catalog.clock_timestamp() - fenced_at) * 1000)::bigint
+		WHERE id = $1 AND fenced_at IS NOT NULL RETURNING refused_ms`, mv.ID).Scan(&refused)
 	mo.log.Info("flipped", "id", mv.ID, "shard", mv.Shard, "to", mv.To, "generation", gen, "refused", time.Duration(refused)*time.Millisecond)
-	return nil
+	return mo.crashPoint(crashTargetOpened)
 }
 
-// refenceTarget raises the target's fence and stops its counter again
-// after a flip that opened them and then failed in the catalog.
-func (mo *mover) refenceTarget(ctx context.Context, mv *move) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	defer cancel()
-	if err := mo.open(ctx, mv); err != nil {
-		return err
+// openTarget lets the target's copy take writes once the catalog names it:
+// its fence function swapped to the open body, its change log muted and
+// its counter given its range. Function swaps and the counter's range
+// only: no table lock to wait for while writes are refused (cleanup drops
+// the triggers). It is idempotent, and it is the only thing that opens a
+// target: the flip runs it after the catalog's commit, and a flipped
+// move's cleanup (or a failed step after the flip) runs it again, in case
+// the flip was interrupted before it.
+func (mo *mover) openTarget(ctx context.Context, mv *move) error {
+	if !mv.Phase.flipped() {
+		return fmt.Errorf("move %d: the target is opened only once the catalog names it (phase %s)", mv.ID, mv.Phase)
 	}
-	dst := mv.dst
-	err := pg.WithLockRetry(ctx, dst, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
-		if err := fence.Func(ctx, tx, mv.Schema, true); err != nil {
+	if mv.counterMax == nil {
+		return fmt.Errorf("move %d: the journal has no counter range (phase schema not recorded)", mv.ID)
+	}
+	err := pg.WithLockRetry(ctx, mv.dst, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
+		if err := muteDelta(ctx, tx, mv.MoveRecord); err != nil {
 			return err
 		}
-		_, err := fence.ClampCounter(ctx, tx, mv.Schema, mv.Shard)
-		return err
+		// Only where a fence is: a cleanup that already dropped it is
+		// not given a stray function.
+		var fenced bool
+		if err := tx.QueryRow(ctx, `SELECT pg_catalog.to_regprocedure($1) IS NOT NULL`, fence.FuncName(mv.Schema)+"()").Scan(&fenced); err != nil {
+			return err
+		}
+		if fenced {
+			if err := fence.Func(ctx, tx, mv.Schema, false); err != nil {
+				return err
+			}
+		}
+		return fence.UnclampCounter(ctx, tx, mv.Schema, *mv.counterMax)
 	})
 	if err != nil {
-		return fmt.Errorf("target %s: %w", mv.To, err)
+		return fmt.Errorf("target %s: open the copy: %w", mv.To, err)
 	}
-	mv.targetOpened = false
 	return nil
 }

@@ -14,9 +14,6 @@ type move struct {
 	*MoveRecord
 	src, dst *pgxpool.Pool
 
-	// targetOpened: this run's flip opened the target's fence and counter
-	// (a flip that then fails in the catalog fences the target again).
-	targetOpened bool
 	// prescan holds an online move's scans of both hosts before its fence.
 	prescan *prescan
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgerrcode"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/shardid/shardid/shardmgr"
@@ -46,73 +45,34 @@ func connectTimeout(dsn string) time.Duration {
 	return pg.DefaultConnectTimeout
 }
 
-// lockHolder is a session holding a generator's advisory lock on a host.
+// lockHolder is a session holding a generator's advisory lock on a host
+// (the lock's second key is the shard).
 type lockHolder struct {
-	shard        int
-	exclusive    bool
-	pid          int32
-	role, app    string
-	state        string
-	stateChange  *time.Time
-	backendStart *time.Time
-}
-
-func (h lockHolder) String() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "session pid %d (role %s, application %q", h.pid, orUnknown(h.role), h.app)
-	if h.state != "" {
-		fmt.Fprintf(&b, ", %s", h.state)
-		if h.stateChange != nil {
-			fmt.Fprintf(&b, " since %s", h.stateChange.UTC().Format(time.RFC3339))
-		}
-	}
-	if h.backendStart != nil {
-		fmt.Fprintf(&b, ", connected %s", h.backendStart.UTC().Format(time.RFC3339))
-	}
-	b.WriteString(")")
-	return b.String()
-}
-
-func orUnknown(s string) string {
-	if s == "" {
-		return "unknown"
-	}
-	return s
+	pg.LockHolder
+	shard int
 }
 
 // readLockHolders lists the sessions other than the caller's holding a
-// generator's advisory lock in the database q is connected to; shard < 0
-// means every shard. Advisory locks taken with two int4 keys appear in
-// pg_locks as classid = key1 (sql.LockClass), objid = key2 (the shard),
-// objsubid = 2.
+// generator's advisory lock (first key sql.LockClass, second the shard) in
+// the database q is connected to; shard < 0 means every shard.
 func readLockHolders(ctx context.Context, q shardmgr.Querier, shard int) ([]lockHolder, error) {
-	rows, err := q.Query(ctx, `SELECT l.objid::bigint, l.mode = 'ExclusiveLock', a.pid, coalesce(a.usename::text, ''),
-		  coalesce(a.application_name, ''), coalesce(a.state, ''), a.state_change, a.backend_start
-		FROM pg_catalog.pg_locks l JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
-		WHERE l.locktype = 'advisory' AND l.granted AND l.classid = $1::bigint::oid AND l.objsubid = 2
-		  AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database())
-		  AND a.pid <> pg_catalog.pg_backend_pid() AND ($2::int < 0 OR l.objid = $2::int::bigint::oid)
-		ORDER BY 1, 3`, int64(shsql.LockClass), shard)
+	hs, err := pg.AdvisoryHolders(ctx, q, int64(shsql.LockClass), int64(shard))
 	if err != nil {
-		return nil, fmt.Errorf("read advisory locks: %w", err)
+		return nil, err
 	}
-	var out []lockHolder
-	var h lockHolder
-	var id int64
-	_, err = pgx.ForEachRow(rows, []any{&id, &h.exclusive, &h.pid, &h.role, &h.app, &h.state, &h.stateChange, &h.backendStart}, func() error {
-		h.shard = int(id)
-		out = append(out, h)
-		return nil
-	})
-	return out, err
+	out := make([]lockHolder, len(hs))
+	for i, h := range hs {
+		out[i] = lockHolder{LockHolder: h, shard: int(h.Key)}
+	}
+	return out, nil
 }
 
 // reportIdleSharedLocks reports shared generator locks held by idle
 // sessions: a leak that stops the pull-ups (it never waits).
 func (v *verifier) reportIdleSharedLocks(hs *hostScan) {
 	for _, h := range hs.locks {
-		if !h.exclusive && strings.HasPrefix(h.state, "idle") {
-			v.problem(CheckLock, h.shard, hs.name, "%s holds the generator's shared advisory lock: pull-ups of the counter stop; end that session (SELECT pg_terminate_backend(%d))", h, h.pid)
+		if !h.Exclusive && strings.HasPrefix(h.State, "idle") {
+			v.problem(CheckLock, h.shard, hs.name, "%s holds the generator's shared advisory lock: pull-ups of the counter stop; end that session (SELECT pg_terminate_backend(%d))", h, h.PID)
 		}
 	}
 }
@@ -125,8 +85,8 @@ func (v *verifier) reportIdleSharedLocks(hs *hostScan) {
 func (v *verifier) confirmBlocked(ctx context.Context, hs *hostScan) map[int]bool {
 	seen := map[[2]int]bool{}
 	for _, h := range hs.locks {
-		if h.exclusive {
-			seen[[2]int{h.shard, int(h.pid)}] = true
+		if h.Exclusive {
+			seen[[2]int{h.shard, int(h.PID)}] = true
 		}
 	}
 	if len(seen) == 0 {
@@ -144,9 +104,9 @@ func (v *verifier) confirmBlocked(ctx context.Context, hs *hostScan) map[int]boo
 	}
 	blocked := map[int]bool{}
 	for _, h := range now {
-		if h.exclusive && seen[[2]int{h.shard, int(h.pid)}] {
+		if h.Exclusive && seen[[2]int{h.shard, int(h.PID)}] {
 			blocked[h.shard] = true
-			v.problem(CheckLock, h.shard, hs.name, "next_id() is blocked: %s holds the generator's exclusive advisory lock, so every insert using the shard's DEFAULT waits for it; end that session (SELECT pg_terminate_backend(%d))", h, h.pid)
+			v.problem(CheckLock, h.shard, hs.name, "next_id() is blocked: %s holds the generator's exclusive advisory lock, so every insert using the shard's DEFAULT waits for it; end that session (SELECT pg_terminate_backend(%d))", h, h.PID)
 		}
 	}
 	return blocked
@@ -172,10 +132,10 @@ func (v *verifier) reportBlockedCall(ctx context.Context, t *shardTask, what str
 		var parts []string
 		for _, h := range holders {
 			mode := "shared"
-			if h.exclusive {
+			if h.Exclusive {
 				mode = "exclusive"
 			}
-			parts = append(parts, fmt.Sprintf("%s holds it (%s; end it with SELECT pg_terminate_backend(%d))", h, mode, h.pid))
+			parts = append(parts, fmt.Sprintf("%s holds it (%s; end it with SELECT pg_terminate_backend(%d))", h, mode, h.PID))
 		}
 		detail = strings.Join(parts, "; ")
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -13,17 +14,37 @@ import (
 	shsql "github.com/shardid/shardid/sql"
 )
 
-// LockClass is the first key of the transaction-scoped advisory
-// lock that serialises catalog changes: 'shca'.
+// LockClass is the first key of the catalog's session advisory lock
+// that serialises shardid init runs (second key 1; see package install).
+// Catalog changes do not take an advisory lock: any role that may connect
+// can hold one (they need nothing beyond CONNECT), and a move's flip
+// would wait for it while the shard's writes are refused. They serialise
+// on the cluster row instead, which only a role that may update the
+// catalog can lock.
 const LockClass = 0x73686361
 
-// Change runs fn in one catalog transaction that holds the catalog
-// lock and the cluster row, checks that the generation is still want (0:
-// any), and bumps the generation with a record of what changed. It returns
-// the new generation. It is the one way the catalog's map changes
-// (invariant 3: every change bumps the generation in one transaction).
+// DefaultLockWait bounds a catalog change's wait for the cluster row
+// (another manager's change holds it for milliseconds): when it runs out
+// the change gives up with a *pg.LockWaitError naming the holders.
+const DefaultLockWait = 10 * time.Second
+
+// ClusterTable is the catalog's cluster row, the lock every change takes.
+const ClusterTable = "shardid.cluster"
+
+// Change runs fn in one catalog transaction that holds the cluster row,
+// checks that the generation is still want (0: any), and bumps the
+// generation with a record of what changed. It returns the new generation.
+// It is the one way the catalog's map changes (invariant 3: every change
+// bumps the generation in one transaction). It waits at most
+// DefaultLockWait for the cluster row.
 func Change(ctx context.Context, pool *pgxpool.Pool, want int64, what string, fn func(tx pgx.Tx, gen int64) error) (int64, error) {
-	next, _, err := ChangeIf(ctx, pool, want, func(tx pgx.Tx, gen int64) (string, error) {
+	return ChangeWithin(ctx, pool, want, DefaultLockWait, what, fn)
+}
+
+// ChangeWithin is Change waiting at most wait (zero: DefaultLockWait) for
+// the cluster row and for every other lock the change takes.
+func ChangeWithin(ctx context.Context, pool *pgxpool.Pool, want int64, wait time.Duration, what string, fn func(tx pgx.Tx, gen int64) error) (int64, error) {
+	next, _, err := changeIf(ctx, pool, want, wait, func(tx pgx.Tx, gen int64) (string, error) {
 		return what, fn(tx, gen)
 	})
 	if err != nil {
@@ -37,9 +58,17 @@ func Change(ctx context.Context, pool *pgxpool.Pool, want int64, what string, fn
 // when it changed nothing, in which case the generation stays. Errors
 // come back as fn and the catalog gave them.
 func ChangeIf(ctx context.Context, pool *pgxpool.Pool, want int64, fn func(tx pgx.Tx, gen int64) (what string, err error)) (gen int64, changed bool, err error) {
+	return changeIf(ctx, pool, want, DefaultLockWait, fn)
+}
+
+func changeIf(ctx context.Context, pool *pgxpool.Pool, want int64, wait time.Duration, fn func(tx pgx.Tx, gen int64) (what string, err error)) (gen int64, changed bool, err error) {
+	if wait <= 0 {
+		wait = DefaultLockWait
+	}
 	var next int64
+	start := time.Now()
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, 0)`, LockClass); err != nil {
+		if err := SetLockTimeout(ctx, tx, wait); err != nil {
 			return err
 		}
 		var cur int64
@@ -68,10 +97,28 @@ func ChangeIf(ctx context.Context, pool *pgxpool.Pool, want int64, fn func(tx pg
 		_, err = tx.Exec(ctx, `INSERT INTO shardid.changes (generation, what) VALUES ($1, $2)`, next, what)
 		return err
 	})
+	if pg.IsLockTimeout(err) {
+		return 0, false, ClusterLockWait(ctx, pool, start)
+	}
 	if err != nil {
 		return 0, false, err
 	}
 	return next, changed, nil
+}
+
+// SetLockTimeout bounds every lock wait of tx's statements by wait.
+func SetLockTimeout(ctx context.Context, tx pgx.Tx, wait time.Duration) error {
+	_, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = %d`, max(wait.Milliseconds(), 1)))
+	return err
+}
+
+// ClusterLockWait is the error of a wait for the catalog's cluster row
+// (or another lock of a catalog change) that began at start and ran out,
+// naming the sessions that hold a write lock on the catalog's cluster
+// table.
+func ClusterLockWait(ctx context.Context, q pg.Querier, start time.Time) error {
+	return pg.LockWaitFailed(ctx, "the catalog's cluster row ("+ClusterTable+"), which every catalog change locks", start,
+		func(ctx context.Context) ([]pg.LockHolder, error) { return pg.TableLockHolders(ctx, q, ClusterTable) })
 }
 
 // SetShardState changes a shard's state in the catalog, guarded by the
