@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	"github.com/shardid/shardid/shardmgr/internal/fence"
 	"github.com/shardid/shardid/shardmgr/internal/shardschema"
 )
@@ -66,7 +67,7 @@ func Cleanup(ctx context.Context, cfg *shardmgr.Config, opts CleanupOptions) (*C
 	res := &CleanupResult{Dropped: []RetiredCopy{}, KeptCopies: []KeptCopy{}}
 	// Moves that flipped and stopped before their cleanup finished (a lock
 	// a long transaction held, a crash): finished first.
-	flipped, err := readMoves(ctx, mo.catalog, `phase = 'flipped'`)
+	flipped, err := readMoves(ctx, mo.catalog, catalog.PastNoReturnMoves)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +82,7 @@ func Cleanup(ctx context.Context, cfg *shardmgr.Config, opts CleanupOptions) (*C
 			res.Finished = append(res.Finished, r.MoveRef)
 		}
 	}
-	recs, err := readMoves(ctx, mo.catalog, `phase = 'cleaned' AND retired_schema IS NOT NULL AND retired_dropped_at IS NULL`)
+	recs, err := readMoves(ctx, mo.catalog, `phase = $1 AND retired_schema IS NOT NULL AND retired_dropped_at IS NULL`, string(PhaseCleaned))
 	if err != nil {
 		return nil, err
 	}

@@ -589,7 +589,7 @@ func (mo *mover) starting(mv *move, next step) {
 // stepFailed names the move and phase in err, leaves the move as safe as
 // it can (failed) and records the error in the journal.
 func (mo *mover) stepFailed(ctx context.Context, mv *move, next step, err error) error {
-	if mv.Phase.flipped() && next.phase != PhaseFlipped { // a step after the flip
+	if mv.Phase.PastNoReturn() && next.phase != PointOfNoReturn { // a step after the flip
 		err = fmt.Errorf("%w (the shard serves on %s): %w", ErrNotCleaned, mv.To, err)
 	}
 	err = &shardmgr.ShardError{Shard: mv.Shard, Host: mv.To, Err: fmt.Errorf("move %d (%s -> %s), phase %s: %w", mv.ID, mv.From, mv.To, next.phase, err)}
@@ -615,8 +615,8 @@ func (mo *mover) stepFailed(ctx context.Context, mv *move, next step, err error)
 //     fence, rather than leave the shard unwritable until someone
 //     notices. The target was never opened.
 func (mo *mover) failed(ctx context.Context, mv *move, next step, err error) error {
-	if next.phase == PhaseFlipped || mv.Phase.flipped() {
-		if !mv.Phase.flipped() { // the flip's answer may have been lost
+	if next.phase == PointOfNoReturn || mv.Phase.PastNoReturn() {
+		if !mv.Phase.PastNoReturn() { // the flip's answer may have been lost
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			fresh, rerr := readMoves(rctx, mo.catalog, `id = $1`, mv.ID)
 			cancel()
@@ -625,7 +625,7 @@ func (mo *mover) failed(ctx context.Context, mv *move, next step, err error) err
 			}
 			*mv.MoveRecord = *fresh[0]
 		}
-		if mv.Phase.flipped() {
+		if mv.Phase.PastNoReturn() {
 			octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 			defer cancel()
 			oerr := mo.open(octx, mv)

@@ -314,7 +314,7 @@ func TestMoveResumesAfterEachPhase(t *testing.T) {
 			// While it is stopped the shard is where it was; after the
 			// fence, writes are refused with the typed error.
 			m := clusterMap(t, cfg)
-			if phase.flipped() {
+			if phase.PastNoReturn() {
 				require.Equal(t, "pg4", m.Shards[shard].Host)
 			} else {
 				require.Equal(t, from, m.Shards[shard].Host)

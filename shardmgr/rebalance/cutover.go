@@ -13,7 +13,7 @@ import (
 )
 
 // prepareCutover, for an online move, scans the copy on both hosts before
-// the fence (see move_delta.go) and then waits until the target is close
+// the fence (see cutover_delta.go) and then waits until the target is close
 // behind the source again, which the scans may have slowed. Should it
 // fail, the change logging it started is taken away.
 func (mo *mover) prepareCutover(ctx context.Context, mv *move) (err error) {
@@ -145,16 +145,17 @@ func (mo *mover) flip(ctx context.Context, mv *move) error {
 		if tag.RowsAffected() != 1 {
 			return fmt.Errorf("shard %d is no longer moving from %s in the catalog", mv.Shard, mv.From)
 		}
-		return tx.QueryRow(ctx, `UPDATE shardid.moves SET phase = 'flipped', flip_generation = $2, error = '', updated_at = pg_catalog.clock_timestamp(),
+		// The point of no return, recorded in the transaction that flips.
+		return tx.QueryRow(ctx, `UPDATE shardid.moves SET phase = $3, flip_generation = $2, error = '', updated_at = pg_catalog.clock_timestamp(),
 				refused_ms = (extract(epoch FROM pg_catalog.clock_timestamp() - fenced_at) * 1000)::bigint
-			WHERE id = $1 AND phase = 'verified' RETURNING refused_ms`, mv.ID, gen).Scan(&refused)
+			WHERE id = $1 AND phase = $4 RETURNING refused_ms`, mv.ID, gen, string(PointOfNoReturn), string(PhaseVerified)).Scan(&refused)
 	})
 	if err != nil {
 		return err
 	}
 	// This is the point of no return: the catalog names the target.
 	// Nothing from here on fences it or stops its counter.
-	mv.Phase, mv.flipGen, mv.refusedMS, mv.Error = PhaseFlipped, &gen, &refused, ""
+	mv.Phase, mv.flipGen, mv.refusedMS, mv.Error = PointOfNoReturn, &gen, &refused, ""
 	if err := mo.crashPoint(crashFlipCommitted); err != nil {
 		return err
 	}
@@ -177,7 +178,7 @@ func (mo *mover) flip(ctx context.Context, mv *move) error {
 // move's cleanup (or a failed step after the flip) runs it again, in case
 // the flip was interrupted before it.
 func (mo *mover) openTarget(ctx context.Context, mv *move) error {
-	if !mv.Phase.flipped() {
+	if !mv.Phase.PastNoReturn() {
 		return fmt.Errorf("move %d: the target is opened only once the catalog names it (phase %s)", mv.ID, mv.Phase)
 	}
 	if mv.counterMax == nil {

@@ -111,7 +111,7 @@ func (d indexDef) qtable() string { return pgx.Identifier{d.schema, d.table}.San
 // keys, but none a foreign key refers to, no unique or exclusion
 // constraint's, no replica identity index and none of a partition
 // (tables lists no partitioned table, and a partition's indexes are
-// built as it is filled: move_partition.go says why). The source defines
+// built as it is filled: copy_tables.go says why). The source defines
 // them: the target's schema is built to the same version, and a resumed
 // move finds them there even when an attempt died between the drop and
 // the build.

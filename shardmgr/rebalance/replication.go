@@ -17,7 +17,7 @@ import (
 )
 
 // startReplication copies the shard's rows at a snapshot and subscribes
-// the target to the changes since (see move_copy.go): a batch of one.
+// the target to the changes since (see copy_snapshot.go): a batch of one.
 // When the move's batch already subscribed the target, there is nothing
 // left to do; a batch that died before it subscribed is dropped and the
 // move starts over.
