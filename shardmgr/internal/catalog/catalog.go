@@ -181,7 +181,6 @@ func Generation(ctx context.Context, q shardmgr.Querier) (int64, error) {
 	return m.Generation, nil
 }
 
-
 // OpenMove is an unfinished move as the journal records it.
 type OpenMove struct {
 	ID       int64
