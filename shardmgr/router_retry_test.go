@@ -117,7 +117,7 @@ func TestRouterRetryMovingThroughAMove(t *testing.T) {
 		})
 	}
 	time.Sleep(200 * time.Millisecond)
-	res, err := rebalance.MoveShard(ctx(t), cfg, shard, to, rebalance.MoveOptions{Mode: rebalance.MoveOffline, Migrations: sampleSet(t)})
+	res, err := rebalance.MoveShard(ctx(t), clustertest.Handle(t, cfg), shard, to, rebalance.MoveOptions{Mode: rebalance.MoveOffline, Migrations: sampleSet(t)})
 	require.NoError(t, err)
 	require.Equal(t, rebalance.PhaseCleaned, res.Phase)
 	time.Sleep(300 * time.Millisecond) // writes on the new host

@@ -58,7 +58,7 @@ func TestStaleRouterAfterMoveGetsErrShardMoving(t *testing.T) {
 	reader := openRouter(t, cfg, shardmgr.WithRefreshInterval(-1))
 	routeLikes(t, writer, shard, 10)
 
-	res, err := rebalance.MoveShard(ctx(t), cfg, shard, to, rebalance.MoveOptions{Mode: rebalance.MoveOffline, Migrations: sampleSet(t)})
+	res, err := rebalance.MoveShard(ctx(t), clustertest.Handle(t, cfg), shard, to, rebalance.MoveOptions{Mode: rebalance.MoveOffline, Migrations: sampleSet(t)})
 	require.NoError(t, err)
 	require.Equal(t, rebalance.PhaseCleaned, res.Phase)
 	require.NotEmpty(t, res.RetiredSchema, "the source's schema was renamed")

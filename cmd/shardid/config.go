@@ -32,17 +32,3 @@ func openCluster(ctx context.Context, path string) (*cluster.Cluster, error) {
 	}
 	return cluster.Open(ctx, cfg)
 }
-
-// loadCluster reads and checks the cluster file: one clear error when it
-// is bad. The rebalance commands use it (they take the file, not yet the
-// handle).
-func loadCluster(path string) (*shardmgr.Config, error) {
-	cfg, err := shardmgr.LoadConfig(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := cfg.ValidateCluster(); err != nil {
-		return nil, err
-	}
-	return cfg, nil
-}

@@ -466,10 +466,12 @@ template values are {{.schema}}, {{.shard_id}} and {{.next_id}}).
 		case withCluster && cmd.Flags().Changed("schema"):
 			return usagef("--schema renders outside a cluster, and --config (or SHARDID_CONFIG) names one whose shards live in their default schemas: drop one of them")
 		case withCluster:
-			cfg, err := loadCluster(*configPath)
+			c, err := openCluster(cmd.Context(), *configPath) // checks the file; connects to nothing
 			if err != nil {
 				return err
 			}
+			defer c.Close()
+			cfg := c.Config()
 			if err := cfg.CheckShard(shard); err != nil {
 				return err
 			}

@@ -54,13 +54,14 @@ primary key), for the whole copy. --json prints the move:
 		if err != nil {
 			return err
 		}
-		cfg, err := loadCluster(*configPath)
+		c, err := openCluster(cmd.Context(), *configPath)
 		if err != nil {
 			return err
 		}
+		defer c.Close()
 		bars := newMoveProgress(cmd.ErrOrStderr())
 		mo.Progress = bars.Update
-		res, err := rebalance.MoveShard(cmd.Context(), cfg, shard, to, mo)
+		res, err := rebalance.MoveShard(cmd.Context(), c, shard, to, mo)
 		bars.Done()
 		err = reportPreflight(cmd.ErrOrStderr(), err)
 		if res != nil {

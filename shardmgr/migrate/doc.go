@@ -13,4 +13,7 @@
 // shard, the host and the error (*MigrationError inside a
 // *shardmgr.ShardErrors); the other shards go on. It must never migrate a
 // shard that is moving, and never reset a generator's counter.
+//
+// The runs take the operator's handle (shardmgr/cluster): one pool per
+// host, connections within its per-server budget.
 package migrate

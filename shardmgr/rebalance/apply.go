@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
@@ -81,11 +82,9 @@ func (r ApplyResult) MarshalJSON() ([]byte, error) {
 // so running Apply again after an interruption at any phase resumes it.
 // Moves that fail leave their source serving; the others carry on, and
 // Apply returns the result with a *shardmgr.ShardErrors.
-func Apply(ctx context.Context, cfg *shardmgr.Config, opts ApplyOptions) (*ApplyResult, error) {
+func Apply(ctx context.Context, c *cluster.Cluster, opts ApplyOptions) (*ApplyResult, error) {
 	start := time.Now()
-	if err := cfg.ValidateCluster(); err != nil {
-		return nil, err
-	}
+	cfg := c.Config()
 	if opts.Parallel <= 0 {
 		opts.Parallel = 1
 	}
@@ -103,11 +102,10 @@ func Apply(ctx context.Context, cfg *shardmgr.Config, opts ApplyOptions) (*Apply
 	// against what the first left, usually nothing.
 	// The catalog is opened once, for the lock, the registration, the
 	// plan and the moves.
-	mo, err := newMover(ctx, cfg, opts.Move)
+	mo, err := newMover(ctx, c, opts.Move)
 	if err != nil {
 		return nil, err
 	}
-	defer mo.close()
 	unlock, waited, err := mo.waitApplyLock(ctx, opts)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,8 @@
 package rebalance
 
 import (
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+
 	"context"
 	"testing"
 	"time"
@@ -20,7 +22,7 @@ func applyParallel(t *testing.T, cfg *shardmgr.Config, parallel int, limit time.
 	t.Helper()
 	c, cancel := context.WithTimeout(ctx(t), limit)
 	defer cancel()
-	return Apply(c, cfg, ApplyOptions{Parallel: parallel, Move: MoveOptions{Migrations: sampleSet(t), Keep: new(time.Duration)}})
+	return Apply(c, clustertest.Handle(t, cfg), ApplyOptions{Parallel: parallel, Move: MoveOptions{Migrations: sampleSet(t), Keep: new(time.Duration)}})
 }
 
 // requireApplied checks that every move of res finished, left no

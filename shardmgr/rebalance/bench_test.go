@@ -80,7 +80,7 @@ func benchMove(b *testing.B, mode MoveMode, rows int) {
 		}
 		// No per-phase log: a benchmark shows only its first lines, and
 		// the summary below is the one that matters.
-		res, err := MoveShard(context.Background(), cfg, 0, "pg4", MoveOptions{Mode: mode, Migrations: sampleSet(b)})
+		res, err := MoveShard(context.Background(), clustertest.Handle(b, cfg), 0, "pg4", MoveOptions{Mode: mode, Migrations: sampleSet(b)})
 		close(stop)
 		wg.Wait()
 		if err != nil {
@@ -123,7 +123,7 @@ func BenchmarkRebalance64(b *testing.B) {
 				}
 				wg.Wait()
 				t0 := time.Now()
-				res, err := Apply(context.Background(), cfg, ApplyOptions{Parallel: 4, Move: MoveOptions{Migrations: sampleSet(b)}})
+				res, err := Apply(context.Background(), clustertest.Handle(b, cfg), ApplyOptions{Parallel: 4, Move: MoveOptions{Migrations: sampleSet(b)}})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -1,6 +1,8 @@
 package rebalance
 
 import (
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+
 	"sync"
 	"testing"
 	"time"
@@ -27,10 +29,10 @@ func TestTwoAppliesAtOnce(t *testing.T) {
 	)
 	go func() {
 		defer close(done)
-		resA, errA = Apply(ctx(t), cfg, first)
+		resA, errA = Apply(ctx(t), clustertest.Handle(t, cfg), first)
 	}()
 	<-started
-	resB, errB := Apply(ctx(t), cfg, ApplyOptions{Move: MoveOptions{Migrations: sampleSet(t)}})
+	resB, errB := Apply(ctx(t), clustertest.Handle(t, cfg), ApplyOptions{Move: MoveOptions{Migrations: sampleSet(t)}})
 	<-done
 	require.NoError(t, errA)
 	require.NoError(t, errB)
@@ -65,11 +67,11 @@ func TestApplyWaitsForAMoveRunByAnotherManager(t *testing.T) {
 		// Each step's progress report takes a while, so that the move is
 		// still running when apply gets to it (a move of a few rows takes
 		// well under a second).
-		moved, moveErr = MoveShard(ctx(t), cfg, 0, "pg4", MoveOptions{Migrations: sampleSet(t),
+		moved, moveErr = MoveShard(ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Migrations: sampleSet(t),
 			Progress: func(MoveProgress) { once.Do(func() { close(started) }); time.Sleep(300 * time.Millisecond) }})
 	}()
 	<-started
-	res, err := Apply(ctx(t), cfg, ApplyOptions{Move: MoveOptions{Migrations: sampleSet(t)}})
+	res, err := Apply(ctx(t), clustertest.Handle(t, cfg), ApplyOptions{Move: MoveOptions{Migrations: sampleSet(t)}})
 	<-done
 	require.NoError(t, moveErr)
 	require.NoError(t, err)

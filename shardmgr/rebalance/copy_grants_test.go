@@ -183,7 +183,7 @@ func TestMoveKeepsGrants(t *testing.T) {
 			}
 			waitWrites("the start")
 			opts := MoveOptions{Mode: tc.mode, Migrations: set, Keep: &keep}
-			_, err := MoveShard(ctx(t), cfg, tc.shard, away, opts)
+			_, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), tc.shard, away, opts)
 			require.NoError(t, err)
 			waitWrites("the move away")
 			require.Empty(t, grants.Compare(want, readGrants(t, cfg, away, schema)), "the copy on %s", away)
@@ -192,7 +192,7 @@ func TestMoveKeepsGrants(t *testing.T) {
 			require.Equal(t, want.Triggers, got.Triggers)
 			require.Equal(t, want.Comments, got.Comments)
 
-			_, err = MoveShard(ctx(t), cfg, tc.shard, home, opts)
+			_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), tc.shard, home, opts)
 			require.NoError(t, err)
 			waitWrites("the move back")
 			w.stop()
@@ -243,13 +243,13 @@ func TestMoveMissingRoleRefused(t *testing.T) {
 	u.Path = "/postgres" // pg4's database is made by the move
 	_, err = pool(t, u.String()).Exec(ctx(t), `DROP ROLE `+pgx.Identifier{app}.Sanitize())
 	require.NoError(t, err)
-	_, err = MoveShard(ctx(t), cfg, 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
+	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
 	require.ErrorIs(t, err, ErrMissingRole)
 	require.ErrorContains(t, err, app)
 	var made bool
 	require.NoError(t, hostPool(t, cfg, "pg4").QueryRow(ctx(t), `SELECT to_regnamespace($1) IS NOT NULL`, s.Schema).Scan(&made))
 	require.False(t, made, "the refused move built its target")
-	_, err = AbortMove(ctx(t), cfg, []int{1})
+	_, err = AbortMove(ctx(t), clustertest.Handle(t, cfg), []int{1})
 	require.NoError(t, err)
 	require.Equal(t, s.Host, clusterMap(t, cfg).Shards[1].Host)
 }
@@ -307,11 +307,11 @@ func TestFenceRefusesApplicationOnCopies(t *testing.T) {
 		keep := time.Hour
 		opts := MoveOptions{Mode: mode, Migrations: sampleSet(t), Keep: &keep}
 		opts.stopAfter = PhaseCopy
-		_, err = MoveShard(ctx(t), cfg, 2, away, opts)
+		_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 2, away, opts)
 		require.ErrorIs(t, err, errStopped)
 		tryAll(away, s.Schema, string(mode)+" incoming copy")
 		opts.stopAfter = ""
-		_, err := MoveShard(ctx(t), cfg, 2, away, opts)
+		_, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 2, away, opts)
 		require.NoError(t, err)
 		var retired string
 		require.NoError(t, hostPool(t, cfg, home).QueryRow(ctx(t), `SELECT nspname FROM pg_namespace WHERE nspname LIKE $1 ORDER BY oid DESC LIMIT 1`,
@@ -364,7 +364,7 @@ func TestMoveRefusesForeignFenceFunction(t *testing.T) {
 		_, err = conn.Exec(ctx(t), fmt.Sprintf(`CREATE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$`,
 			pgx.Identifier{s.Schema, "shardid_fence"}.Sanitize()))
 		require.NoError(t, err)
-		_, err = MoveShard(ctx(t), cfg, 0, away, MoveOptions{Mode: mode, Migrations: sampleSet(t)})
+		_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 0, away, MoveOptions{Mode: mode, Migrations: sampleSet(t)})
 		require.ErrorIs(t, err, ErrForeignOwner, mode)
 		var used bool
 		require.NoError(t, src.QueryRow(ctx(t), `SELECT EXISTS (SELECT FROM pg_trigger WHERE tgfoid = to_regprocedure($1))`,
@@ -372,7 +372,7 @@ func TestMoveRefusesForeignFenceFunction(t *testing.T) {
 		require.False(t, used, "%s: a trigger calls the foreign function", mode)
 		require.ErrorContains(t, err, s.Schema+".shardid_fence()")
 		require.ErrorContains(t, err, migrator)
-		_, err = AbortMove(ctx(t), cfg, []int{0})
+		_, err = AbortMove(ctx(t), clustertest.Handle(t, cfg), []int{0})
 		require.NoError(t, err)
 		require.Equal(t, s.Host, clusterMap(t, cfg).Shards[0].Host)
 	}

@@ -36,7 +36,7 @@ func TestMoveCopiesAtSnapshotWithOneWorker(t *testing.T) {
 
 	stop := make(chan struct{})
 	w, wg := runWriters(t, r, []int{0}, 2, stop)
-	res, err := MoveShard(ctx(t), cfg, 0, "pg4", MoveOptions{Migrations: sampleSet(t), CatchupTimeout: 40 * time.Second, Keep: new(time.Duration)})
+	res, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Migrations: sampleSet(t), CatchupTimeout: 40 * time.Second, Keep: new(time.Duration)})
 	time.Sleep(100 * time.Millisecond) // writes after the flip, on the target
 	close(stop)
 	wg.Wait()
@@ -91,7 +91,7 @@ func TestMoveCopiesBigTablesInRanges(t *testing.T) {
 	log := &benchLines{}
 	opts := MoveOptions{Migrations: sampleSet(t), Keep: new(time.Duration), Logger: log.logger()}
 	opts.rangeCopyMinBytes = 1
-	_, err = MoveShard(ctx(t), cfg, 0, to, opts)
+	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 0, to, opts)
 	time.Sleep(100 * time.Millisecond)
 	close(stop)
 	wg.Wait()

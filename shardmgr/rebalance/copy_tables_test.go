@@ -312,7 +312,7 @@ func TestMovePartitionedTablesUnderWrites(t *testing.T) {
 		stop := make(chan struct{})
 		w, wg := partitionWriters(r, app, shard, stop)
 		time.Sleep(300 * time.Millisecond)
-		res, err := MoveShard(ctx(t), cfg, shard, "pg4", MoveOptions{Mode: mode, Migrations: set, Logger: testLogger(t)})
+		res, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), shard, "pg4", MoveOptions{Mode: mode, Migrations: set, Logger: testLogger(t)})
 		time.Sleep(500 * time.Millisecond)
 		close(stop)
 		wg.Wait()
@@ -369,7 +369,7 @@ func TestAbortPartitionedMove(t *testing.T) {
 		want := treeIDs(t, cfg, shard, "events")
 		opts := MoveOptions{Migrations: set}
 		opts.stopAfter = phase
-		res, err := MoveShard(ctx(t), cfg, shard, "pg4", opts)
+		res, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), shard, "pg4", opts)
 		require.ErrorIs(t, err, errStopped)
 		src := hostPool(t, cfg, before.Host)
 		rec := moveRecord(t, cfg, res.ID)
@@ -386,7 +386,7 @@ func TestAbortPartitionedMove(t *testing.T) {
 				pgx.Identifier{rec.replName}.Sanitize(), strings.Join(members, ", "), pgx.Identifier{rec.replName}.Sanitize(), q("events"), q("metrics")))
 			require.NoError(t, err)
 		}
-		_, err = AbortMove(ctx(t), cfg, []int{shard})
+		_, err = AbortMove(ctx(t), clustertest.Handle(t, cfg), []int{shard})
 		require.NoError(t, err, "abort after %s", phase)
 		after := clusterMap(t, cfg).Shards[shard]
 		require.Equal(t, before.Host, after.Host)
@@ -422,7 +422,7 @@ func TestPreflightRefusesUnmovableTables(t *testing.T) {
 		pgx.Identifier{s.Schema}.Sanitize(), pgx.Identifier{other}.Sanitize(), pgx.Identifier{other + "_fdw"}.Sanitize()))
 	require.NoError(t, err)
 	for _, mode := range []MoveMode{MoveOffline, MoveOnline, MoveAuto} {
-		_, err := MoveShard(ctx(t), cfg, 1, "pg4", MoveOptions{Mode: mode, Migrations: set})
+		_, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Mode: mode, Migrations: set})
 		require.ErrorIs(t, err, ErrPreflight, mode)
 		require.ErrorIs(t, err, ErrUnmovable, mode)
 		require.ErrorContains(t, err, s.Schema+".remote is a foreign table", mode)
@@ -434,7 +434,7 @@ func TestPreflightRefusesUnmovableTables(t *testing.T) {
 	_, err = src.Exec(ctx(t), fmt.Sprintf(`CREATE TABLE %[1]s.nokey (id bigint, day date) PARTITION BY RANGE (day);
 		CREATE TABLE %[1]s.nokey_all PARTITION OF %[1]s.nokey FOR VALUES FROM (MINVALUE) TO (MAXVALUE)`, pgx.Identifier{s.Schema}.Sanitize()))
 	require.NoError(t, err)
-	_, err = MoveShard(ctx(t), cfg, 1, "pg4", MoveOptions{Migrations: set})
+	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Migrations: set})
 	require.ErrorIs(t, err, ErrNoReplicaIdentity)
 	var pe *PreflightError
 	require.ErrorAs(t, err, &pe)
@@ -447,7 +447,7 @@ func TestPreflightRefusesUnmovableTables(t *testing.T) {
 	require.Equal(t, "ALTER TABLE "+pgx.Identifier{s.Schema, "nokey_all"}.Sanitize()+" REPLICA IDENTITY FULL", fix,
 		"the leaf, not its parent (which holds no rows), nor the trees with a key on each leaf")
 
-	recs, err := Moves(ctx(t), cfg, true)
+	recs, err := Moves(ctx(t), clustertest.Handle(t, cfg), true)
 	require.NoError(t, err)
 	require.Empty(t, recs, "nothing journaled")
 }
@@ -465,14 +465,14 @@ func TestMoveRefusesTargetWithoutItsKeys(t *testing.T) {
 	s := clusterMap(t, cfg).Shards[shard]
 	opts := MoveOptions{Migrations: set}
 	opts.stopAfter = PhaseSchema
-	_, err := MoveShard(ctx(t), cfg, shard, "pg4", opts)
+	_, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), shard, "pg4", opts)
 	require.ErrorIs(t, err, errStopped)
 	q := pgx.Identifier{s.Schema, "events"}.Sanitize()
 	_, err = hostPool(t, cfg, "pg4").Exec(ctx(t), fmt.Sprintf(`ALTER TABLE %[1]s DROP CONSTRAINT events_pkey;
 		CREATE UNIQUE INDEX events_pkey ON ONLY %[1]s (id, day)`, q))
 	require.NoError(t, err)
 
-	_, err = MoveShard(ctx(t), cfg, shard, "pg4", MoveOptions{Migrations: set})
+	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), shard, "pg4", MoveOptions{Migrations: set})
 	require.ErrorIs(t, err, ErrMoveCheck)
 	require.ErrorContains(t, err, "events_p0_pkey is missing")
 	require.ErrorContains(t, err, "events_pkey is not valid")
@@ -481,9 +481,9 @@ func TestMoveRefusesTargetWithoutItsKeys(t *testing.T) {
 	require.Equal(t, shardmgr.StateActive, after.State)
 	seedPartitions(t, r, shard, 1)
 
-	_, err = AbortMove(ctx(t), cfg, []int{shard})
+	_, err = AbortMove(ctx(t), clustertest.Handle(t, cfg), []int{shard})
 	require.NoError(t, err)
-	res, err := MoveShard(ctx(t), cfg, shard, "pg4", MoveOptions{Migrations: set})
+	res, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), shard, "pg4", MoveOptions{Migrations: set})
 	require.NoError(t, err)
 	require.Equal(t, indexTree(t, hostPool(t, cfg, s.Host), res.RetiredSchema), indexTree(t, hostPool(t, cfg, "pg4"), s.Schema))
 	require.Len(t, treeIDs(t, cfg, shard, "events"), 21)

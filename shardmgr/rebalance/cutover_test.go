@@ -106,7 +106,7 @@ func TestCutoverInterruptedKeepsAcknowledgedRows(t *testing.T) {
 			at := func() { p.write(ctx(t), pools, schema) }
 			opts := MoveOptions{Migrations: sampleSet(t)}
 			tc.set(&opts, at)
-			_, err := MoveShard(ctx(t), cfg, shard, "pg4", opts)
+			_, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), shard, "pg4", opts)
 			if tc.wantFirst == nil {
 				require.ErrorContains(t, err, "catalog unreachable")
 			} else {
@@ -117,7 +117,7 @@ func TestCutoverInterruptedKeepsAcknowledgedRows(t *testing.T) {
 			at()
 
 			if tc.abort {
-				_, err = AbortMove(ctx(t), cfg, []int{shard})
+				_, err = AbortMove(ctx(t), clustertest.Handle(t, cfg), []int{shard})
 				if tc.abortErr == nil {
 					require.NoError(t, err)
 					require.Equal(t, m.Shards[shard].Host, clusterMap(t, cfg).Shards[shard].Host)
@@ -126,7 +126,7 @@ func TestCutoverInterruptedKeepsAcknowledgedRows(t *testing.T) {
 				}
 			}
 			if !tc.abort || tc.abortErr != nil {
-				res, err := MoveShard(ctx(t), cfg, shard, "pg4", MoveOptions{Migrations: sampleSet(t)})
+				res, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), shard, "pg4", MoveOptions{Migrations: sampleSet(t)})
 				require.NoError(t, err)
 				require.Equal(t, PhaseCleaned, res.Phase)
 				require.Equal(t, "pg4", clusterMap(t, cfg).Shards[shard].Host)
@@ -173,7 +173,7 @@ func TestCleanupFailureKeepsNewHomeServing(t *testing.T) {
 		_, err = reader.Exec(ctx(t), `SET application_name = 'nightly report'; SELECT count(*) FROM shard_0001.likes`)
 		return err
 	}
-	res, err := MoveShard(ctx(t), cfg, shard, "pg4", opts)
+	res, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), shard, "pg4", opts)
 	t.Logf("the move: %v", err)
 	require.ErrorIs(t, err, ErrNotCleaned)
 	require.Equal(t, PhaseFlipped, res.Phase)
@@ -191,7 +191,7 @@ func TestCleanupFailureKeepsNewHomeServing(t *testing.T) {
 	require.NoError(t, err)
 
 	require.NoError(t, reader.Rollback(ctx(t)))
-	cl, err := Cleanup(ctx(t), cfg, CleanupOptions{})
+	cl, err := Cleanup(ctx(t), clustertest.Handle(t, cfg), CleanupOptions{})
 	require.NoError(t, err)
 	require.Equal(t, []MoveRef{res.MoveRef}, cl.Finished)
 	require.Equal(t, PhaseCleaned, moveRecord(t, cfg, res.ID).Phase)
@@ -200,7 +200,7 @@ func TestCleanupFailureKeepsNewHomeServing(t *testing.T) {
 	require.NoError(t, err)
 
 	// No clamp travels on: the shard moves back and serves there.
-	_, err = MoveShard(ctx(t), cfg, shard, from, MoveOptions{Migrations: sampleSet(t)})
+	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), shard, from, MoveOptions{Migrations: sampleSet(t)})
 	require.NoError(t, err)
 	routeLikes(t, r, shard, 5)
 	require.Len(t, likeIDs(t, cfg, shard), 65)
@@ -219,7 +219,7 @@ func TestFlipIgnoresOutsidersAdvisoryLocks(t *testing.T) {
 	routeLikes(t, r, 1, 50)
 	opts := MoveOptions{Migrations: sampleSet(t)}
 	opts.stopAfter = PhaseVerified
-	_, err := MoveShard(ctx(t), cfg, 1, "pg4", opts)
+	_, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", opts)
 	require.ErrorIs(t, err, errStopped)
 
 	conn, _ := clustertest.Outsider(t, cfg.Catalog, "squatter")
@@ -230,7 +230,7 @@ func TestFlipIgnoresOutsidersAdvisoryLocks(t *testing.T) {
 	defer released.Stop()
 	opts.stopAfter = ""
 	start := time.Now()
-	res, err := MoveShard(ctx(t), cfg, 1, "pg4", opts)
+	res, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", opts)
 	took := time.Since(start)
 	require.NoError(t, err)
 	t.Logf("the cut-over's end took %s, writes refused for %s in all, while an outsider held the catalog's advisory locks", took, res.Refused)
@@ -250,7 +250,7 @@ func TestFlipGivesUpOnHeldCatalog(t *testing.T) {
 	routeLikes(t, r, 1, 50)
 	opts := MoveOptions{Migrations: sampleSet(t)}
 	opts.stopAfter = PhaseVerified
-	_, err := MoveShard(ctx(t), cfg, 1, "pg4", opts)
+	_, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", opts)
 	require.ErrorIs(t, err, errStopped)
 
 	holder, err := pool(t, cfg.Catalog).Begin(ctx(t))
@@ -265,7 +265,7 @@ func TestFlipGivesUpOnHeldCatalog(t *testing.T) {
 
 	start := time.Now()
 	opts.stopAfter = ""
-	_, err = MoveShard(ctx(t), cfg, 1, "pg4", opts)
+	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", opts)
 	took := time.Since(start)
 	require.ErrorIs(t, err, shardmgr.ErrLockWait)
 	require.ErrorContains(t, err, fmt.Sprintf("pid %d", pid))
@@ -280,7 +280,7 @@ func TestFlipGivesUpOnHeldCatalog(t *testing.T) {
 	require.Equal(t, shardmgr.StateActive, m.Shards[1].State)
 	require.NotEqual(t, "pg4", m.Shards[1].Host)
 	routeLikes(t, r, 1, 5)
-	_, err = MoveShard(ctx(t), cfg, 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
+	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
 	require.NoError(t, err)
 	require.Len(t, likeIDs(t, cfg, 1), 55)
 }
@@ -293,7 +293,7 @@ func TestApplyBusyNamesHolder(t *testing.T) {
 	conn, role := clustertest.Outsider(t, cfg.Catalog, "squatter")
 	_, err := conn.Exec(ctx(t), `SELECT pg_advisory_lock($1, 0)`, applyLockClass)
 	require.NoError(t, err)
-	_, err = Apply(ctx(t), cfg, ApplyOptions{Wait: time.Second})
+	_, err = Apply(ctx(t), clustertest.Handle(t, cfg), ApplyOptions{Wait: time.Second})
 	require.ErrorIs(t, err, ErrApplyBusy)
 	require.ErrorContains(t, err, fmt.Sprintf("(role %s, application %q", role, "squatter"))
 }
@@ -309,7 +309,7 @@ func TestAbortRefusesOpenedTarget(t *testing.T) {
 	routeLikes(t, r, 1, 20)
 	opts := MoveOptions{Migrations: sampleSet(t)}
 	opts.stopAfter = PhaseVerified
-	res, err := MoveShard(ctx(t), cfg, 1, "pg4", opts)
+	res, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", opts)
 	require.ErrorIs(t, err, errStopped)
 	rec := moveRecord(t, cfg, res.ID)
 	dst := hostPool(t, cfg, "pg4")
@@ -322,9 +322,9 @@ func TestAbortRefusesOpenedTarget(t *testing.T) {
 	var id int64
 	require.NoError(t, dst.QueryRow(ctx(t), `INSERT INTO shard_0001.likes (user_id, post_id) VALUES (1, 1) RETURNING id`).Scan(&id))
 
-	_, err = AbortMove(ctx(t), cfg, []int{1})
+	_, err = AbortMove(ctx(t), clustertest.Handle(t, cfg), []int{1})
 	require.ErrorIs(t, err, ErrTargetOpen)
-	_, err = MoveShard(ctx(t), cfg, 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
+	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
 	require.NoError(t, err)
 	require.Contains(t, likeIDs(t, cfg, 1), id)
 }
@@ -340,7 +340,7 @@ func TestCarryGivesUpOnOutsidersGeneratorLock(t *testing.T) {
 	routeLikes(t, r, 1, 20)
 	opts := MoveOptions{Migrations: sampleSet(t), LockTimeout: 100 * time.Millisecond}
 	opts.stopAfter = PhaseFenced
-	_, err := MoveShard(ctx(t), cfg, 1, "pg4", opts)
+	_, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", opts)
 	require.ErrorIs(t, err, errStopped)
 
 	h, _ := cfg.Host("pg4")
@@ -353,7 +353,7 @@ func TestCarryGivesUpOnOutsidersGeneratorLock(t *testing.T) {
 
 	opts.stopAfter = ""
 	start := time.Now()
-	_, err = MoveShard(ctx(t), cfg, 1, "pg4", opts)
+	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", opts)
 	require.Less(t, time.Since(start), hold/2, "bounded, not the holder's hold")
 	require.ErrorIs(t, err, shardmgr.ErrLockWait)
 	require.ErrorContains(t, err, fmt.Sprintf("(role %s, application %q", role, "squatter"))
@@ -363,7 +363,7 @@ func TestCarryGivesUpOnOutsidersGeneratorLock(t *testing.T) {
 	routeLikes(t, r, 1, 5)
 
 	require.NoError(t, conn.Close(context.Background()))
-	_, err = MoveShard(ctx(t), cfg, 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
+	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
 	require.NoError(t, err)
 	require.Len(t, likeIDs(t, cfg, 1), 25)
 }

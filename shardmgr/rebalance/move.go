@@ -9,13 +9,13 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 	"github.com/shardid/shardid/shardmgr/migrate"
@@ -192,34 +192,18 @@ func (mo *mover) crashPoint(point string) error {
 	return nil
 }
 
-// mover runs moves of one cluster; it holds the catalog pool and a pool
-// per host.
+// mover runs moves of one cluster through its handle, which holds the
+// catalog pool and a pool per host.
 type mover struct {
+	c       *cluster.Cluster
 	cfg     *shardmgr.Config
 	catalog *pgxpool.Pool
 	m       *shardmgr.ShardMap
 	opts    MoveOptions
 	log     *slog.Logger
 
-	mu    sync.Mutex
-	pools map[string]*pgxpool.Pool
 	// copies holds a token per table copy running (copyTablesAll).
 	copies chan struct{}
-}
-
-// openCatalogForMoves opens a pool on the catalog once its schema version
-// suits use. It never migrates the catalog (shardid init does): a catalog
-// older than this binary is refused with ErrCatalogTooOld.
-func openCatalogForMoves(ctx context.Context, cfg *shardmgr.Config, use shardmgr.SchemaUse) (*pgxpool.Pool, error) {
-	pool, err := pg.OpenPool(ctx, cfg.Catalog, 8)
-	if err != nil {
-		return nil, fmt.Errorf("catalog: %w", err)
-	}
-	if err := shardmgr.CheckCatalog(ctx, pool, use); err != nil {
-		pool.Close()
-		return nil, err
-	}
-	return pool, nil
 }
 
 // keepOf is how long a move's old copy is kept: DefaultKeep unless the
@@ -231,7 +215,7 @@ func keepOf(opts MoveOptions) time.Duration {
 	return max(*opts.Keep, 0)
 }
 
-func newMover(ctx context.Context, cfg *shardmgr.Config, opts MoveOptions) (*mover, error) {
+func newMover(ctx context.Context, c *cluster.Cluster, opts MoveOptions) (*mover, error) {
 	if opts.Mode == "" {
 		opts.Mode = MoveOnline
 	}
@@ -257,55 +241,26 @@ func newMover(ctx context.Context, cfg *shardmgr.Config, opts MoveOptions) (*mov
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	catalog, err := openCatalogForMoves(ctx, cfg, shardmgr.UseWrite)
+	// The handle's catalog pool, once its schema suits a writer: a move
+	// never migrates the catalog (shardid init does), and refuses one
+	// older than this binary with ErrCatalogTooOld.
+	catalog, err := c.Catalog(ctx, shardmgr.UseWrite)
 	if err != nil {
 		return nil, err
 	}
 	m, err := shardmgr.ReadMap(ctx, catalog)
 	if err != nil {
-		catalog.Close()
 		return nil, err
 	}
-	return &mover{cfg: cfg, catalog: catalog, m: m, opts: opts, log: log, pools: map[string]*pgxpool.Pool{},
+	return &mover{c: c, cfg: c.Config(), catalog: catalog, m: m, opts: opts, log: log,
 		copies: make(chan struct{}, copyTablesAll)}, nil
 }
 
-func (mo *mover) close() {
-	mo.mu.Lock()
-	defer mo.mu.Unlock()
-	for _, p := range mo.pools {
-		p.Close()
-	}
-	mo.catalog.Close()
-}
-
-// pool returns the pool of host name from the cluster file.
+// pool returns the handle's pool on host name of the cluster file: a move
+// writes the host's shardid.local_shards, so only of the schema this
+// binary knows (checked once per handle).
 func (mo *mover) pool(ctx context.Context, name string) (*pgxpool.Pool, error) {
-	mo.mu.Lock()
-	defer mo.mu.Unlock()
-	if p, ok := mo.pools[name]; ok {
-		return p, nil
-	}
-	h, ok := mo.cfg.Host(name)
-	if !ok {
-		return nil, fmt.Errorf("host %s: %w (not in the cluster file)", name, shardmgr.ErrUnknownHost)
-	}
-	p, err := pg.OpenPool(ctx, h.DSN, 8)
-	if err != nil {
-		return nil, fmt.Errorf("host %s: %w", name, err)
-	}
-	// A move writes the host's shardid.local_shards: only of the schema
-	// this binary knows.
-	v, err := shardmgr.ReadHostVersion(ctx, p, name)
-	if err == nil {
-		err = v.Check(shardmgr.UseWrite)
-	}
-	if err != nil {
-		p.Close()
-		return nil, err
-	}
-	mo.pools[name] = p
-	return p, nil
+	return mo.c.Host(ctx, name, shardmgr.UseWrite)
 }
 
 // MoveShard moves logical shard shard to host to, online unless
@@ -322,10 +277,8 @@ func (mo *mover) pool(ctx context.Context, name string) (*pgxpool.Pool, error) {
 // error. A failure after it leaves the shard serving on the target and is
 // ErrNotCleaned: running the move again, Apply or Cleanup finishes it.
 // After the flip, moving the shard back is a move like any other.
-func MoveShard(ctx context.Context, cfg *shardmgr.Config, shard int, to string, opts MoveOptions) (*MoveResult, error) {
-	if err := cfg.ValidateCluster(); err != nil {
-		return nil, err
-	}
+func MoveShard(ctx context.Context, c *cluster.Cluster, shard int, to string, opts MoveOptions) (*MoveResult, error) {
+	cfg := c.Config()
 	h, ok := cfg.Host(to)
 	if !ok {
 		return nil, fmt.Errorf("move shard %d to %s: %w (not in the cluster file %s)", shard, to, shardmgr.ErrUnknownHost, cfg.Path)
@@ -336,11 +289,10 @@ func MoveShard(ctx context.Context, cfg *shardmgr.Config, shard int, to string, 
 	if err := cfg.CheckShard(shard); err != nil {
 		return nil, err
 	}
-	mo, err := newMover(ctx, cfg, opts)
+	mo, err := newMover(ctx, c, opts)
 	if err != nil {
 		return nil, err
 	}
-	defer mo.close()
 	open, err := readMoves(ctx, mo.catalog, `shard = $1 AND `+catalog.OpenMoves, shard)
 	if err != nil {
 		return nil, err

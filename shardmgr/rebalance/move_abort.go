@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	"github.com/shardid/shardid/shardmgr/internal/fence"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
@@ -29,15 +30,11 @@ type AbortResult struct {
 // counter given back its range, and the catalog's state set back to
 // active. A move that already flipped the map is ErrMoveFlipped; with no
 // unfinished move it is ErrNoMove.
-func AbortMove(ctx context.Context, cfg *shardmgr.Config, shards []int) ([]AbortResult, error) {
-	if err := cfg.ValidateCluster(); err != nil {
-		return nil, err
-	}
-	mo, err := newMover(ctx, cfg, MoveOptions{})
+func AbortMove(ctx context.Context, c *cluster.Cluster, shards []int) ([]AbortResult, error) {
+	mo, err := newMover(ctx, c, MoveOptions{})
 	if err != nil {
 		return nil, err
 	}
-	defer mo.close()
 	open, err := readMoves(ctx, mo.catalog, catalog.OpenMoves)
 	if err != nil {
 		return nil, err

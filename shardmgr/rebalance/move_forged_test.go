@@ -1,6 +1,8 @@
 package rebalance
 
 import (
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+
 	"math"
 	"testing"
 
@@ -33,7 +35,7 @@ func TestMoveDoesNotCarryTheCounterToAForgedID(t *testing.T) {
 		if mode == MoveOffline {
 			to = m.Shards[1].Host
 		}
-		_, err = MoveShard(ctx(t), cfg, 1, to, MoveOptions{Mode: mode, Migrations: sampleSet(t)})
+		_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, to, MoveOptions{Mode: mode, Migrations: sampleSet(t)})
 		require.NoError(t, err, mode)
 		before := likeIDs(t, cfg, 1)
 		routeLikes(t, r, 1, 20)

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
@@ -118,12 +119,11 @@ func readMoves(ctx context.Context, q shardmgr.Querier, where string, args ...an
 
 // Moves reads the move journal of the cluster's catalog: every move when
 // all is true, else those not yet finished.
-func Moves(ctx context.Context, cfg *shardmgr.Config, all bool) ([]*MoveRecord, error) {
-	pool, err := openCatalogForMoves(ctx, cfg, shardmgr.UseRead)
+func Moves(ctx context.Context, c *cluster.Cluster, all bool) ([]*MoveRecord, error) {
+	pool, err := c.Catalog(ctx, shardmgr.UseRead)
 	if err != nil {
 		return nil, err
 	}
-	defer pool.Close()
 	if all {
 		return readMoves(ctx, pool, `true`)
 	}

@@ -7,14 +7,13 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/shardid/shardid/shardmgr"
-	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/migrate"
 )
 
@@ -102,39 +101,13 @@ type Plan struct {
 // until no host is above the mean by more than half the largest shard or
 // no move helps. Both are
 // deterministic: ties go to the lower host name and the higher shard id.
-func PlanRebalance(ctx context.Context, cfg *shardmgr.Config, opts PlanOptions) (*Plan, error) {
-	if err := cfg.ValidateCluster(); err != nil {
-		return nil, err
-	}
-	cat, err := pg.OpenPool(ctx, cfg.Catalog, 1)
+func PlanRebalance(ctx context.Context, c *cluster.Cluster, opts PlanOptions) (*Plan, error) {
+	cat, err := c.Catalog(ctx, shardmgr.UseRead)
 	if err != nil {
-		return nil, fmt.Errorf("catalog: %w", err)
-	}
-	defer cat.Close()
-	if err := shardmgr.CheckCatalog(ctx, cat, shardmgr.UseRead); err != nil {
 		return nil, err
 	}
-	var (
-		mu    sync.Mutex
-		pools []*pgxpool.Pool
-	)
-	defer func() {
-		for _, p := range pools {
-			p.Close()
-		}
-	}()
-	return planRebalance(ctx, cfg, cat, func(ctx context.Context, name string) (*pgxpool.Pool, error) {
-		h, ok := cfg.Host(name)
-		if !ok {
-			return nil, fmt.Errorf("host %s: %w", name, shardmgr.ErrUnknownHost)
-		}
-		p, err := pg.OpenPool(ctx, h.DSN, 1)
-		if err == nil {
-			mu.Lock()
-			pools = append(pools, p)
-			mu.Unlock()
-		}
-		return p, err
+	return planRebalance(ctx, c.Config(), cat, func(ctx context.Context, name string) (*pgxpool.Pool, error) {
+		return c.HostPool(ctx, name, cluster.Session{})
 	}, opts, nil)
 }
 

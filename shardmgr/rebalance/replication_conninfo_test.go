@@ -131,7 +131,7 @@ func TestMoveConnInfoCannotInject(t *testing.T) {
 		}
 		opts.stopAfter = PhaseCopy
 		mctx, cancel := context.WithTimeout(ctx(t), time.Minute)
-		_, err := MoveShard(mctx, cfg, shard, "pg3", opts)
+		_, err := MoveShard(mctx, clustertest.Handle(t, cfg), shard, "pg3", opts)
 		require.ErrorIs(t, err, errStopped, pw)
 		var got string
 		require.NoError(t, dst.QueryRow(ctx(t), `SELECT subconninfo FROM pg_subscription
@@ -139,7 +139,7 @@ func TestMoveConnInfoCannotInject(t *testing.T) {
 		require.Equal(t, conninfo, got)
 		require.Contains(t, got, "password=")
 		opts.stopAfter = ""
-		_, err = MoveShard(mctx, cfg, shard, "pg3", opts)
+		_, err = MoveShard(mctx, clustertest.Handle(t, cfg), shard, "pg3", opts)
 		cancel()
 		require.NoError(t, err, pw)
 		for _, host := range cfg.Hosts {
@@ -169,9 +169,9 @@ func TestMoveKeepsPasswordOutOfServerLog(t *testing.T) {
 		u.Path = "/" + missing
 		return libpqConnInfo(u.String())
 	}
-	_, err = MoveShard(ctx(t), cfg, 0, "pg3", opts)
+	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 0, "pg3", opts)
 	require.ErrorContains(t, err, "create subscription")
-	t.Cleanup(func() { AbortMove(context.Background(), cfg, nil) })
+	t.Cleanup(func() { AbortMove(context.Background(), clustertest.Handle(t, cfg), nil) })
 
 	b, err := os.ReadFile(pgtest.Servers(t, 3)[2].LogPath())
 	require.NoError(t, err)

@@ -98,7 +98,7 @@ func BenchmarkRebalanceStock(b *testing.B) {
 		}
 		wg.Wait()
 		t0 := time.Now()
-		res, err := Apply(context.Background(), cfg, ApplyOptions{Parallel: 4, Move: MoveOptions{Migrations: sampleSet(b)}})
+		res, err := Apply(context.Background(), clustertest.Handle(b, cfg), ApplyOptions{Parallel: 4, Move: MoveOptions{Migrations: sampleSet(b)}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -247,7 +247,7 @@ func benchMoveVsRaw(b *testing.B, rows int) {
 
 		clock := &phaseClock{}
 		log := &benchLines{}
-		res, err := MoveShard(context.Background(), cfg, 0, "pg4", MoveOptions{Migrations: sampleSet(b), Progress: clock.progress, Logger: log.logger()})
+		res, err := MoveShard(context.Background(), clustertest.Handle(b, cfg), 0, "pg4", MoveOptions{Migrations: sampleSet(b), Progress: clock.progress, Logger: log.logger()})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -141,28 +141,6 @@ func SetShardState(ctx context.Context, catalog *pgxpool.Pool, shard int, state 
 	})
 }
 
-// ReadClusterMap reads the map from the catalog named in cfg, after
-// checking that its schema version suits use (a
-// *shardmgr.CatalogVersionError when not).
-func ReadClusterMap(ctx context.Context, cfg *shardmgr.Config, use shardmgr.SchemaUse) (*shardmgr.ShardMap, error) {
-	pool, err := pg.OpenPool(ctx, cfg.Catalog, 1)
-	if err != nil {
-		return nil, fmt.Errorf("catalog: %w", err)
-	}
-	defer pool.Close()
-	if err := shardmgr.CheckCatalog(ctx, pool, use); err != nil {
-		return nil, err
-	}
-	m, err := shardmgr.ReadMap(ctx, pool)
-	if err != nil {
-		if errors.Is(err, shardmgr.ErrNotInitialized) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("catalog: %w", err)
-	}
-	return m, nil
-}
-
 // GeneratorParams is what the catalog expects shard id's generator to be.
 func GeneratorParams(m *shardmgr.ShardMap, id int) shsql.Params {
 	return shsql.Params{

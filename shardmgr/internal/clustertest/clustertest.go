@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/fstest"
@@ -155,12 +156,47 @@ func LikeIDs(t testing.TB, cfg *shardmgr.Config, shard int) []int64 {
 	return ids
 }
 
-// Handle opens the operator's handle on cfg, closed when the test ends.
-// Each call opens a handle of its own, as each command does.
+// Handle is the operator's handle on cfg for this test, as a command
+// opens one: opened on first use, closed when the test ends, and opened
+// anew once the test changes cfg (a host added to the file, say), so that
+// every call sees the file as it is now.
 func Handle(t testing.TB, cfg *shardmgr.Config) *cluster.Cluster {
 	t.Helper()
+	key := handleKey{t, cfg}
+	now := fmt.Sprintf("%+v", *cfg)
+	handlesMu.Lock()
+	defer handlesMu.Unlock()
+	if h, ok := handles[key]; ok {
+		if h.seen == now {
+			return h.c
+		}
+		h.c.Close()
+	} else {
+		t.Cleanup(func() {
+			handlesMu.Lock()
+			h := handles[key]
+			delete(handles, key)
+			handlesMu.Unlock()
+			h.c.Close()
+		})
+	}
 	c, err := cluster.Open(Ctx(t), cfg)
 	require.NoError(t, err)
-	t.Cleanup(c.Close)
+	handles[key] = openHandle{c, now}
 	return c
 }
+
+type handleKey struct {
+	t   testing.TB
+	cfg *shardmgr.Config
+}
+
+type openHandle struct {
+	c    *cluster.Cluster
+	seen string // cfg as it was when c was opened
+}
+
+var (
+	handlesMu sync.Mutex
+	handles   = map[handleKey]openHandle{}
+)
