@@ -23,6 +23,9 @@ func TestHints(t *testing.T) {
 		{&shardmgr.ShardErrors{Op: "migrate up", Errs: []error{fmt.Errorf("%w: x", migrate.ErrShardSchemaMissing)}}, "run shardid init"},
 		{fmt.Errorf("%w: %w", rebalance.ErrMigrationsNeeded, fmt.Errorf("version 2")), "--dir"},
 		{fmt.Errorf("%w: f.yaml: host pg4 is not in the catalog", rebalance.ErrHostsNotApplied), "run shardid init to apply the cluster file's hosts"},
+		{fmt.Errorf("move 1: %w: after 30m0s (the catch-up timeout)", rebalance.ErrCatchupTimeout), "--catchup-timeout"},
+		{fmt.Errorf("%w for subscription s: all 4 slots are taken", rebalance.ErrNoWorker), "--parallel"},
+		{&shardmgr.ShardErrors{Op: "migrate up", Total: 4, Stopped: 3, Errs: []error{fmt.Errorf("x")}}, "--fail-fast"},
 	} {
 		require.Contains(t, errorWithHint(tc.err), tc.want, "%v", tc.err)
 	}

@@ -139,7 +139,7 @@ type ShardMigration struct {
 }
 
 // Counts sums a result up: shards changed, already at the target, failed,
-// and stopped by --fail-fast.
+// and stopped by Options.FailFast.
 func (r *Result) Counts() (changed, unchanged, failed, stopped int) {
 	for _, s := range r.Shards {
 		switch {

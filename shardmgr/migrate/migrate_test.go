@@ -396,7 +396,7 @@ func TestMigrateFailFast(t *testing.T) {
 	require.Len(t, migrationErrors(t, perr), 1)
 	require.Equal(t, 0, migrationErrors(t, perr)[0].Shard)
 	require.GreaterOrEqual(t, perr.Stopped, 3)
-	require.Contains(t, err.Error(), "stopped by --fail-fast")
+	require.Contains(t, err.Error(), "not started after the first failure (fail-fast)")
 	for _, id := range []int{1, 2, 3} {
 		require.True(t, res.Shards[id].Stopped, "shard %d", id)
 		require.Equal(t, 0, res.Shards[id].Applied)

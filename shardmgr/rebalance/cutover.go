@@ -53,7 +53,7 @@ func (mo *mover) prepareCutover(ctx context.Context, mv *move) (err error) {
 			return nil
 		}
 		if time.Since(t0) > mo.opts.CatchupTimeout {
-			return fmt.Errorf("%w: the target did not come close behind the source again within %s (--catchup-timeout) after the scans", ErrCatchupTimeout, mo.opts.CatchupTimeout)
+			return fmt.Errorf("%w: the target did not come close behind the source again within %s (the catch-up timeout) after the scans", ErrCatchupTimeout, mo.opts.CatchupTimeout)
 		}
 		select {
 		case <-ctx.Done():

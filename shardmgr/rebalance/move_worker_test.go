@@ -79,6 +79,7 @@ func TestMoveFailsAtOnceWithoutWorkerSlots(t *testing.T) {
 	require.NoError(t, s.Halt())
 	s.Set("max_logical_replication_workers", "4")
 	require.NoError(t, s.Restart(ctx(t)))
+	clustertest.Reopen(t, cfg) // a new command after the restart
 
 	res, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Migrations: sampleSet(t), Keep: new(time.Duration)})
 	require.NoError(t, err)

@@ -288,7 +288,7 @@ func (mo *mover) catchUp(ctx context.Context, mv *move) error {
 			}
 		}
 		if waited := time.Since(start); waited > mo.opts.CatchupTimeout {
-			return fmt.Errorf("%w: after %s (--catchup-timeout) the target is %d bytes of WAL behind, %d of %d tables synced", ErrCatchupTimeout, mo.opts.CatchupTimeout, lag, ready, tables)
+			return fmt.Errorf("%w: after %s (the catch-up timeout) the target is %d bytes of WAL behind, %d of %d tables synced", ErrCatchupTimeout, mo.opts.CatchupTimeout, lag, ready, tables)
 		}
 		select {
 		case <-ctx.Done():
@@ -333,11 +333,11 @@ func (w workerSlots) check(sub string, waited, timeout time.Duration) error {
 		return nil
 	case w.used >= w.max:
 		return fmt.Errorf("%w for subscription %s: all %d slots are taken (max_logical_replication_workers = %d); raise it "+
-			"(ALTER SYSTEM SET max_logical_replication_workers = ..., then restart the server) or run fewer moves to this host at once (--parallel)",
+			"(ALTER SYSTEM SET max_logical_replication_workers = ..., then restart the server) or run fewer moves to this host at once",
 			ErrNoWorker, sub, w.used, w.max)
 	case w.bgUsed >= w.bgMax:
 		return fmt.Errorf("%w for subscription %s: all %d background worker slots are taken (max_worker_processes = %d); raise it "+
-			"(ALTER SYSTEM SET max_worker_processes = ..., then restart the server) or run fewer moves to this host at once (--parallel)",
+			"(ALTER SYSTEM SET max_worker_processes = ..., then restart the server) or run fewer moves to this host at once",
 			ErrNoWorker, sub, w.bgUsed, w.bgMax)
 	case waited > timeout:
 		return fmt.Errorf("%w for subscription %s: none started within %s (%d of max_logical_replication_workers = %d in use, "+

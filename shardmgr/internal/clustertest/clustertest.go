@@ -186,6 +186,19 @@ func Handle(t testing.TB, cfg *shardmgr.Config) *cluster.Cluster {
 	return c
 }
 
+// Reopen closes this test's handle on cfg, if any, so that the next
+// Handle opens a new one: after a server restart, whose sessions the old
+// handle's pools still hold (as a new command would).
+func Reopen(t testing.TB, cfg *shardmgr.Config) {
+	handlesMu.Lock()
+	defer handlesMu.Unlock()
+	key := handleKey{t, cfg}
+	if h, ok := handles[key]; ok {
+		h.c.Close()
+		handles[key] = openHandle{h.c, ""} // the cleanup closes it again: a no-op
+	}
+}
+
 type handleKey struct {
 	t   testing.TB
 	cfg *shardmgr.Config
