@@ -2,13 +2,11 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -16,24 +14,6 @@ import (
 	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/shardid/shardid/shardmgr/rebalance"
 )
-
-// runClusterCmdStderr is runClusterCmd that also returns what the command
-// wrote on stderr (progress, preflight lines) and main's last line.
-func runClusterCmdStderr(t *testing.T, args ...string) (stdout, stderr string, code int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	root := newRootCmd()
-	var out, errOut bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&errOut)
-	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
-	if err != nil {
-		errOut.WriteString("shardid: " + oneLine(errorWithHint(err)) + "\n")
-	}
-	return out.String(), errOut.String(), exitCode(err)
-}
 
 // A source on a server with the default wal_level: plan, apply and shard
 // move print a line per failed check naming wal_level, its value, the

@@ -172,8 +172,6 @@ func TestMoveOfflineThenOnlineBack(t *testing.T) {
 	requireVerifyOK(t, cfg)
 }
 
-var _ = errors.Is
-var _ = time.Second
 var _ *pgxpool.Pool
 
 // writers insert rows through the router into shards, one row per
