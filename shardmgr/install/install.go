@@ -280,8 +280,10 @@ func ensureDatabases(ctx context.Context, cfg *shardmgr.Config, log *slog.Logger
 // installShards installs every host's record and shards, hosts in
 // parallel, counting in res what it installed and what was right, and
 // returns the shards that failed and those whose generator it found
-// already there (which upgradeGenerators brings to this release's); a
-// host-wide failure is the error.
+// already there (which upgradeGenerators brings to this release's). A
+// host that fails as a whole (its record, its connection) fails its own
+// shards only: the other hosts finish, and the failure is reported with
+// the rest at the end. Only the context's end is the error.
 func installShards(ctx context.Context, c *cluster.Cluster, m *shardmgr.ShardMap, opts InitOptions, res *InitResult) (failures []error, present []int, err error) {
 	var (
 		mu   sync.Mutex
@@ -306,13 +308,20 @@ func installShards(ctx context.Context, c *cluster.Cluster, m *shardmgr.ShardMap
 			opts.Progress(done, len(m.Shards))
 		}
 	}
-	g, gctx := errgroup.WithContext(ctx)
+	var wg sync.WaitGroup
 	for _, h := range c.Config().Hosts {
-		g.Go(func() error {
-			return installHost(gctx, c, m, h, opts.Workers, progress)
+		wg.Go(func() {
+			if err := installHost(ctx, c, m, h, opts.Workers, progress); err != nil && ctx.Err() == nil {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, id := range m.ShardsOn(h.Name) {
+					failures = append(failures, &shardmgr.ShardError{Shard: id, Host: h.Name, Err: err})
+				}
+			}
 		})
 	}
-	if err := g.Wait(); err != nil {
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
 	return failures, present, nil
