@@ -1,8 +1,6 @@
 package shardmgr_test
 
 import (
-	"github.com/shardid/shardid/shardmgr/internal/clustertest"
-
 	"context"
 	"fmt"
 	"sync"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/shardid/shardid/shardmgr"
 	shcatalog "github.com/shardid/shardid/shardmgr/internal/catalog"
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 	"github.com/shardid/shardid/shardmgr/migrate"
 	"github.com/shardid/shardid/shardmgr/rebalance"
 )

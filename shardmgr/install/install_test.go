@@ -1,13 +1,12 @@
 package install
 
 import (
-	"github.com/shardid/shardid/shardmgr/internal/clustertest"
-
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 	"github.com/shardid/shardid/shardmgr/internal/shardschema"
 )
 

@@ -1,8 +1,6 @@
 package install
 
 import (
-	"github.com/shardid/shardid/shardmgr/internal/clustertest"
-
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 	"github.com/shardid/shardid/shardmgr/verify"
 )
 

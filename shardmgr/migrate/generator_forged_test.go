@@ -1,8 +1,6 @@
 package migrate_test
 
 import (
-	"github.com/shardid/shardid/shardmgr/internal/clustertest"
-
 	"fmt"
 	"math"
 	"strings"
@@ -12,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 	"github.com/shardid/shardid/shardmgr/migrate"
 	shsql "github.com/shardid/shardid/sql"
 )

@@ -1,8 +1,6 @@
 package rebalance
 
 import (
-	"github.com/shardid/shardid/shardmgr/internal/clustertest"
-
 	"context"
 	"testing"
 	"time"
@@ -10,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 )
 
 // applyBounded runs Apply with --parallel 4, bounded by limit: a hang is a

@@ -1,13 +1,12 @@
 package rebalance
 
 import (
-	"github.com/shardid/shardid/shardmgr/internal/clustertest"
-
 	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 	"github.com/shardid/shardid/shardmgr/verify"
 )
 

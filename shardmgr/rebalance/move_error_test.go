@@ -1,12 +1,12 @@
 package rebalance
 
 import (
-	"github.com/shardid/shardid/shardmgr/internal/clustertest"
-
 	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 )
 
 // A move that failed and was then resumed to the end shows the current

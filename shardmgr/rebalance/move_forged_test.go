@@ -1,14 +1,13 @@
 package rebalance
 
 import (
-	"github.com/shardid/shardid/shardmgr/internal/clustertest"
-
 	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 )
 
 // Issue 18, item 6: a shard holding a forged id (an explicit id with the

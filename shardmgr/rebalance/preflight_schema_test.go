@@ -1,11 +1,11 @@
 package rebalance
 
 import (
-	"github.com/shardid/shardid/shardmgr/internal/clustertest"
-
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 )
 
 // A shard migrated above version 0, moved without the migrations (as

@@ -1,8 +1,6 @@
 package verify
 
 import (
-	"github.com/shardid/shardid/shardmgr/internal/clustertest"
-
 	"context"
 	"fmt"
 	"math"
@@ -14,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 )
 
 // insertOnlyRole connects to host as a new role that may only use the

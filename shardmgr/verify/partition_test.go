@@ -1,12 +1,12 @@
 package verify
 
 import (
-	"github.com/shardid/shardid/shardmgr/internal/clustertest"
-
 	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 )
 
 // verify --deep reads a partitioned table whole: an id stored in a

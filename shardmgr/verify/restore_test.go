@@ -1,8 +1,6 @@
 package verify
 
 import (
-	"github.com/shardid/shardid/shardmgr/internal/clustertest"
-
 	"fmt"
 	osexec "os/exec"
 	"path/filepath"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/shardid/shardid/internal/localpg"
 	"github.com/shardid/shardid/shardmgr/install"
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 )
 
 // A table-only restore (pg_dump -t, pg_restore --data-only) into a shard

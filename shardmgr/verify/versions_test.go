@@ -1,14 +1,13 @@
 package verify
 
 import (
-	"github.com/shardid/shardid/shardmgr/internal/clustertest"
-
 	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 	shsql "github.com/shardid/shardid/sql"
 )
 
