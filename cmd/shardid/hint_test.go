@@ -9,6 +9,7 @@ import (
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/migrate"
 	"github.com/shardid/shardid/shardmgr/rebalance"
+	"github.com/shardid/shardid/shardmgr/verify"
 )
 
 // The packages' errors carry no CLI advice; the CLI adds it from their
@@ -30,4 +31,16 @@ func TestHints(t *testing.T) {
 		require.Contains(t, errorWithHint(tc.err), tc.want, "%v", tc.err)
 	}
 	require.Empty(t, hint(fmt.Errorf("plain")))
+}
+
+// A verify finding names what is wrong; the CLI adds the command that
+// repairs it (the library's Detail names none).
+func TestVerifyFixes(t *testing.T) {
+	p := verify.Problem{Check: verify.CheckPlacement, Shard: 5, Host: "pg4", Detail: "copy on pg4 belongs to unfinished move 3", Fix: verify.FixResumeOrAbortMove}
+	require.Equal(t, "placement shard 5 on pg4: copy on pg4 belongs to unfinished move 3 (resume with `shardid rebalance apply`, undo with `shardid rebalance abort --shard 5`)", withFix(p))
+	for fix := verify.FixInit; fix <= verify.FixResumeOrAbortMove; fix++ {
+		require.NotEmpty(t, verifyFixes[fix], "fix %d has a command", fix)
+	}
+	p.Fix = verify.FixNone
+	require.Equal(t, p.String(), withFix(p))
 }

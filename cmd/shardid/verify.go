@@ -66,10 +66,10 @@ Each problem names its check, shard, host and detail. --json prints
 
 func printVerify(w io.Writer, rep *verify.Report) {
 	for _, p := range rep.Problems {
-		fmt.Fprintf(w, "FAIL %s\n", p)
+		fmt.Fprintf(w, "FAIL %s\n", withFix(p))
 	}
 	for _, n := range rep.Notes {
-		fmt.Fprintf(w, "NOTE %s\n", n)
+		fmt.Fprintf(w, "NOTE %s\n", withFix(n))
 	}
 	summary := fmt.Sprintf("%d shards on %d hosts, %d checks, %d probe ids, %.2fs", rep.Shards, rep.Hosts, len(rep.Checks), rep.ProbeIDs, rep.Elapsed.Seconds())
 	if rep.OK {

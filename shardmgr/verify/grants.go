@@ -55,7 +55,7 @@ func (v *verifier) checkGrants(ctx context.Context) {
 			continue
 		}
 		if d := grants.Compare(was, cur); len(d) > 0 {
-			v.problem(CheckGrants, id, s.Host, "the shard's privileges differ from its retired copy %s on %s: %s (grant what the move lost; a change made on purpose since the move: drop the retired copy, shardid rebalance cleanup)",
+			v.problemFix(FixCleanupRetired, CheckGrants, id, s.Host, "the shard's privileges differ from its retired copy %s on %s: %s (grant what the move lost; a change made on purpose since the move: drop the retired copy)",
 				old.schema, old.host, strings.Join(d, "; "))
 		}
 	}

@@ -70,8 +70,8 @@ func (v *verifier) scanOwners(ctx context.Context, hs *hostScan) error {
 		return err
 	}
 	for _, f := range found {
-		v.problem(CheckOwner, shardOfOwned(f.schema, hs.generators[f.schema]), hs.name,
-			"%s is owned by role %s, not by %s (the owner of schema shardid, the toolkit's role): %s can replace it (a fence that lets writes through, a generator that repeats ids); check what it does, then ALTER it OWNER TO %s or drop it and run shardid init",
+		v.problemFix(FixInit, CheckOwner, shardOfOwned(f.schema, hs.generators[f.schema]), hs.name,
+			"%s is owned by role %s, not by %s (the owner of schema shardid, the toolkit's role): %s can replace it (a fence that lets writes through, a generator that repeats ids); check what it does, then ALTER it OWNER TO %s, or drop it and install it again",
 			f.object, f.owner, f.toolkit, f.owner, f.toolkit)
 	}
 	return nil

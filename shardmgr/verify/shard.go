@@ -123,7 +123,7 @@ func (v *verifier) checkGenerator(t *shardTask) {
 	}
 	switch {
 	case version < shsql.Version:
-		v.problem(CheckGenerator, t.id, t.host.name, "%s.next_id() is generator v%d, older than the v%d this binary installs (run shardid migrate generator)", t.schema, version, shsql.Version)
+		v.problemFix(FixGenerator, CheckGenerator, t.id, t.host.name, "%s.next_id() is generator v%d, older than the v%d this binary installs", t.schema, version, shsql.Version)
 	case version > shsql.Version:
 		v.problem(CheckGenerator, t.id, t.host.name, "%s.next_id() is generator v%d, installed by a newer shardid; this binary knows v%d (upgrade the binary)", t.schema, version, shsql.Version)
 	}
@@ -131,9 +131,9 @@ func (v *verifier) checkGenerator(t *shardTask) {
 	t.safe = got.Variant == shsql.Safe
 	for _, a := range t.host.advancers[t.schema] {
 		if a.public {
-			v.problem(CheckGenerator, t.id, t.host.name, "PUBLIC may execute %s: any role with USAGE on the schema can push the counter far ahead of the clock, or with an older generator to its maximum, stopping it for good (run shardid init, shardid migrate generator, or the install SQL again)", a.signature)
+			v.problemFix(FixInitOrGenerator, CheckGenerator, t.id, t.host.name, "PUBLIC may execute %s: any role with USAGE on the schema can push the counter far ahead of the clock, or with an older generator to its maximum, stopping it for good (the install SQL again revokes it)", a.signature)
 		} else if a.args == 1 {
-			v.note(CheckGenerator, t.id, t.host.name, "%s is the form of an older install SQL, without the guard against a floor far ahead of the clock (run shardid init or shardid migrate generator)", a.signature)
+			v.noteFix(FixInitOrGenerator, CheckGenerator, t.id, t.host.name, "%s is the form of an older install SQL, without the guard against a floor far ahead of the clock", a.signature)
 		}
 	}
 	if got.Variant != want.Variant {
