@@ -85,26 +85,8 @@ type MoveOptions struct {
 	// Logger receives a line per phase. Nil discards them.
 	Logger *slog.Logger
 
-	// stopAfter, in tests, stops the move right after it recorded this
-	// phase, as a crash there would.
-	stopAfter Phase
-	// afterScans, in tests, runs after an online move scanned both hosts
-	// before its fence.
-	afterScans func(ctx context.Context, src, dst *pgxpool.Pool) error
-	// flipCatalog, in tests, runs in the flip's catalog transaction
-	// before it changes anything; an error fails the flip there.
-	flipCatalog func() error
-	// crashAt, in tests, stops the mover dead at that point of the
-	// cut-over (crashFlipCommitted, crashTargetOpened), as kill -9 there
-	// would: no further statement, nothing given back.
-	crashAt string
-	// skipPreflight, in tests, runs a move as if the preflight had passed:
-	// the mover's own checks are what stands between it and a server
-	// whose capacity ran out after the preflight looked.
-	skipPreflight bool
-	// rangeCopyMinBytes, in tests, copies tables from this size on in
-	// ranges of their key (0: rangeCopyMinBytes).
-	rangeCopyMinBytes int64
+	// hooks are the tests' levers (move_hooks.go); zero in every other use.
+	hooks
 }
 
 // MoveProgress is where one move stands.
