@@ -17,8 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/shardid/shardid/idgen/segment"
-	"github.com/shardid/shardid/idgen/snowflake"
+	"github.com/shardid/shardid/internal/envvar"
 	"github.com/shardid/shardid/shardmgr/internal/limits"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 	shsql "github.com/shardid/shardid/sql"
@@ -32,7 +31,7 @@ const DefaultConfigPath = "shardid.yaml"
 // the default layout.
 const MaxShards = 1 << shsql.DefaultShardBits
 
-// Config is the cluster file. This shape is fixed:
+// Config is the cluster part of the cluster file. This shape is fixed:
 //
 //	cluster: demo
 //	shards: 64                 # logical shards 0..63 (at most 8192)
@@ -46,6 +45,10 @@ const MaxShards = 1 << shsql.DefaultShardBits
 // ${VAR} in the catalog and host DSNs is replaced by the environment
 // variable VAR when the file is loaded; the PG* variables (PGPASSWORD, ...)
 // keep working because pgx reads them when it connects.
+//
+// The file may also hold serve's sections, segments: and snowflake:; they
+// are accepted here and read by serve (internal/app/serveconfig), so that
+// the router's package links neither id service.
 type Config struct {
 	Cluster string `yaml:"cluster"`
 	Shards  int    `yaml:"shards"`
@@ -59,12 +62,6 @@ type Config struct {
 	// to the cluster file's own directory (see MigrationsDir); commands
 	// that need it use it when not told another. Empty: none named.
 	Migrations string `yaml:"migrations"`
-	// Segments is the segment allocator's section, returned as written
-	// (call Segments.ExpandEnv for its ${VAR}s).
-	Segments *segment.Config `yaml:"segments"`
-	// Snowflake is the snowflake id service's section, returned as written
-	// (call Snowflake.ExpandEnv for its ${VAR}s).
-	Snowflake *snowflake.Config `yaml:"snowflake"`
 
 	// Path is the file the configuration was loaded from, for messages.
 	Path string `yaml:"-"`
@@ -155,10 +152,17 @@ func quoteInput(s string) string {
 // messages and lookup resolves ${VAR} in DSNs (os.LookupEnv in commands).
 // Unknown keys are errors naming the key and its line.
 func ParseConfig(data []byte, name string, lookup func(string) (string, bool)) (*Config, error) {
-	cfg := &Config{Path: name}
+	// serve's sections are someone else's to read: kept as nodes here.
+	var file struct {
+		Config    `yaml:",inline"`
+		Segments  yaml.Node `yaml:"segments"`
+		Snowflake yaml.Node `yaml:"snowflake"`
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
-	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+	err := dec.Decode(&file)
+	cfg := &file.Config
+	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%w: %s: %s", ErrConfig, name, yamlMessage(err))
 	}
 	var extra yaml.Node
@@ -184,27 +188,10 @@ func ParseConfig(data []byte, name string, lookup func(string) (string, bool)) (
 	return cfg, nil
 }
 
-// envRef matches a ${VAR} reference; a bare $ (in a password, say) is
-// left alone.
-var envRef = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*\}`)
-
-// expandEnv replaces each ${VAR} in s with lookup's value (nil lookup:
-// none is set) and returns the names it found no value for, which expand
-// to "". The cluster file (ParseConfig) and the router (DSNs from the
-// catalog) expand DSNs with it.
+// expandEnv is envvar.Expand: the cluster file (ParseConfig) and the
+// router (DSNs from the catalog) expand DSNs with it.
 func expandEnv(s string, lookup func(string) (string, bool)) (string, []string) {
-	var missing []string
-	out := envRef.ReplaceAllStringFunc(s, func(ref string) string {
-		name := ref[2 : len(ref)-1]
-		if lookup != nil {
-			if v, ok := lookup(name); ok {
-				return v
-			}
-		}
-		missing = append(missing, name)
-		return ""
-	})
-	return out, missing
+	return envvar.Expand(s, lookup)
 }
 
 var unknownField = regexp.MustCompile(`^line (\d+): field (\S+) not found in type \S+$`)

@@ -123,7 +123,7 @@ func (e *ShardErrors) Error() string {
 		fmt.Fprintf(&b, "%d %s failed", len(e.Errs), unit)
 	}
 	if e.Stopped > 0 {
-		fmt.Fprintf(&b, ", %d stopped by --fail-fast", e.Stopped)
+		fmt.Fprintf(&b, ", %d not started after the first failure (fail-fast)", e.Stopped)
 	}
 	for i, err := range e.Errs {
 		if i == shownErrors {

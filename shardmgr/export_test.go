@@ -1,5 +1,7 @@
 package shardmgr
 
+import "github.com/jackc/pgx/v5/pgxpool"
+
 // CatalogChecks is the number of catalog checks r made, for the external
 // tests.
 func CatalogChecks(r *Router) int64 { return r.checks.Load() }
@@ -15,3 +17,11 @@ const (
 	CatalogVersionTable = catalogVersionTable
 	HostVersionTable    = hostVersionTable
 )
+
+// RouterPool is the pool r routes host's shards to, nil when it has none,
+// for the external tests.
+func RouterPool(r *Router, host string) *pgxpool.Pool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.pools[host]
+}

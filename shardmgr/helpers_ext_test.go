@@ -9,8 +9,8 @@ import (
 
 	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/shardid/shardid/shardmgr"
-	"github.com/shardid/shardid/shardmgr/install"
 	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+	"github.com/shardid/shardid/shardmgr/internal/installtest"
 	"github.com/shardid/shardid/shardmgr/migrate"
 )
 
@@ -41,13 +41,7 @@ func likeIDs(t testing.TB, cfg *shardmgr.Config, shard int) []int64 {
 	return clustertest.LikeIDs(t, cfg, shard)
 }
 
-func initCluster(t testing.TB, shards int) *shardmgr.Config {
-	t.Helper()
-	cfg := clustertest.Cluster(t, shards, false)
-	_, err := install.Init(ctx(t), cfg, install.InitOptions{})
-	require.NoError(t, err)
-	return cfg
-}
+func initCluster(t testing.TB, shards int) *shardmgr.Config { return installtest.Cluster(t, shards) }
 
 func sampleSet(t testing.TB) *migrate.MigrationSet {
 	t.Helper()

@@ -70,14 +70,17 @@ func WithLookupEnv(lookup func(string) (string, bool)) RouterOption {
 // with it. Ids map to the shard they carry.
 type Router struct {
 	catalog *pgxpool.Pool
-	dsns    map[string]string // host -> DSN from the cluster file
+	files   map[string]Host // the cluster file's hosts (Open), by name
 	opts    routerOptions
 
 	reloadMu sync.Mutex // one reload at a time
 
-	mu      sync.RWMutex
-	m       *ShardMap
-	pools   map[string]*pgxpool.Pool
+	mu    sync.RWMutex
+	m     *ShardMap
+	pools map[string]*pgxpool.Pool
+	// poolFor is the catalog's DSN each host's pool was opened for: a
+	// host whose DSN the catalog changes gets a new pool.
+	poolFor map[string]string
 	checked time.Time // last time the catalog confirmed m
 	// checkStart is when the check that last confirmed m began: a map
 	// read after an error was seen cannot predate what caused it.
@@ -102,11 +105,11 @@ func Open(ctx context.Context, cfg *Config, opts ...RouterOption) (*Router, erro
 	if err := cfg.ValidateCluster(); err != nil {
 		return nil, err
 	}
-	dsns := map[string]string{}
+	files := map[string]Host{}
 	for _, h := range cfg.Hosts {
-		dsns[h.Name] = h.DSN
+		files[h.Name] = h
 	}
-	return open(ctx, cfg.Catalog, dsns, opts)
+	return open(ctx, cfg.Catalog, files, opts)
 }
 
 // OpenCatalog opens a router from the catalog alone: host DSNs are the
@@ -114,11 +117,11 @@ func Open(ctx context.Context, cfg *Config, opts ...RouterOption) (*Router, erro
 // hold no password: pgx takes it from PGPASSWORD or a passfile
 // (PGPASSFILE, ~/.pgpass), or from a ${VAR} written as the password.
 func OpenCatalog(ctx context.Context, catalogDSN string, opts ...RouterOption) (*Router, error) {
-	return open(ctx, catalogDSN, map[string]string{}, opts)
+	return open(ctx, catalogDSN, map[string]Host{}, opts)
 }
 
-func open(ctx context.Context, catalogDSN string, dsns map[string]string, opts []RouterOption) (*Router, error) {
-	r := &Router{dsns: dsns, pools: map[string]*pgxpool.Pool{}, opts: routerOptions{refresh: time.Second, maxStale: DefaultMaxStaleness}}
+func open(ctx context.Context, catalogDSN string, files map[string]Host, opts []RouterOption) (*Router, error) {
+	r := &Router{files: files, pools: map[string]*pgxpool.Pool{}, poolFor: map[string]string{}, opts: routerOptions{refresh: time.Second, maxStale: DefaultMaxStaleness}}
 	for _, o := range opts {
 		o(&r.opts)
 	}
@@ -152,7 +155,9 @@ func (r *Router) Close() {
 }
 
 // Reload reads the map from the catalog when its generation differs from
-// the router's, opening pools for new hosts. It reports whether the map
+// the router's, opening pools for new hosts and for hosts whose DSN the
+// catalog changed, and closing the pools of hosts that left the catalog
+// or whose DSN changed (once their work in flight is done). It reports whether the map
 // changed. It tries at once, whatever the backoff after failed refreshes;
 // its failure (unless ctx ended) counts as one (see Staleness).
 func (r *Router) Reload(ctx context.Context) (bool, error) {
@@ -188,15 +193,27 @@ func (r *Router) reload(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	// The catalog is the one source of truth for hosts: a host it names
+	// with a DSN the router's pool was not opened for gets a new pool; a
+	// host it no longer names loses its pool.
 	fresh := map[string]*pgxpool.Pool{}
+	r.mu.RLock()
 	for _, h := range m.Hosts {
-		if r.hasPool(h.Name) {
+		if _, ok := r.pools[h.Name]; !ok || r.poolFor[h.Name] != h.DSN {
+			fresh[h.Name] = nil
+		}
+	}
+	r.mu.RUnlock()
+	for _, h := range m.Hosts {
+		if _, want := fresh[h.Name]; !want {
 			continue
 		}
 		p, err := r.newPool(ctx, h)
 		if err != nil {
 			for _, p := range fresh {
-				p.Close()
+				if p != nil {
+					p.Close()
+				}
 			}
 			return false, err
 		}
@@ -210,23 +227,47 @@ func (r *Router) reload(ctx context.Context) (bool, error) {
 		}
 		return false, ErrClosed
 	}
+	var retired []*pgxpool.Pool
 	for name, p := range fresh {
+		if old, ok := r.pools[name]; ok {
+			retired = append(retired, old)
+		}
 		r.pools[name] = p
+		h, _ := m.Host(name)
+		r.poolFor[name] = h.DSN
+	}
+	for name, p := range r.pools {
+		if _, ok := m.Host(name); !ok {
+			retired = append(retired, p)
+			delete(r.pools, name)
+			delete(r.poolFor, name)
+		}
 	}
 	r.m, r.checked = m, time.Now()
+	r.retire(retired)
 	return true, nil
 }
 
-func (r *Router) hasPool(host string) bool {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	_, ok := r.pools[host]
-	return ok
+// retire closes pools the map no longer routes to, in the background:
+// Close waits for the connections in use, and the caller may hold one (a
+// transaction that routes again from inside fn).
+func (r *Router) retire(pools []*pgxpool.Pool) {
+	for _, p := range pools {
+		r.bgWG.Add(1)
+		go func() {
+			defer r.bgWG.Done()
+			p.Close()
+		}()
+	}
 }
 
 func (r *Router) newPool(ctx context.Context, h CatalogHost) (*pgxpool.Pool, error) {
-	dsn, ok := r.dsns[h.Name]
-	if !ok {
+	// The cluster file's DSN carries the password the catalog's lacks;
+	// it is used only while the catalog names the same database for the
+	// host (the catalog decides where a host is).
+	fh, ok := r.files[h.Name]
+	dsn := fh.DSN
+	if !ok || fh.CatalogDSN() != h.DSN {
 		var missing []string
 		if dsn, missing = expandEnv(h.DSN, r.opts.lookup); len(missing) > 0 {
 			return nil, fmt.Errorf("host %s: DSN needs ${%s} (see WithLookupEnv)", h.Name, missing[len(missing)-1])

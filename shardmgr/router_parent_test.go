@@ -24,7 +24,7 @@ func TestRouterChildRowsFollowTheirParent(t *testing.T) {
 		CREATE TABLE {{.schema}}.posts (id bigint PRIMARY KEY DEFAULT {{.next_id}}, user_id bigint NOT NULL, body text);
 		CREATE TABLE {{.schema}}.comments (id bigint PRIMARY KEY DEFAULT {{.next_id}}, post_id bigint NOT NULL REFERENCES {{.schema}}.posts, body text);`}))
 	require.NoError(t, err)
-	_, err = migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{})
+	_, err = migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{})
 	require.NoError(t, err)
 	r := openRouter(t, cfg)
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/shardid/shardid/shardmgr"
 	shcatalog "github.com/shardid/shardid/shardmgr/internal/catalog"
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 	"github.com/shardid/shardid/shardmgr/migrate"
 	"github.com/shardid/shardid/shardmgr/rebalance"
 )
@@ -82,7 +83,7 @@ func TestRouterRetryMoving(t *testing.T) {
 func TestRouterRetryMovingThroughAMove(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 4)
-	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{})
+	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	const shard = 1
 	to := "pg3"
@@ -115,7 +116,7 @@ func TestRouterRetryMovingThroughAMove(t *testing.T) {
 		})
 	}
 	time.Sleep(200 * time.Millisecond)
-	res, err := rebalance.MoveShard(ctx(t), cfg, shard, to, rebalance.MoveOptions{Mode: rebalance.MoveOffline, Migrations: sampleSet(t)})
+	res, err := rebalance.MoveShard(ctx(t), clustertest.Handle(t, cfg), shard, to, rebalance.MoveOptions{Mode: rebalance.MoveOffline, Migrations: sampleSet(t)})
 	require.NoError(t, err)
 	require.Equal(t, rebalance.PhaseCleaned, res.Phase)
 	time.Sleep(300 * time.Millisecond) // writes on the new host

@@ -20,6 +20,7 @@ import (
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/install"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 	"github.com/shardid/shardid/shardmgr/internal/fence"
 	"github.com/shardid/shardid/shardmgr/migrate"
 	"github.com/shardid/shardid/shardmgr/rebalance"
@@ -41,7 +42,7 @@ func requireHostSaid(t testing.TB, err error, shard int, host, code string) {
 func TestStaleRouterAfterMoveGetsErrShardMoving(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 4)
-	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{})
+	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	const shard = 1
 	// Routers that never refresh on their own: their maps stay at the
@@ -56,7 +57,7 @@ func TestStaleRouterAfterMoveGetsErrShardMoving(t *testing.T) {
 	reader := openRouter(t, cfg, shardmgr.WithRefreshInterval(-1))
 	routeLikes(t, writer, shard, 10)
 
-	res, err := rebalance.MoveShard(ctx(t), cfg, shard, to, rebalance.MoveOptions{Mode: rebalance.MoveOffline, Migrations: sampleSet(t)})
+	res, err := rebalance.MoveShard(ctx(t), clustertest.Handle(t, cfg), shard, to, rebalance.MoveOptions{Mode: rebalance.MoveOffline, Migrations: sampleSet(t)})
 	require.NoError(t, err)
 	require.Equal(t, rebalance.PhaseCleaned, res.Phase)
 	require.NotEmpty(t, res.RetiredSchema, "the source's schema was renamed")
@@ -120,7 +121,7 @@ func TestStaleRouterAfterMoveGetsErrShardMoving(t *testing.T) {
 func TestRouterFencedCopyIsErrShardMoving(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 4)
-	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{})
+	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(-1))
 	const shard = 2
@@ -159,7 +160,7 @@ func ownCatalogCluster(t testing.TB, shards int) (*shardmgr.Config, *localpg.Ser
 	cat := pgtest.Own(t, localpg.Options{})
 	cfg.Catalog = cat.DSN("catalog")
 	require.NoError(t, cfg.ValidateCluster())
-	_, err := install.Init(ctx(t), cfg, install.InitOptions{})
+	_, err := install.Init(ctx(t), clustertest.Handle(t, cfg), install.InitOptions{})
 	require.NoError(t, err)
 	return cfg, cat
 }
@@ -186,7 +187,7 @@ func TestRouterServesThroughCatalogOutage(t *testing.T) {
 	t.Parallel()
 	const shards = 6
 	cfg, cat := ownCatalogCluster(t, shards)
-	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{})
+	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	var logs logBuffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))

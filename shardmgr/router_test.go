@@ -14,6 +14,7 @@ import (
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/install"
 	shcatalog "github.com/shardid/shardid/shardmgr/internal/catalog"
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 	"github.com/shardid/shardid/shardmgr/verify"
 )
 
@@ -175,7 +176,9 @@ func TestConcurrentInitCreatesOnce(t *testing.T) {
 	res := make([]*install.InitResult, 3)
 	errs := make([]error, 3)
 	for i := range res {
-		wg.Go(func() { res[i], errs[i] = install.Init(context.Background(), cfg, install.InitOptions{}) })
+		wg.Go(func() {
+			res[i], errs[i] = install.Init(context.Background(), clustertest.Handle(t, cfg), install.InitOptions{})
+		})
 	}
 	wg.Wait()
 	created := 0
@@ -187,7 +190,7 @@ func TestConcurrentInitCreatesOnce(t *testing.T) {
 		}
 	}
 	require.Equal(t, 1, created)
-	rep, err := verify.Verify(ctx(t), cfg, verify.VerifyOptions{})
+	rep, err := verify.Verify(ctx(t), clustertest.Handle(t, cfg), verify.Options{})
 	require.NoError(t, err)
 	require.True(t, rep.OK, "%v", rep.Problems)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,22 +16,49 @@ import (
 	"github.com/shardid/shardid/internal/localpg/pgtest"
 )
 
-// runClusterCmd runs shardid with args and returns stdout, stderr-free
-// error text and the exit code main would use.
-func runClusterCmd(t *testing.T, args ...string) (string, int) {
+// execute runs shardid with args in this process, as main does, within
+// a bound on a hang: the one CLI runner of the tests (the three below
+// only shape what it returns).
+func execute(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeoutCause(context.Background(), 5*time.Minute, errors.New("shardid command took over 5 minutes"))
 	defer cancel()
 	root := newRootCmd()
 	var out, errOut bytes.Buffer
 	root.SetOut(&out)
 	root.SetErr(&errOut)
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	err = root.ExecuteContext(ctx)
+	return out.String(), errOut.String(), err
+}
+
+// runClusterCmd runs shardid with args and returns stdout, stderr-free
+// error text and the exit code main would use.
+func runClusterCmd(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	out, _, err := execute(t, args...)
 	if err != nil {
-		out.WriteString("error: " + err.Error())
+		out += "error: " + err.Error()
 	}
-	return out.String(), exitCode(err)
+	return out, exitCode(err)
+}
+
+// runClusterCmdStderr is runClusterCmd that also returns what the command
+// wrote on stderr (progress, preflight lines) and main's last line.
+func runClusterCmdStderr(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	stdout, stderr, err := execute(t, args...)
+	if err != nil {
+		stderr += "shardid: " + oneLine(errorWithHint(err)) + "\n"
+	}
+	return stdout, stderr, exitCode(err)
+}
+
+// runCmd runs shardid with args and returns stdout and the command's error.
+func runCmd(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	out, _, err := execute(t, args...)
+	return out, err
 }
 
 // clusterFile writes a cluster file for shards shards on three local

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"os"
 
 	"github.com/spf13/cobra"
 
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/cluster"
 )
 
 // addClusterConfigFlag adds --config (default shardid.yaml, or
@@ -20,15 +22,13 @@ func addClusterConfigFlag(cmd *cobra.Command) *string {
 	return path
 }
 
-// loadCluster reads and checks the cluster file: one clear error when it
-// is bad.
-func loadCluster(path string) (*shardmgr.Config, error) {
+// openCluster reads the cluster file and opens the operator's handle on
+// it (cluster.Open checks the file: one clear error when it is bad): once
+// per command, which passes it on and closes it.
+func openCluster(ctx context.Context, path string) (*cluster.Cluster, error) {
 	cfg, err := shardmgr.LoadConfig(path)
 	if err != nil {
 		return nil, err
 	}
-	if err := cfg.ValidateCluster(); err != nil {
-		return nil, err
-	}
-	return cfg, nil
+	return cluster.Open(ctx, cfg)
 }

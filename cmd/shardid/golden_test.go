@@ -147,6 +147,7 @@ func TestGoldenJSON(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, f.Close())
 		checkGolden(t, "rebalance-plan.json.shape", jsonShape(t, goldenCmd(t, 0, "rebalance", "plan", "--config", path, "--json")))
+		goldenCmd(t, 0, "init", "--config", path) // apply pg4 to the catalog: apply does not
 		checkGolden(t, "rebalance-apply.json.shape", jsonShape(t, goldenCmd(t, 0, "rebalance", "apply", "--config", path, "--dir", dir, "--json")))
 		checkGolden(t, "rebalance-status.json.shape", jsonShape(t, goldenCmd(t, 0, "rebalance", "status", "--config", path, "--all", "--json")))
 

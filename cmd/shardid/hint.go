@@ -2,12 +2,15 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
+	"strings"
 
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/install"
 	"github.com/shardid/shardid/shardmgr/migrate"
 	"github.com/shardid/shardid/shardmgr/rebalance"
+	"github.com/shardid/shardid/shardmgr/verify"
 )
 
 // hints maps the packages' sentinel errors to what to do next. The
@@ -41,8 +44,37 @@ var hints = []struct {
 	{is(rebalance.ErrNoReplicaIdentity), "use --mode offline"},
 	{is(rebalance.ErrMissingRole), "create the role on that host with the same name, then run the move again (or shardid rebalance abort)"},
 	{is(rebalance.ErrForeignOwner), "only the role that runs moves may own the fence: see docs/rebalance.md, The fence"},
-	{is(install.ErrHostInUse), "drain it first: drain: true, then shardid rebalance apply; a retired copy goes with shardid rebalance cleanup --all, an unfinished move with abort"},
+	{is(rebalance.ErrCatchupTimeout), "raise --catchup-timeout, or move while the shard takes fewer writes"},
+	{is(rebalance.ErrNoWorker), "or lower --parallel"},
+	{func(err error) bool { var se *shardmgr.ShardErrors; return errors.As(err, &se) && se.Stopped > 0 }, "--fail-fast stopped the run; fix the failure and run it again"},
+	{is(rebalance.ErrHostsNotApplied), "run shardid init to apply the cluster file's hosts to the catalog, then run this again"},
+	{is(install.ErrHostInUse), "drain it first: drain: true, shardid init, then shardid rebalance apply; a retired copy goes with shardid rebalance cleanup --all, an unfinished move with abort"},
 	{is(shardmgr.ErrUnknownHost), "a host must be in the cluster file and registered by shardid init"},
+}
+
+// verifyFixes says which command repairs a verify finding (verify.Fix):
+// the library names the step, the CLI its command.
+var verifyFixes = map[verify.Fix]string{
+	verify.FixInit:              "run shardid init",
+	verify.FixGenerator:         "run shardid migrate generator",
+	verify.FixInitOrGenerator:   "run shardid init or shardid migrate generator",
+	verify.FixDropRetiredCopy:   "drop it: shardid rebalance cleanup --all",
+	verify.FixCleanupRetired:    "shardid rebalance cleanup drops the retired copy",
+	verify.FixFinishMove:        "finish it with `shardid rebalance apply`",
+	verify.FixResumeOrAbortMove: "resume with `shardid rebalance apply`, undo with `shardid rebalance abort --shard %d`",
+}
+
+// withFix is a verify finding as the CLI prints it: with the command that
+// repairs it, when one does.
+func withFix(p verify.Problem) string {
+	fix, ok := verifyFixes[p.Fix]
+	if !ok {
+		return p.String()
+	}
+	if strings.Contains(fix, "%d") {
+		fix = fmt.Sprintf(fix, p.Shard)
+	}
+	return p.String() + " (" + fix + ")"
 }
 
 func is(target error) func(error) bool {

@@ -9,6 +9,7 @@ import (
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/migrate"
 	"github.com/shardid/shardid/shardmgr/rebalance"
+	"github.com/shardid/shardid/shardmgr/verify"
 )
 
 // The packages' errors carry no CLI advice; the CLI adds it from their
@@ -22,8 +23,24 @@ func TestHints(t *testing.T) {
 		{fmt.Errorf("catalog: %w", shardmgr.ErrNotInitialized), "run shardid init"},
 		{&shardmgr.ShardErrors{Op: "migrate up", Errs: []error{fmt.Errorf("%w: x", migrate.ErrShardSchemaMissing)}}, "run shardid init"},
 		{fmt.Errorf("%w: %w", rebalance.ErrMigrationsNeeded, fmt.Errorf("version 2")), "--dir"},
+		{fmt.Errorf("%w: f.yaml: host pg4 is not in the catalog", rebalance.ErrHostsNotApplied), "run shardid init to apply the cluster file's hosts"},
+		{fmt.Errorf("move 1: %w: after 30m0s (the catch-up timeout)", rebalance.ErrCatchupTimeout), "--catchup-timeout"},
+		{fmt.Errorf("%w for subscription s: all 4 slots are taken", rebalance.ErrNoWorker), "--parallel"},
+		{&shardmgr.ShardErrors{Op: "migrate up", Total: 4, Stopped: 3, Errs: []error{fmt.Errorf("x")}}, "--fail-fast"},
 	} {
 		require.Contains(t, errorWithHint(tc.err), tc.want, "%v", tc.err)
 	}
 	require.Empty(t, hint(fmt.Errorf("plain")))
+}
+
+// A verify finding names what is wrong; the CLI adds the command that
+// repairs it (the library's Detail names none).
+func TestVerifyFixes(t *testing.T) {
+	p := verify.Problem{Check: verify.CheckPlacement, Shard: 5, Host: "pg4", Detail: "copy on pg4 belongs to unfinished move 3", Fix: verify.FixResumeOrAbortMove}
+	require.Equal(t, "placement shard 5 on pg4: copy on pg4 belongs to unfinished move 3 (resume with `shardid rebalance apply`, undo with `shardid rebalance abort --shard 5`)", withFix(p))
+	for fix := verify.FixInit; fix <= verify.FixResumeOrAbortMove; fix++ {
+		require.NotEmpty(t, verifyFixes[fix], "fix %d has a command", fix)
+	}
+	p.Fix = verify.FixNone
+	require.Equal(t, p.String(), withFix(p))
 }

@@ -47,10 +47,12 @@ file) is used, if any. See docs/migrations.md.`,
 		if workers < 1 {
 			return usagef("--workers must be at least 1")
 		}
-		cfg, err := loadCluster(*configPath)
+		c, err := openCluster(cmd.Context(), *configPath)
 		if err != nil {
 			return err
 		}
+		defer c.Close()
+		cfg := c.Config()
 		opts := install.InitOptions{
 			Workers: workers,
 			Logger:  slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
@@ -67,13 +69,13 @@ file) is used, if any. See docs/migrations.md.`,
 				return err
 			}
 			bars = newHostBars(os.Stderr, "migrate up")
-			opts.Migrate = migrate.MigrateOptions{
+			opts.Migrate = migrate.Options{
 				// Migrating starts when installing is over: end the install bar's line first.
 				Progress: func(p migrate.HostProgress) { bar.Done(); bars.Update(p) },
 				Waiting:  bars.Waiting,
 			}
 		}
-		res, err := install.Init(cmd.Context(), cfg, opts)
+		res, err := install.Init(cmd.Context(), c, opts)
 		bar.Done()
 		if bars != nil {
 			bars.Done()

@@ -187,16 +187,17 @@ required (0 undoes everything). Shards already at or below N are left alone.
 		if to > set.Latest() {
 			return usagef("--to %d: %s has %d migrations", to, dirName, set.Latest())
 		}
-		cfg, err := loadCluster(*configPath)
+		c, err := openCluster(cmd.Context(), *configPath)
 		if err != nil {
 			return err
 		}
-		shards, err := shardsOf(cmd, *shardList, cfg)
+		defer c.Close()
+		shards, err := shardsOf(cmd, *shardList, c.Config())
 		if err != nil {
 			return err
 		}
 		bars := newHostBars(os.Stderr, "migrate "+string(dir))
-		res, err := migrate.Migrate(cmd.Context(), cfg, set, migrate.MigrateOptions{
+		res, err := migrate.Migrate(cmd.Context(), c, set, migrate.Options{
 			Direction: dir, To: to, Shards: shards, Workers: workers, FailFast: failFast, LockTimeout: lockTimeout,
 			Progress: bars.Update, Waiting: bars.Waiting, Logger: migrateLogger(),
 		})
@@ -218,7 +219,7 @@ required (0 undoes everything). Shards already at or below N are left alone.
 
 // printMigrateResult prints what a migrate run did: counts, then every
 // shard that failed or was stopped. shardid init --dir prints the same.
-func printMigrateResult(w io.Writer, res *migrate.MigrateResult) {
+func printMigrateResult(w io.Writer, res *migrate.Result) {
 	changed, unchanged, failed, stopped := res.Counts()
 	target := fmt.Sprintf("version %d", res.Target)
 	if res.TargetName != "" {
@@ -278,15 +279,16 @@ some shard could not be read. --shards 5,7,10-20 reads those shards only.`,
 		if err != nil {
 			return err
 		}
-		cfg, err := loadCluster(*configPath)
+		c, err := openCluster(cmd.Context(), *configPath)
 		if err != nil {
 			return err
 		}
-		shards, err := shardsOf(cmd, *shardList, cfg)
+		defer c.Close()
+		shards, err := shardsOf(cmd, *shardList, c.Config())
 		if err != nil {
 			return err
 		}
-		st, err := migrate.ReadMigrationStatusOf(cmd.Context(), cfg, set, shards)
+		st, err := migrate.ReadMigrationStatusOf(cmd.Context(), c, set, shards)
 		if err != nil {
 			return err
 		}
@@ -464,10 +466,12 @@ template values are {{.schema}}, {{.shard_id}} and {{.next_id}}).
 		case withCluster && cmd.Flags().Changed("schema"):
 			return usagef("--schema renders outside a cluster, and --config (or SHARDID_CONFIG) names one whose shards live in their default schemas: drop one of them")
 		case withCluster:
-			cfg, err := loadCluster(*configPath)
+			c, err := openCluster(cmd.Context(), *configPath) // checks the file; connects to nothing
 			if err != nil {
 				return err
 			}
+			defer c.Close()
+			cfg := c.Config()
 			if err := cfg.CheckShard(shard); err != nil {
 				return err
 			}
@@ -549,12 +553,13 @@ layout is refused. Shards already current are left alone.`,
 		if lockTimeout <= 0 {
 			return usagef("--lock-timeout must be positive")
 		}
-		cfg, err := loadCluster(*configPath)
+		c, err := openCluster(cmd.Context(), *configPath)
 		if err != nil {
 			return err
 		}
+		defer c.Close()
 		bars := newHostBars(os.Stderr, "generator")
-		res, err := migrate.UpgradeGenerators(cmd.Context(), cfg, migrate.GeneratorOptions{
+		res, err := migrate.UpgradeGenerators(cmd.Context(), c, migrate.GeneratorOptions{
 			Workers: workers, DryRun: dryRun, LockTimeout: lockTimeout,
 			Progress: bars.Update, Waiting: bars.Waiting, Logger: migrateLogger(),
 		})

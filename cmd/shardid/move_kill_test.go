@@ -37,6 +37,8 @@ func TestShardMoveKilledInCutover(t *testing.T) {
 	_, err = fmt.Fprintf(f, "  - name: pg4\n    dsn: %s\n", pgtest.NewDB(t, pgtest.Servers(t, 4)[3]))
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
+	initOut, code := runClusterCmd(t, "init", "--config", path) // applies pg4 to the catalog
+	require.Equal(t, 0, code, initOut)
 	cfg, err := shardmgr.LoadConfig(path)
 	require.NoError(t, err)
 

@@ -217,7 +217,7 @@ func readmeChecks(t *testing.T, home string) map[string][]walkCheck {
 	return map[string][]walkCheck{
 		"shardid local up --shards 16": {contains("wrote "+filepath.Join(home, "shardid.yaml"), "shardid local down")},
 		"shardid local status":         {matches(`(?m)^pg3\s+\d+\s+running`)},
-		"shardid init":                 {contains("nothing to do")},
+		"shardid init":                 {contains("nothing to do"), contains("host pg4: drain true")},
 		"shardid status": {
 			matches(`(?m)^pg1\s+6\s+██████··········\s+0-5$`),
 			func(t *testing.T, out string) {

@@ -88,11 +88,12 @@ sends offline has "mode_reason".`,
 		if parallel < 1 {
 			return usagef("--parallel must be at least 1")
 		}
-		cfg, err := loadCluster(*configPath)
+		c, err := openCluster(cmd.Context(), *configPath)
 		if err != nil {
 			return err
 		}
-		plan, err := rebalance.PlanRebalance(cmd.Context(), cfg, rebalance.PlanOptions{By: pb, Mode: m, Parallel: parallel})
+		defer c.Close()
+		plan, err := rebalance.PlanRebalance(cmd.Context(), c, rebalance.PlanOptions{By: pb, Mode: m, Parallel: parallel})
 		if plan == nil {
 			return err
 		}
@@ -296,13 +297,14 @@ docs/rebalance.md, "Requirements and limits".`,
 		if err != nil {
 			return err
 		}
-		cfg, err := loadCluster(*configPath)
+		c, err := openCluster(cmd.Context(), *configPath)
 		if err != nil {
 			return err
 		}
+		defer c.Close()
 		bars := newMoveProgress(cmd.ErrOrStderr())
 		mo.Progress = bars.Update
-		res, err := rebalance.Apply(cmd.Context(), cfg, rebalance.ApplyOptions{Plan: rebalance.PlanOptions{By: pb}, Parallel: parallel, Move: mo, Wait: wait})
+		res, err := rebalance.Apply(cmd.Context(), c, rebalance.ApplyOptions{Plan: rebalance.PlanOptions{By: pb}, Parallel: parallel, Move: mo, Wait: wait})
 		bars.Done()
 		err = reportPreflight(cmd.ErrOrStderr(), err)
 		if res != nil {
@@ -332,16 +334,7 @@ func printMoves(w io.Writer, moves []*rebalance.MoveResult) {
 	tw.Flush()
 }
 
-// printHostChanges says that the command registered the cluster file's
-// hosts in the catalog (it ran init) before it moved anything.
-func printHostChanges(w io.Writer, changes []string) {
-	for _, c := range changes {
-		fmt.Fprintf(w, "catalog: %s (registered from the cluster file, as shardid init does)\n", c)
-	}
-}
-
 func printApply(w io.Writer, res *rebalance.ApplyResult) {
-	printHostChanges(w, res.HostChanges)
 	waited := res.Waited.Round(time.Millisecond)
 	if len(res.Moves) == 0 {
 		if res.Waited > 0 {
@@ -383,11 +376,12 @@ HOST' again) and rolled back by 'shardid rebalance abort --shard N'.
 	cmd.Flags().BoolVar(&all, "all", false, "list finished and aborted moves too")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the moves as JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		cfg, err := loadCluster(*configPath)
+		c, err := openCluster(cmd.Context(), *configPath)
 		if err != nil {
 			return err
 		}
-		recs, err := rebalance.Moves(cmd.Context(), cfg, all)
+		defer c.Close()
+		recs, err := rebalance.Moves(cmd.Context(), c, all)
 		if err != nil {
 			return err
 		}
@@ -427,11 +421,12 @@ flipped the map cannot be aborted: move the shard back with 'shardid shard move'
 	cmd.Flags().IntSliceVar(&shards, "shard", nil, "abort the move of this shard (repeatable)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print what was rolled back as JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		cfg, err := loadCluster(*configPath)
+		c, err := openCluster(cmd.Context(), *configPath)
 		if err != nil {
 			return err
 		}
-		res, err := rebalance.AbortMove(cmd.Context(), cfg, shards)
+		defer c.Close()
+		res, err := rebalance.AbortMove(cmd.Context(), c, shards)
 		if asJSON && res != nil {
 			if jerr := writeJSON(cmd.OutOrStdout(), map[string]any{"aborted": res}); jerr != nil && err == nil {
 				err = jerr
@@ -467,11 +462,12 @@ drops the copies whose time is up and says until when it keeps the others;
 	cmd.Flags().BoolVar(&all, "all", false, "drop every retired copy, also those inside their keep period")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print what was dropped as JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		cfg, err := loadCluster(*configPath)
+		c, err := openCluster(cmd.Context(), *configPath)
 		if err != nil {
 			return err
 		}
-		res, err := rebalance.Cleanup(cmd.Context(), cfg, rebalance.CleanupOptions{All: all})
+		defer c.Close()
+		res, err := rebalance.Cleanup(cmd.Context(), c, rebalance.CleanupOptions{All: all})
 		if res != nil {
 			if asJSON {
 				if jerr := writeJSON(cmd.OutOrStdout(), res); jerr != nil && err == nil {

@@ -22,6 +22,8 @@ func TestRebalanceApplyTwiceAtOnce(t *testing.T) {
 	_, err = fmt.Fprintf(f, "  - name: pg4\n    dsn: %s\n", pgtest.NewDB(t, pgtest.Servers(t, 4)[3]))
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
+	out, code := runClusterCmd(t, "init", "--config", path)
+	require.Equal(t, 0, code, out)
 
 	var wg sync.WaitGroup
 	outs := make([]string, 2)
@@ -44,6 +46,6 @@ func TestRebalanceApplyTwiceAtOnce(t *testing.T) {
 	}
 	require.Equal(t, 1, moved, "%s\n----\n%s", outs[0], outs[1])
 	require.Equal(t, 1, waited, "%s\n----\n%s", outs[0], outs[1])
-	out, code := runClusterCmd(t, "verify", "--config", path)
+	out, code = runClusterCmd(t, "verify", "--config", path)
 	require.Equal(t, 0, code, out)
 }

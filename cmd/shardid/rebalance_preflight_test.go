@@ -2,13 +2,11 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -16,24 +14,6 @@ import (
 	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/shardid/shardid/shardmgr/rebalance"
 )
-
-// runClusterCmdStderr is runClusterCmd that also returns what the command
-// wrote on stderr (progress, preflight lines) and main's last line.
-func runClusterCmdStderr(t *testing.T, args ...string) (stdout, stderr string, code int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	root := newRootCmd()
-	var out, errOut bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&errOut)
-	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
-	if err != nil {
-		errOut.WriteString("shardid: " + oneLine(errorWithHint(err)) + "\n")
-	}
-	return out.String(), errOut.String(), exitCode(err)
-}
 
 // A source on a server with the default wal_level: plan, apply and shard
 // move print a line per failed check naming wal_level, its value, the
@@ -96,6 +76,8 @@ func TestRebalanceCLIPreflight(t *testing.T) {
 
 	// Auto: offline, and the table says why; phase lines on stderr (no
 	// terminal), the summary alone on stdout.
+	out, code = runClusterCmd(t, "init", "--config", path) // apply the file's hosts
+	require.Equal(t, 0, code, out)
 	stdout, stderr, code := runClusterCmdStderr(t, "rebalance", "apply", "--config", path, "--dir", dir, "--mode", "auto")
 	require.Equal(t, 0, code, stdout+stderr)
 	require.Regexp(t, `(?m)^\d+\s+0\s+pg1\s+pg4\s+offline \(auto: wal_level is replica on pg1\)\s+cleaned\s`, stdout)

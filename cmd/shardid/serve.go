@@ -14,7 +14,7 @@ import (
 
 	"github.com/shardid/shardid/idgen/segment/httpapi"
 	"github.com/shardid/shardid/idgen/snowflake"
-	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/internal/app/serveconfig"
 )
 
 func newServeCmd() *cobra.Command {
@@ -65,7 +65,7 @@ file may hold only that section. See docs/schemes.md.`,
 }
 
 func serve(ctx context.Context, configPath, listen string, grace time.Duration, heapLimit int64) error {
-	cfg, err := shardmgr.LoadConfig(configPath)
+	cfg, err := serveconfig.Load(configPath, os.LookupEnv)
 	if err != nil {
 		return err
 	}
@@ -87,7 +87,7 @@ func serve(ctx context.Context, configPath, listen string, grace time.Duration, 
 	var handler http.Handler
 	var tags []string
 	if seg != nil {
-		alloc, closeAll, err := httpapi.OpenAllocator(ctx, seg, os.LookupEnv, logger)
+		alloc, closeAll, err := httpapi.OpenAllocator(ctx, seg, logger)
 		if err != nil {
 			return fmt.Errorf("%s: %w", configPath, err)
 		}

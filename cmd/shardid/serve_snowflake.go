@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,9 +46,6 @@ type snowflakeService struct {
 // newSnowflakeService checks the snowflake: section and starts leasing a
 // worker in the background; only a bad section is an error.
 func newSnowflakeService(configPath string, c *snowflake.Config, logger *slog.Logger) (*snowflakeService, error) {
-	if err := c.ExpandEnv(os.LookupEnv); err != nil {
-		return nil, fmt.Errorf("%s: %w", configPath, err)
-	}
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", configPath, err)
 	}

@@ -54,13 +54,14 @@ primary key), for the whole copy. --json prints the move:
 		if err != nil {
 			return err
 		}
-		cfg, err := loadCluster(*configPath)
+		c, err := openCluster(cmd.Context(), *configPath)
 		if err != nil {
 			return err
 		}
+		defer c.Close()
 		bars := newMoveProgress(cmd.ErrOrStderr())
 		mo.Progress = bars.Update
-		res, err := rebalance.MoveShard(cmd.Context(), cfg, shard, to, mo)
+		res, err := rebalance.MoveShard(cmd.Context(), c, shard, to, mo)
 		bars.Done()
 		err = reportPreflight(cmd.ErrOrStderr(), err)
 		if res != nil {
@@ -69,7 +70,6 @@ primary key), for the whole copy. --json prints the move:
 					err = jerr
 				}
 			} else {
-				printHostChanges(cmd.OutOrStdout(), res.HostChanges)
 				printMoves(cmd.OutOrStdout(), []*rebalance.MoveResult{res})
 			}
 		}
@@ -100,11 +100,12 @@ DSN alone, for psql "$(shardid shard where 5 --dsn)"; --json prints
 		if err != nil || shard < 0 {
 			return usagef("shard %q: want a shard number", args[0])
 		}
-		cfg, err := loadCluster(*configPath)
+		c, err := openCluster(cmd.Context(), *configPath)
 		if err != nil {
 			return err
 		}
-		loc, err := install.WhereIs(cmd.Context(), cfg, shard)
+		defer c.Close()
+		loc, err := install.WhereIs(cmd.Context(), c, shard)
 		if err != nil {
 			return err
 		}

@@ -57,6 +57,15 @@ func TestShardMoveWithoutMigrationsIsRefusedFirst(t *testing.T) {
 	require.Zero(t, code, out)
 	require.NotContains(t, out, `"shard"`, "no move journaled: %s", out)
 
+	// The file's new host and drain mark are applied by init, not by
+	// the move.
+	_, stderr, code = runClusterCmdStderr(t, "shard", "move", "0", "--to", "pg4", "--mode", "offline", "--dir", dir, "--config", path)
+	require.Equal(t, 1, code, stderr)
+	require.Contains(t, stderr, "host pg4 is not in the catalog")
+	require.Contains(t, stderr, "run shardid init to apply the cluster file's hosts")
+	require.Equal(t, gen, generation(), "nothing was recorded")
+	out, code = runClusterCmd(t, "init", "--config", path)
+	require.Zero(t, code, out)
 	out, code = runClusterCmd(t, "shard", "move", "0", "--to", "pg4", "--mode", "offline", "--dir", dir, "--config", path)
 	require.Zero(t, code, out)
 	require.Regexp(t, `(?m)^\d+\s+0\s+pg1\s+pg4\s+offline\s+cleaned\s`, out)

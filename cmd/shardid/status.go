@@ -38,11 +38,13 @@ every move).`,
 	configPath := addClusterConfigFlag(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the map as JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		cfg, err := loadCluster(*configPath)
+		c, err := openCluster(cmd.Context(), *configPath)
 		if err != nil {
 			return err
 		}
-		st, err := install.ClusterStatus(cmd.Context(), cfg)
+		defer c.Close()
+		cfg := c.Config()
+		st, err := install.ClusterStatus(cmd.Context(), c)
 		if err != nil {
 			return err
 		}

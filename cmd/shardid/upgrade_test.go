@@ -1,13 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -15,20 +12,6 @@ import (
 	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/shardid/shardid/shardmgr"
 )
-
-// runCmd runs shardid with args and returns stdout and the command's error.
-func runCmd(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeoutCause(context.Background(), 5*time.Minute, errors.New("shardid command took over 5 minutes"))
-	defer cancel()
-	root := newRootCmd()
-	var out, errOut bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&errOut)
-	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
-	return out.String(), err
-}
 
 // Every command that opens the catalog reads its schema version first.
 // Against a catalog migrated one step beyond this binary, a dirty one and

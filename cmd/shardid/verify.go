@@ -13,7 +13,7 @@ import (
 func newVerifyCmd() *cobra.Command {
 	var (
 		asJSON bool
-		opts   verify.VerifyOptions
+		opts   verify.Options
 	)
 	cmd := &cobra.Command{
 		Use:   "verify [--config FILE] [--json] [--deep]",
@@ -40,11 +40,12 @@ Each problem names its check, shard, host and detail. --json prints
 		if opts.MaxClockSkew <= 0 || opts.ProbeIDs < 1 {
 			return usagef("--max-clock-skew and --probe-ids must be positive")
 		}
-		cfg, err := loadCluster(*configPath)
+		c, err := openCluster(cmd.Context(), *configPath)
 		if err != nil {
 			return err
 		}
-		rep, err := verify.Verify(cmd.Context(), cfg, opts)
+		defer c.Close()
+		rep, err := verify.Verify(cmd.Context(), c, opts)
 		if err != nil {
 			return err
 		}
@@ -65,10 +66,10 @@ Each problem names its check, shard, host and detail. --json prints
 
 func printVerify(w io.Writer, rep *verify.Report) {
 	for _, p := range rep.Problems {
-		fmt.Fprintf(w, "FAIL %s\n", p)
+		fmt.Fprintf(w, "FAIL %s\n", withFix(p))
 	}
 	for _, n := range rep.Notes {
-		fmt.Fprintf(w, "NOTE %s\n", n)
+		fmt.Fprintf(w, "NOTE %s\n", withFix(n))
 	}
 	summary := fmt.Sprintf("%d shards on %d hosts, %d checks, %d probe ids, %.2fs", rep.Shards, rep.Hosts, len(rep.Checks), rep.ProbeIDs, rep.Elapsed.Seconds())
 	if rep.OK {

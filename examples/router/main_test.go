@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/shardid/shardid/shardmgr/cluster"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -36,11 +37,14 @@ func TestRouterExampleRuns(t *testing.T) {
 
 	cfg, err := shardmgr.LoadConfig("shardid.yaml")
 	require.NoError(t, err)
-	_, err = install.Init(ctx, cfg, install.InitOptions{})
+	c, err := cluster.Open(ctx, cfg)
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = install.Init(ctx, c, install.InitOptions{})
 	require.NoError(t, err)
 	set, err := migrate.LoadMigrationDir(migrations)
 	require.NoError(t, err)
-	_, err = migrate.Migrate(ctx, cfg, set, migrate.MigrateOptions{})
+	_, err = migrate.Migrate(ctx, c, set, migrate.Options{})
 	require.NoError(t, err)
 
 	var out bytes.Buffer

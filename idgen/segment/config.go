@@ -144,27 +144,3 @@ func (t TagConfig) withDefaults() TagConfig {
 	}
 	return t
 }
-
-// ExpandEnv replaces ${VAR} in the source DSNs with the values lookup
-// returns (os.LookupEnv in a command). A variable lookup does not know is
-// an error, so that a missing password is not silently empty; a bare $
-// (in a password, say) is left alone.
-func (c *Config) ExpandEnv(lookup func(string) (string, bool)) error {
-	var missing []string
-	for i, s := range c.Sources {
-		c.Sources[i] = envRef.ReplaceAllStringFunc(s, func(ref string) string {
-			name := ref[2 : len(ref)-1]
-			v, ok := lookup(name)
-			if !ok {
-				missing = append(missing, name)
-			}
-			return v
-		})
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("%w: sources: environment variable %s not set", ErrConfig, strings.Join(missing, ", "))
-	}
-	return nil
-}
-
-var envRef = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*\}`)

@@ -76,15 +76,3 @@ func TestConfigValidate(t *testing.T) {
 	var nilCfg *segment.Config
 	require.ErrorIs(t, nilCfg.Validate(), segment.ErrConfig)
 }
-
-func TestConfigExpandEnv(t *testing.T) {
-	t.Parallel()
-	env := map[string]string{"PGPASS": "s3cret", "PGHOST": "db1"}
-	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
-	c := segment.Config{Sources: []string{"postgres://app:${PGPASS}@${PGHOST}:5432/seg", "postgres://app:pa$$w@h/seg"}}
-	require.NoError(t, c.ExpandEnv(lookup))
-	require.Equal(t, "postgres://app:s3cret@db1:5432/seg", c.Sources[0])
-	require.Equal(t, "postgres://app:pa$$w@h/seg", c.Sources[1], "a bare $ stays")
-	c = segment.Config{Sources: []string{"postgres://app:${MISSING}@h/seg"}}
-	require.ErrorIs(t, c.ExpandEnv(lookup), segment.ErrConfig)
-}

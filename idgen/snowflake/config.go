@@ -2,7 +2,6 @@ package snowflake
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 )
@@ -16,8 +15,8 @@ import (
 //	  epoch_ms: 1288834974657  # optional
 //	  ttl: 10s                 # optional
 type Config struct {
-	// Leases is the DSN of the database holding the lease table; ${VAR}
-	// is replaced by ExpandEnv.
+	// Leases is the DSN of the database holding the lease table (its
+	// ${VAR}s already expanded by whoever read the file).
 	Leases string `yaml:"leases"`
 	// Datacenter is the datacenter field, 0..31. Default 0.
 	Datacenter int64 `yaml:"datacenter"`
@@ -26,26 +25,6 @@ type Config struct {
 	EpochMS int64 `yaml:"epoch_ms"`
 	// TTL is the lease's time to live. 0 means DefaultTTL.
 	TTL time.Duration `yaml:"ttl"`
-}
-
-var envRef = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*\}`)
-
-// ExpandEnv replaces ${VAR} in Leases with lookup(VAR); a variable that is
-// not set is an error naming it, and leaves c as it was.
-func (c *Config) ExpandEnv(lookup func(string) (string, bool)) error {
-	var missing []string
-	expanded := envRef.ReplaceAllStringFunc(c.Leases, func(ref string) string {
-		v, ok := lookup(ref[2 : len(ref)-1])
-		if !ok {
-			missing = append(missing, ref[2:len(ref)-1])
-		}
-		return v
-	})
-	if len(missing) > 0 {
-		return fmt.Errorf("%w: snowflake.leases: environment variable %s not set", ErrInvalidSettings, strings.Join(missing, ", "))
-	}
-	c.Leases = expanded
-	return nil
 }
 
 // Validate checks the section; the error wraps ErrInvalidSettings.

@@ -8,10 +8,13 @@
 //   - schemebench: `shardid bench schemes`, the id schemes side by side;
 //   - charts: the figures as SVG (`shardid bench --svg`, docs/), linked
 //     into cmd/shardid only with -tags charts;
+//   - serveconfig: the cluster file's segments: and snowflake: sections,
+//     which only `shardid serve` reads (kept out of package shardmgr so
+//     that the router links no id service and no net/http);
 //   - schematest: test tooling that brings a catalog to the schema states
 //     of the upgrade policy.
 //
-// The foundations in internal/ (pgsession, pgdatabase, localpg, buildinfo)
+// The foundations in internal/ (pgsession, pgdatabase, localpg, buildinfo, envvar)
 // sit below: they never import these packages (package internal's test
 // holds that). This package itself has no code.
 package app

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 	"github.com/shardid/shardid/shardmgr/verify"
 	shsql "github.com/shardid/shardid/sql"
 )
@@ -27,13 +28,13 @@ func BenchmarkCluster1024(b *testing.B) {
 	for b.Loop() {
 		cfg := testCluster(b, shards, false)
 		t0 := time.Now()
-		if _, err := Init(context.Background(), cfg, InitOptions{}); err != nil {
+		if _, err := Init(context.Background(), clustertest.Handle(b, cfg), InitOptions{}); err != nil {
 			b.Fatal(err)
 		}
 		initS += time.Since(t0)
 
 		t0 = time.Now()
-		res, err := Init(context.Background(), cfg, InitOptions{})
+		res, err := Init(context.Background(), clustertest.Handle(b, cfg), InitOptions{})
 		if err != nil || res.Changed() {
 			b.Fatal(err, res)
 		}
@@ -42,7 +43,7 @@ func BenchmarkCluster1024(b *testing.B) {
 		serialS += serialInstall(b, shards)
 
 		t0 = time.Now()
-		rep, err := verify.Verify(context.Background(), cfg, verify.VerifyOptions{})
+		rep, err := verify.Verify(context.Background(), clustertest.Handle(b, cfg), verify.Options{})
 		if err != nil || !rep.OK {
 			b.Fatal(err, rep.Problems)
 		}
@@ -50,7 +51,7 @@ func BenchmarkCluster1024(b *testing.B) {
 
 		fillTables(b, cfg, 100)
 		t0 = time.Now()
-		rep, err = verify.Verify(context.Background(), cfg, verify.VerifyOptions{Deep: true})
+		rep, err = verify.Verify(context.Background(), clustertest.Handle(b, cfg), verify.Options{Deep: true})
 		if err != nil || !rep.OK {
 			b.Fatal(err, rep.Problems)
 		}

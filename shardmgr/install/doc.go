@@ -4,7 +4,11 @@
 // hosts, every host's own record (migrations.Host: shardid.host_info and
 // shardid.local_shards) and every shard's schema and generator; and it
 // reports the cluster's status (ClusterStatus: the map and the moves in
-// progress) for shardid status.
+// progress) for shardid status. Every call takes the operator's handle
+// (shardmgr/cluster), whose pools it uses: a database is connected to once
+// for all of init's checks and work. Init is the one step that applies the
+// cluster file's hosts to the catalog (added, new DSN, drain mark,
+// removed), through the catalog package's host writers.
 //
 // Init is idempotent: run again, it finishes what is missing and changes
 // nothing that is right. On every shard whose generator it finds it runs

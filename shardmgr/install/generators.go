@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/migrate"
 )
 
@@ -18,8 +19,8 @@ import (
 // a new version (sql.Version), so after Init every shard has this
 // release's objects and privileges. Upgraded shards count as installed;
 // the shards that failed are returned.
-func upgradeGenerators(ctx context.Context, cfg *shardmgr.Config, present []int, opts InitOptions, log *slog.Logger, res *InitResult) ([]error, error) {
-	r, err := migrate.UpgradeGenerators(ctx, cfg, migrate.GeneratorOptions{
+func upgradeGenerators(ctx context.Context, c *cluster.Cluster, present []int, opts InitOptions, log *slog.Logger, res *InitResult) ([]error, error) {
+	r, err := migrate.UpgradeGenerators(ctx, c, migrate.GeneratorOptions{
 		Shards: present, Workers: opts.Workers, Logger: log,
 		Waiting: func(w migrate.LockWait) {
 			log.Info("generator upgrade waits for the shard's migration lock", "shard", w.Shard, "host", w.Host, "holder_pid", w.HolderPID)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 	shsql "github.com/shardid/shardid/sql"
 )
 
@@ -76,7 +77,7 @@ func TestInitUpgradesAnOlderGeneratorVersion(t *testing.T) {
 	_, err = p.Exec(ctx(t), `SELECT setval('shard_0001.next_id_counter', 1)`)
 	require.NoError(t, err)
 
-	res, err := Init(ctx(t), cfg, InitOptions{})
+	res, err := Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{})
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Installed, "the upgraded shard counts as installed")
 	require.Equal(t, 2, res.Unchanged)
@@ -109,7 +110,7 @@ func TestInitReappliesGeneratorPrivileges(t *testing.T) {
 	var before int64
 	require.NoError(t, p.QueryRow(ctx(t), `SELECT shard_0002.next_id()`).Scan(&before))
 
-	res, err := Init(ctx(t), cfg, InitOptions{})
+	res, err := Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{})
 	require.NoError(t, err)
 	require.Equal(t, 3, res.Unchanged)
 	require.Empty(t, publicExecutable(t, p, "shard_0002"), "init re-applied the generator's privileges")
@@ -139,7 +140,7 @@ func TestInitRefusesGeneratorObjectsOwnedByAnotherRole(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { p.Exec(context.Background(), fmt.Sprintf("DROP OWNED BY %[1]s; DROP ROLE %[1]s", role)) })
 
-	_, err = Init(ctx(t), cfg, InitOptions{})
+	_, err = Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{})
 	var se *shardmgr.ShardErrors
 	require.True(t, errors.As(err, &se), "%v", err)
 	require.Len(t, se.Errs, 1)

@@ -37,14 +37,14 @@ func tableExists(t testing.TB, p *pgxpool.Pool, name string) bool {
 func initCluster(t testing.TB, shards int) *shardmgr.Config {
 	t.Helper()
 	cfg := clustertest.Cluster(t, shards, false)
-	_, err := Init(ctx(t), cfg, InitOptions{})
+	_, err := Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{})
 	require.NoError(t, err)
 	return cfg
 }
 
 func requireVerifyOK(t testing.TB, cfg *shardmgr.Config) {
 	t.Helper()
-	rep, err := verify.Verify(ctx(t), cfg, verify.VerifyOptions{Deep: true})
+	rep, err := verify.Verify(ctx(t), clustertest.Handle(t, cfg), verify.Options{Deep: true})
 	require.NoError(t, err)
 	require.True(t, rep.OK, "verify: %v", rep.Problems)
 }

@@ -8,9 +8,11 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
 
@@ -27,7 +29,8 @@ import (
 //
 // It returns an error wrapping ErrConfig that names both hosts of every
 // such pair.
-func checkHostsDistinct(ctx context.Context, cfg *shardmgr.Config) error {
+func checkHostsDistinct(ctx context.Context, c *cluster.Cluster) error {
+	cfg := c.Config()
 	if len(cfg.Hosts) < 2 {
 		return nil
 	}
@@ -36,25 +39,27 @@ func checkHostsDistinct(ctx context.Context, cfg *shardmgr.Config) error {
 	// else's advisory locks, are not taken for ours.
 	class := int32(rand.N(1<<30)) + 1
 	txs := make([]pgx.Tx, len(cfg.Hosts))
+	conns := make([]*pgxpool.Conn, len(cfg.Hosts))
 	defer func() {
-		for _, tx := range txs {
+		for i, tx := range txs {
 			if tx != nil {
-				c := tx.Conn()
 				tx.Rollback(context.WithoutCancel(ctx))
-				c.Close(context.WithoutCancel(ctx))
+			}
+			if conns[i] != nil {
+				conns[i].Release()
 			}
 		}
 	}()
 	g, gctx := errgroup.WithContext(ctx)
 	for i, h := range cfg.Hosts {
 		g.Go(func() error {
-			conn, err := connectHost(gctx, h.DSN)
+			conn, err := acquire(gctx, c, h.Name)
 			if err != nil {
 				return fmt.Errorf("host %s: %w", h.Name, err)
 			}
+			conns[i] = conn
 			tx, err := conn.Begin(gctx)
 			if err != nil {
-				conn.Close(context.WithoutCancel(ctx))
 				return fmt.Errorf("host %s: %w", h.Name, err)
 			}
 			txs[i] = tx
@@ -110,15 +115,16 @@ func checkHostsDistinct(ctx context.Context, cfg *shardmgr.Config) error {
 // where there is one, and refuses a database that belongs to another
 // cluster or is recorded as another host: Init checks this before it
 // records anything in the catalog.
-func checkHostRecords(ctx context.Context, cfg *shardmgr.Config) error {
+func checkHostRecords(ctx context.Context, c *cluster.Cluster) error {
+	cfg := c.Config()
 	var probs []string
 	for _, h := range cfg.Hosts {
-		conn, err := connectHost(ctx, h.DSN)
+		conn, err := acquire(ctx, c, h.Name)
 		if err != nil {
 			return fmt.Errorf("host %s: %w", h.Name, err)
 		}
-		cluster, name, err := readHostInfo(ctx, conn)
-		conn.Close(context.WithoutCancel(ctx))
+		cluster, name, err := readHostInfo(ctx, conn.Conn())
+		conn.Release()
 		if err != nil {
 			return fmt.Errorf("host %s: read its record: %w", h.Name, err)
 		}
@@ -149,13 +155,21 @@ func readHostInfo(ctx context.Context, conn *pgx.Conn) (cluster, name string, er
 	return cluster, name, err
 }
 
-func connectHost(ctx context.Context, dsn string) (*pgx.Conn, error) {
-	cc, err := pgx.ParseConfig(dsn)
+// acquire takes a connection from the handle's pool on the catalog (host
+// "") or on a host: the handle holds every connection init makes, so a
+// database is connected to once for all of init's checks and work.
+func acquire(ctx context.Context, c *cluster.Cluster, host string) (*pgxpool.Conn, error) {
+	var (
+		p   *pgxpool.Pool
+		err error
+	)
+	if host == "" {
+		p, err = c.CatalogPool(ctx)
+	} else {
+		p, err = c.HostPool(ctx, host, cluster.Session{})
+	}
 	if err != nil {
-		return nil, fmt.Errorf("cannot parse DSN: %w", err)
+		return nil, err
 	}
-	if cc.ConnectTimeout == 0 {
-		cc.ConnectTimeout = pg.DefaultConnectTimeout
-	}
-	return pgx.ConnectConfig(ctx, cc)
+	return p.Acquire(ctx)
 }

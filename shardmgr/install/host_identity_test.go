@@ -13,6 +13,7 @@ import (
 	"github.com/shardid/shardid/internal/localpg"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 )
 
 // One database under two names passes the cluster file's checks (the
@@ -50,7 +51,7 @@ func TestInitRefusesOneDatabaseUnderTwoNames(t *testing.T) {
 			cfg.Hosts[1].DSN = tc.other(db)
 			require.NoError(t, cfg.ValidateCluster(), "the file alone cannot tell")
 
-			_, err := Init(ctx(t), cfg, InitOptions{})
+			_, err := Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{})
 			require.ErrorIs(t, err, shardmgr.ErrConfig)
 			msg := err.Error()
 			require.Contains(t, msg, "hosts pg1 (")
@@ -65,7 +66,7 @@ func TestInitRefusesOneDatabaseUnderTwoNames(t *testing.T) {
 
 			// The corrected file initialises.
 			cfg.Hosts = append(cfg.Hosts[:1], cfg.Hosts[2:]...)
-			res, err := Init(ctx(t), cfg, InitOptions{})
+			res, err := Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{})
 			require.NoError(t, err)
 			require.True(t, res.CatalogCreated)
 			requireVerifyOK(t, cfg)
@@ -86,7 +87,7 @@ func TestInitAcceptsClonedServers(t *testing.T) {
 		ids[id] = true
 	}
 	require.Len(t, ids, 1, "localpg's servers are copies of one initdb")
-	_, err := Init(ctx(t), cfg, InitOptions{})
+	_, err := Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{})
 	require.NoError(t, err)
 }
 
@@ -97,7 +98,7 @@ func TestInitChecksHostRecordsFirst(t *testing.T) {
 	other := initCluster(t, 3)
 	cfg := testCluster(t, 6, false)
 	cfg.Hosts[2].DSN = other.Hosts[0].DSN
-	_, err := Init(ctx(t), cfg, InitOptions{})
+	_, err := Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{})
 	require.ErrorIs(t, err, shardmgr.ErrClusterMismatch)
 	require.ErrorContains(t, err, fmt.Sprintf("host pg3: its database belongs to cluster %q as host \"pg1\"", other.Cluster))
 	require.False(t, tableExists(t, pool(t, cfg.Catalog), "shardid.cluster"))
@@ -116,7 +117,7 @@ func TestConcurrentFirstInits(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range n {
 			wg.Go(func() {
-				res, err := Init(context.Background(), cfg, InitOptions{})
+				res, err := Init(context.Background(), clustertest.Handle(t, cfg), InitOptions{})
 				errs[i] = err
 				if res != nil {
 					created[i] = res.CatalogCreated

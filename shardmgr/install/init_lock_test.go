@@ -29,7 +29,7 @@ func TestInitLockWaitIsBounded(t *testing.T) {
 
 	const wait = 2 * time.Second
 	start := time.Now()
-	_, err = Init(ctx(t), cfg, InitOptions{LockWait: wait})
+	_, err = Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{LockWait: wait})
 	took := time.Since(start)
 	require.ErrorIs(t, err, shardmgr.ErrLockWait)
 	var lw *pg.LockWaitError
@@ -40,6 +40,6 @@ func TestInitLockWaitIsBounded(t *testing.T) {
 	require.Less(t, took, time.Minute, "bounded by LockWait, not by the holder")
 
 	require.NoError(t, conn.Close(context.Background()))
-	_, err = Init(ctx(t), cfg, InitOptions{LockWait: wait})
+	_, err = Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{LockWait: wait})
 	require.NoError(t, err)
 }

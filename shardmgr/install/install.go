@@ -19,6 +19,7 @@ import (
 	"github.com/shardid/shardid/internal/pgdatabase"
 	"github.com/shardid/shardid/migrations"
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 	"github.com/shardid/shardid/shardmgr/internal/shardschema"
@@ -42,11 +43,11 @@ type InitOptions struct {
 	// Logger receives progress messages. Nil discards them.
 	Logger *slog.Logger
 	// Migrations, when set, brings every shard to the migration version
-	// of the others after installing (MigrateShards), so that a shard Init
+	// of the others after installing (Shards), so that a shard Init
 	// created again gets the tables the rest have. Migrate adjusts that run
 	// (its Workers default to Workers).
 	Migrations *migrate.MigrationSet
-	Migrate    migrate.MigrateOptions
+	Migrate    migrate.Options
 	// LockWait bounds the wait for another init of the same catalog (the
 	// catalog's init lock): when it runs out Init gives up, naming the
 	// session that holds the lock. Zero means DefaultInitLockWait.
@@ -77,7 +78,7 @@ type InitResult struct {
 	// Elapsed is the run's wall time (JSON: seconds).
 	Elapsed time.Duration `json:"-"`
 	// Migrated is the migration run, when InitOptions.Migrations was set.
-	Migrated *migrate.MigrateResult `json:"migrations,omitempty"`
+	Migrated *migrate.Result `json:"migrations,omitempty"`
 	// Warnings are what Init found unsafe but left as it was, one line
 	// each: a catalog database that every role may connect to.
 	Warnings []string `json:"warnings"`
@@ -123,11 +124,9 @@ func (r *InitResult) Changed() bool {
 // file that contradicts the catalog on what is fixed once initialised
 // (cluster name, shard count, epoch) with an error wrapping
 // ErrClusterMismatch.
-func Init(ctx context.Context, cfg *shardmgr.Config, opts InitOptions) (*InitResult, error) {
+func Init(ctx context.Context, c *cluster.Cluster, opts InitOptions) (*InitResult, error) {
 	start := time.Now()
-	if err := cfg.ValidateCluster(); err != nil {
-		return nil, err
-	}
+	cfg := c.Config()
 	if opts.Workers <= 0 {
 		opts.Workers = DefaultWorkers
 	}
@@ -139,7 +138,7 @@ func Init(ctx context.Context, cfg *shardmgr.Config, opts InitOptions) (*InitRes
 
 	// Nothing is written to a catalog or host that a newer shardid
 	// migrated, or whose last migration failed half way.
-	if err := checkSchemas(ctx, cfg); err != nil {
+	if err := checkSchemas(ctx, c); err != nil {
 		return nil, err
 	}
 
@@ -153,10 +152,10 @@ func Init(ctx context.Context, cfg *shardmgr.Config, opts InitOptions) (*InitRes
 	// Every host is checked before the catalog records anything: two
 	// names for one database, or a database that belongs to another
 	// cluster or host, would leave a map that no command could repair.
-	if err := checkHostsDistinct(ctx, cfg); err != nil {
+	if err := checkHostsDistinct(ctx, c); err != nil {
 		return nil, err
 	}
-	if err := checkHostRecords(ctx, cfg); err != nil {
+	if err := checkHostRecords(ctx, c); err != nil {
 		return nil, err
 	}
 
@@ -178,11 +177,10 @@ func Init(ctx context.Context, cfg *shardmgr.Config, opts InitOptions) (*InitRes
 	} else if w != "" {
 		res.Warnings = append(res.Warnings, w)
 	}
-	catalog, err := pg.OpenPool(ctx, cfg.Catalog, 2)
+	catalog, err := c.CatalogPool(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("catalog: %w", err)
+		return nil, err
 	}
-	defer catalog.Close()
 	m, created, changes, err := planCatalog(ctx, catalog, cfg)
 	if err != nil {
 		return nil, err
@@ -192,12 +190,12 @@ func Init(ctx context.Context, cfg *shardmgr.Config, opts InitOptions) (*InitRes
 		log.Info("catalog", "change", c, "generation", m.Generation)
 	}
 
-	failures, present, err := installShards(ctx, cfg, m, opts, res)
+	failures, present, err := installShards(ctx, c, m, opts, res)
 	if err != nil {
 		return nil, err
 	}
 	if len(failures) == 0 && len(present) > 0 {
-		failures, err = upgradeGenerators(ctx, cfg, present, opts, log, res)
+		failures, err = upgradeGenerators(ctx, c, present, opts, log, res)
 		if err != nil && len(failures) == 0 {
 			return nil, err
 		}
@@ -210,7 +208,7 @@ func Init(ctx context.Context, cfg *shardmgr.Config, opts InitOptions) (*InitRes
 		if opts.Migrate.Workers == 0 {
 			opts.Migrate.Workers = opts.Workers
 		}
-		res.Migrated, err = migrate.MigrateShards(ctx, cfg, opts.Migrations, nil, opts.Migrate)
+		res.Migrated, err = migrate.Shards(ctx, c, opts.Migrations, nil, opts.Migrate)
 	}
 	res.Elapsed = time.Since(start)
 	return res, err
@@ -282,9 +280,11 @@ func ensureDatabases(ctx context.Context, cfg *shardmgr.Config, log *slog.Logger
 // installShards installs every host's record and shards, hosts in
 // parallel, counting in res what it installed and what was right, and
 // returns the shards that failed and those whose generator it found
-// already there (which upgradeGenerators brings to this release's); a
-// host-wide failure is the error.
-func installShards(ctx context.Context, cfg *shardmgr.Config, m *shardmgr.ShardMap, opts InitOptions, res *InitResult) (failures []error, present []int, err error) {
+// already there (which upgradeGenerators brings to this release's). A
+// host that fails as a whole (its record, its connection) fails its own
+// shards only: the other hosts finish, and the failure is reported with
+// the rest at the end. Only the context's end is the error.
+func installShards(ctx context.Context, c *cluster.Cluster, m *shardmgr.ShardMap, opts InitOptions, res *InitResult) (failures []error, present []int, err error) {
 	var (
 		mu   sync.Mutex
 		done int
@@ -308,13 +308,20 @@ func installShards(ctx context.Context, cfg *shardmgr.Config, m *shardmgr.ShardM
 			opts.Progress(done, len(m.Shards))
 		}
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	for _, h := range cfg.Hosts {
-		g.Go(func() error {
-			return installHost(gctx, cfg, m, h, opts.Workers, progress)
+	var wg sync.WaitGroup
+	for _, h := range c.Config().Hosts {
+		wg.Go(func() {
+			if err := installHost(ctx, c, m, h, opts.Workers, progress); err != nil && ctx.Err() == nil {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, id := range m.ShardsOn(h.Name) {
+					failures = append(failures, &shardmgr.ShardError{Shard: id, Host: h.Name, Err: err})
+				}
+			}
 		})
 	}
-	if err := g.Wait(); err != nil {
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
 	return failures, present, nil
@@ -384,8 +391,7 @@ func createCluster(ctx context.Context, tx pgx.Tx, cfg *shardmgr.Config) error {
 		return err
 	}
 	for _, h := range cfg.Hosts {
-		if _, err := tx.Exec(ctx, `INSERT INTO shardid.hosts (name, dsn, drain, added_generation) VALUES ($1, $2, $3, $4)`,
-			h.Name, h.CatalogDSN(), h.Drain, gen); err != nil {
+		if err := catalog.InsertHost(ctx, tx, h, gen); err != nil {
 			return err
 		}
 	}
@@ -489,15 +495,12 @@ func reconcileCatalog(ctx context.Context, tx pgx.Tx, cfg *shardmgr.Config, cur 
 		return nil, nil
 	}
 	for _, name := range removed {
-		if _, err := tx.Exec(ctx, `DELETE FROM shardid.hosts WHERE name = $1`, name); err != nil {
+		if err := catalog.RemoveHost(ctx, tx, name); err != nil {
 			return nil, err
 		}
 	}
 	for _, h := range cfg.Hosts {
-		if _, err := tx.Exec(ctx, `INSERT INTO shardid.hosts (name, dsn, drain, added_generation) VALUES ($1, $2, $3, $4)
-			ON CONFLICT (name) DO UPDATE SET dsn = EXCLUDED.dsn, drain = EXCLUDED.drain
-			WHERE (hosts.dsn, hosts.drain) IS DISTINCT FROM (EXCLUDED.dsn, EXCLUDED.drain)`,
-			h.Name, h.CatalogDSN(), h.Drain, gen); err != nil {
+		if err := catalog.PutHost(ctx, tx, h, gen); err != nil {
 			return nil, err
 		}
 	}
@@ -507,16 +510,16 @@ func reconcileCatalog(ctx context.Context, tx pgx.Tx, cfg *shardmgr.Config, cur 
 // installHost writes host h's record and installs the generators of the
 // shards the map places on it, with workers connections. Per-shard
 // failures go to progress; host-wide ones are returned.
-func installHost(ctx context.Context, cfg *shardmgr.Config, m *shardmgr.ShardMap, h shardmgr.Host, workers int, progress func(id int, present, installed bool, err error)) error {
+func installHost(ctx context.Context, c *cluster.Cluster, m *shardmgr.ShardMap, h shardmgr.Host, workers int, progress func(id int, present, installed bool, err error)) error {
 	mine := m.ShardsOn(h.Name)
 	if err := migrations.Up(ctx, h.DSN, migrations.Host); err != nil {
 		return fmt.Errorf("host %s: %w", h.Name, err)
 	}
-	pool, err := pg.OpenPool(ctx, h.DSN, workers)
+	cfg := c.Config()
+	pool, err := c.HostPool(ctx, h.Name, cluster.Session{})
 	if err != nil {
-		return fmt.Errorf("host %s: %w", h.Name, err)
+		return err
 	}
-	defer pool.Close()
 
 	var cluster, name string
 	err = pool.QueryRow(ctx, `INSERT INTO shardid.host_info (cluster, host) VALUES ($1, $2)

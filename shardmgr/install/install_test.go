@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 	"github.com/shardid/shardid/shardmgr/internal/shardschema"
 )
 
@@ -26,7 +27,7 @@ func TestBalancedRanges(t *testing.T) {
 func TestInitAndReinit(t *testing.T) {
 	t.Parallel()
 	cfg := testCluster(t, 64, false)
-	res, err := Init(ctx(t), cfg, InitOptions{})
+	res, err := Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{})
 	require.NoError(t, err)
 	require.True(t, res.CatalogCreated)
 	require.Len(t, res.CreatedDatabases, 4)
@@ -50,7 +51,7 @@ func TestInitAndReinit(t *testing.T) {
 	}
 
 	// Again: nothing changes.
-	res, err = Init(ctx(t), cfg, InitOptions{})
+	res, err = Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{})
 	require.NoError(t, err)
 	require.False(t, res.Changed(), "%+v", res)
 	require.EqualValues(t, 1, res.Generation)
@@ -61,7 +62,7 @@ func TestInitAndReinit(t *testing.T) {
 	require.NoError(t, err)
 	_, err = hostPool(t, cfg, "pg3").Exec(ctx(t), "DELETE FROM shardid.local_shards WHERE shard = 50")
 	require.NoError(t, err)
-	res, err = Init(ctx(t), cfg, InitOptions{})
+	res, err = Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{})
 	require.NoError(t, err)
 	require.Equal(t, 2, res.Installed)
 	require.EqualValues(t, 1, res.Generation)

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/cluster"
 )
 
 // SchemaUpgrade is a schema that Init migrated from one version to another.
@@ -22,8 +23,9 @@ type SchemaUpgrade struct {
 // dirty, or that a newer shardid migrated, is refused with a
 // *shardmgr.CatalogVersionError; an older one is what Init upgrades. A
 // database that does not exist yet is at version 0.
-func checkSchemas(ctx context.Context, cfg *shardmgr.Config) error {
-	v, err := readVersion(ctx, cfg.Catalog, func(ctx context.Context, q shardmgr.Querier) (shardmgr.SchemaVersion, error) {
+func checkSchemas(ctx context.Context, c *cluster.Cluster) error {
+	cfg := c.Config()
+	v, err := readVersion(ctx, c, "", func(ctx context.Context, q shardmgr.Querier) (shardmgr.SchemaVersion, error) {
 		return shardmgr.ReadCatalogVersion(ctx, q)
 	})
 	if err != nil {
@@ -33,7 +35,7 @@ func checkSchemas(ctx context.Context, cfg *shardmgr.Config) error {
 		return err
 	}
 	for _, h := range cfg.Hosts {
-		v, err := readVersion(ctx, h.DSN, func(ctx context.Context, q shardmgr.Querier) (shardmgr.SchemaVersion, error) {
+		v, err := readVersion(ctx, c, h.Name, func(ctx context.Context, q shardmgr.Querier) (shardmgr.SchemaVersion, error) {
 			return shardmgr.ReadHostVersion(ctx, q, h.Name)
 		})
 		if err != nil {
@@ -55,8 +57,9 @@ func initAccepts(v shardmgr.SchemaVersion) error {
 	return err
 }
 
-func readVersion(ctx context.Context, dsn string, read func(context.Context, shardmgr.Querier) (shardmgr.SchemaVersion, error)) (shardmgr.SchemaVersion, error) {
-	conn, err := connectHost(ctx, dsn) // with a connect timeout
+// readVersion reads a schema version on the catalog (host "") or a host.
+func readVersion(ctx context.Context, c *cluster.Cluster, host string, read func(context.Context, shardmgr.Querier) (shardmgr.SchemaVersion, error)) (shardmgr.SchemaVersion, error) {
+	conn, err := acquire(ctx, c, host) // with a connect timeout
 	if err != nil {
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == pgerrcode.InvalidCatalogName {
@@ -64,6 +67,6 @@ func readVersion(ctx context.Context, dsn string, read func(context.Context, sha
 		}
 		return shardmgr.SchemaVersion{}, err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer conn.Release()
 	return read(ctx, conn)
 }

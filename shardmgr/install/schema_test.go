@@ -40,7 +40,7 @@ func TestInitRefusesHostSchemaItDoesNotKnow(t *testing.T) {
 			db := fmt.Sprintf("sm%d_pg4", clustertest.DBCounter.Add(1))
 			dropLater(t, server, db)
 			cfg.Hosts = append(cfg.Hosts, shardmgr.Host{Name: "pg4", DSN: server.DSN(db)})
-			_, err = Init(ctx(t), cfg, InitOptions{})
+			_, err = Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{})
 			require.ErrorIs(t, err, tc.want)
 			require.EqualError(t, err, tc.text)
 			require.Equal(t, gen, schematest.Generation(t, cfg.Catalog), "the catalog changed")

@@ -15,6 +15,7 @@ import (
 	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/shardid/shardid/migrations"
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
 
@@ -64,7 +65,7 @@ func TestCatalogHoldsNoPasswords(t *testing.T) {
 			{Name: "pg2", DSN: fmt.Sprintf("host=127.0.0.1 port=%d dbname=pw%d_app2 user=shard_owner password='%s' sslmode=disable", s.Port, n, hostSecret)},
 		}}
 	require.NoError(t, cfg.ValidateCluster())
-	_, err := Init(ctx(t), cfg, InitOptions{})
+	_, err := Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{})
 	require.NoError(t, err)
 
 	// A routing role as docs/upgrading.md sets it up, not a superuser.
@@ -113,7 +114,7 @@ func TestCatalogHoldsNoPasswords(t *testing.T) {
 
 	// init again finds the catalog as the file says: nothing to change.
 	gen := readGeneration(t, cfg)
-	_, err = Init(ctx(t), cfg, InitOptions{})
+	_, err = Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{})
 	require.NoError(t, err)
 	require.Equal(t, gen, readGeneration(t, cfg))
 }
@@ -169,7 +170,7 @@ func TestCatalogUpgradeStripsPasswords(t *testing.T) {
 	require.Zero(t, leaked)
 	// What the migration left is what init records: nothing to change.
 	gen := readGeneration(t, cfg)
-	_, err = Init(ctx(t), cfg, InitOptions{})
+	_, err = Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{})
 	require.NoError(t, err)
 	require.Equal(t, gen, readGeneration(t, cfg))
 }
@@ -179,7 +180,7 @@ func TestCatalogUpgradeStripsPasswords(t *testing.T) {
 // CONNECT is PUBLIC's no more.
 func TestInitWarnsWhenPublicMayConnectToCatalog(t *testing.T) {
 	cfg := testCluster(t, 2, false)
-	res, err := Init(ctx(t), cfg, InitOptions{})
+	res, err := Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{})
 	require.NoError(t, err)
 	cat := pool(t, cfg.Catalog)
 	var db string
@@ -190,7 +191,7 @@ func TestInitWarnsWhenPublicMayConnectToCatalog(t *testing.T) {
 
 	_, err = cat.Exec(ctx(t), "REVOKE CONNECT ON DATABASE "+pgx.Identifier{db}.Sanitize()+" FROM PUBLIC")
 	require.NoError(t, err)
-	res, err = Init(ctx(t), cfg, InitOptions{})
+	res, err = Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{})
 	require.NoError(t, err)
 	require.Empty(t, res.Warnings)
 }

@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
-	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
 
 // Status is the map as `shardid status --json` prints it:
@@ -74,28 +74,21 @@ func statusOf(m *shardmgr.ShardMap) *Status {
 	return st
 }
 
-// ClusterStatus reads the map and the moves in progress from the catalog
-// named in cfg, and asks each host whether it answers (HostStatus.Unreachable).
-func ClusterStatus(ctx context.Context, cfg *shardmgr.Config) (*Status, error) {
-	st, err := readStatus(ctx, cfg)
+// ClusterStatus reads the map and the moves in progress from the catalog,
+// and asks each host whether it answers (HostStatus.Unreachable).
+func ClusterStatus(ctx context.Context, c *cluster.Cluster) (*Status, error) {
+	st, err := readStatus(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	probeHosts(ctx, cfg, st)
+	probeHosts(ctx, c, st)
 	return st, nil
 }
 
 // readStatus reads the map and the moves in progress from the catalog.
-func readStatus(ctx context.Context, cfg *shardmgr.Config) (*Status, error) {
-	if err := cfg.ValidateCluster(); err != nil {
-		return nil, err
-	}
-	pool, err := pg.OpenPool(ctx, cfg.Catalog, 1)
+func readStatus(ctx context.Context, c *cluster.Cluster) (*Status, error) {
+	pool, err := c.Catalog(ctx, shardmgr.UseRead)
 	if err != nil {
-		return nil, fmt.Errorf("catalog: %w", err)
-	}
-	defer pool.Close()
-	if err := shardmgr.CheckCatalog(ctx, pool, shardmgr.UseRead); err != nil {
 		return nil, err
 	}
 	m, err := shardmgr.ReadMap(ctx, pool)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 	"github.com/shardid/shardid/shardmgr/verify"
 )
 
@@ -18,7 +19,7 @@ func TestStatusJSONShape(t *testing.T) {
 	cfg := initCluster(t, 5)
 	_, err := catalog.SetShardState(ctx(t), pool(t, cfg.Catalog), 3, shardmgr.StateReadOnly, 1)
 	require.NoError(t, err)
-	st, err := ClusterStatus(ctx(t), cfg)
+	st, err := ClusterStatus(ctx(t), clustertest.Handle(t, cfg))
 	require.NoError(t, err)
 	b, err := json.Marshal(st)
 	require.NoError(t, err)
@@ -53,7 +54,7 @@ func TestStatusMovesInProgress(t *testing.T) {
 			VALUES ($1, $2, $3, 'online', $4, $6, $7, 8192, 42, $5)`, row.shard, row.from, row.to, row.phase, row.err, fmt.Sprintf("test-%d", row.shard), fmt.Sprintf("shard_%04d", row.shard))
 		require.NoError(t, err)
 	}
-	st, err := ClusterStatus(ctx(t), cfg)
+	st, err := ClusterStatus(ctx(t), clustertest.Handle(t, cfg))
 	require.NoError(t, err)
 	require.Len(t, st.Moves, 2)
 	require.Equal(t, MoveStatus{ID: st.Moves[0].ID, Shard: 4, From: "pg3", To: "pg1", Mode: "online", Phase: "copy", Bytes: 8192, Rows: 42, Started: st.Moves[0].Started}, st.Moves[0])
@@ -67,7 +68,7 @@ func TestStatusMovesInProgress(t *testing.T) {
 func TestStatusBeforeInit(t *testing.T) {
 	t.Parallel()
 	cfg := testCluster(t, 4, true)
-	_, err := ClusterStatus(ctx(t), cfg)
+	_, err := ClusterStatus(ctx(t), clustertest.Handle(t, cfg))
 	require.ErrorIs(t, err, shardmgr.ErrNotInitialized)
 }
 
@@ -83,7 +84,7 @@ func TestInitRefusesAContradictingFile(t *testing.T) {
 		c := *cfg
 		c.Hosts = append([]shardmgr.Host(nil), cfg.Hosts...)
 		change(&c)
-		_, err := Init(ctx(t), &c, InitOptions{})
+		_, err := Init(ctx(t), clustertest.Handle(t, &c), InitOptions{})
 		require.ErrorIs(t, err, shardmgr.ErrClusterMismatch)
 	}
 	gen, err := catalog.Generation(ctx(t), pool(t, cfg.Catalog))
@@ -97,14 +98,14 @@ func TestInitAddsAHost(t *testing.T) {
 	extra := testCluster(t, 4, false).Hosts[0] // a fresh database on the first server
 	extra.Name = "pg4"
 	cfg.Hosts = append(cfg.Hosts, extra)
-	res, err := Init(ctx(t), cfg, InitOptions{})
+	res, err := Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{})
 	require.NoError(t, err)
 	require.Equal(t, []string{"add host pg4"}, res.CatalogChanges)
 	require.EqualValues(t, 2, res.Generation)
-	st, err := ClusterStatus(ctx(t), cfg)
+	st, err := ClusterStatus(ctx(t), clustertest.Handle(t, cfg))
 	require.NoError(t, err)
 	require.Equal(t, HostStatus{Name: "pg4", Shards: []int{}}, st.Hosts[3])
-	rep, err := verify.Verify(ctx(t), cfg, verify.VerifyOptions{})
+	rep, err := verify.Verify(ctx(t), clustertest.Handle(t, cfg), verify.Options{})
 	require.NoError(t, err)
 	require.True(t, rep.OK, "%v", rep.Problems)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
 
@@ -30,15 +31,16 @@ type ShardLocation struct {
 	MovingTo   string         `json:"moving_to,omitempty"`
 }
 
-// WhereIs reads from the catalog named in cfg where logical shard shard
-// lives: its host (with the host's DSN from cfg, without a password), its
+// WhereIs reads from the catalog where logical shard shard
+// lives: its host (with the host's DSN from the cluster file, without a password), its
 // schema and state. An id outside the cluster's shards is an error
 // wrapping shardmgr.ErrUnknownShard.
-func WhereIs(ctx context.Context, cfg *shardmgr.Config, shard int) (*ShardLocation, error) {
+func WhereIs(ctx context.Context, c *cluster.Cluster, shard int) (*ShardLocation, error) {
+	cfg := c.Config()
 	if err := cfg.CheckShard(shard); err != nil {
 		return nil, err
 	}
-	st, err := readStatus(ctx, cfg)
+	st, err := readStatus(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -61,19 +63,19 @@ func WhereIs(ctx context.Context, cfg *shardmgr.Config, shard int) (*ShardLocati
 // hostProbeTimeout bounds how long status waits for one host to answer.
 const hostProbeTimeout = 5 * time.Second
 
-// probeHosts marks each host of st that cfg names and that does not
-// answer a query within hostProbeTimeout as unreachable, with why; the
-// hosts are asked at once.
-func probeHosts(ctx context.Context, cfg *shardmgr.Config, st *Status) {
+// probeHosts marks each host of st that the cluster file names and that
+// does not answer a query within hostProbeTimeout as unreachable, with
+// why; the hosts are asked at once.
+func probeHosts(ctx context.Context, c *cluster.Cluster, st *Status) {
 	var wg sync.WaitGroup
 	for i := range st.Hosts {
-		h, ok := cfg.Host(st.Hosts[i].Name)
+		h, ok := c.Config().Host(st.Hosts[i].Name)
 		if !ok {
 			st.Hosts[i].Unreachable = "not in the cluster file"
 			continue
 		}
 		wg.Go(func() {
-			if err := probeHost(ctx, h.DSN); err != nil {
+			if err := probeHost(ctx, c, h.Name); err != nil {
 				st.Hosts[i].Unreachable = err.Error()
 			}
 		})
@@ -81,13 +83,13 @@ func probeHosts(ctx context.Context, cfg *shardmgr.Config, st *Status) {
 	wg.Wait()
 }
 
-// probeHost connects to dsn and runs one query, within hostProbeTimeout.
-func probeHost(ctx context.Context, dsn string) error {
+// probeHost runs one query on host, within hostProbeTimeout.
+func probeHost(ctx context.Context, c *cluster.Cluster, host string) error {
 	ctx, cancel := context.WithTimeout(ctx, hostProbeTimeout)
 	defer cancel()
-	conn, err := pg.Connect(ctx, dsn)
+	conn, err := acquire(ctx, c, host)
 	if err == nil {
-		defer conn.Close(context.WithoutCancel(ctx))
+		defer conn.Release()
 		_, err = conn.Exec(ctx, "SELECT 1")
 	}
 	if err == nil {

@@ -4,7 +4,7 @@
 // shard's schema on its host, hosts in parallel, with tern's own version
 // table so the plain tern CLI agrees. It loads and renders migration sets
 // (LoadMigrationSet, Render, WriteRendered for the tern and golang-migrate
-// CLIs), runs them up or down (Migrate, MigrateShards, MigrateShardOn),
+// CLIs), runs them up or down (Migrate, Shards, ShardOn),
 // reads each shard's state (ReadMigrationStatus, ReadMigrationStatusOf for
 // some shards) and upgrades the shards'
 // generators in place (UpgradeGenerators).
@@ -13,4 +13,7 @@
 // shard, the host and the error (*MigrationError inside a
 // *shardmgr.ShardErrors); the other shards go on. It must never migrate a
 // shard that is moving, and never reset a generator's counter.
+//
+// The runs take the operator's handle (shardmgr/cluster): one pool per
+// host, connections within its per-server budget.
 package migrate

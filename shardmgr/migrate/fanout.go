@@ -8,9 +8,10 @@ import (
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/shardid/shardid/shardmgr"
-	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/cluster"
 )
 
 // fanOut is the per-shard fan-out that Migrate and UpgradeGenerators share:
@@ -38,7 +39,7 @@ type shardWork[R any] func(host string, sh shardmgr.Shard, conn func() (*pgx.Con
 // run does work on every shard and returns the results ascending by shard
 // with a *shardmgr.ShardErrors when some failed (or were stopped), or the
 // context's error when the run was interrupted.
-func (f fanOut[R]) run(ctx context.Context, hosts map[string]shardmgr.Host, shards []shardmgr.Shard, work shardWork[R]) ([]R, error) {
+func (f fanOut[R]) run(ctx context.Context, c *cluster.Cluster, shards []shardmgr.Shard, work shardWork[R]) ([]R, error) {
 	var (
 		mu       sync.Mutex
 		results  = make([]R, 0, len(shards))
@@ -72,7 +73,7 @@ func (f fanOut[R]) run(ctx context.Context, hosts map[string]shardmgr.Host, shar
 			f.waiting(w)
 		}
 	}
-	eachShard(ctx, hosts, shards, f.workers, func(host string, sh shardmgr.Shard, conn func() (*pgx.Conn, error)) {
+	eachShard(ctx, c, shards, f.workers, func(host string, sh shardmgr.Shard, conn func() (*pgx.Conn, error)) {
 		report(work(host, sh, conn, waiting, &stop))
 	})
 	slices.SortFunc(results, func(a, b R) int {
@@ -103,41 +104,53 @@ func (f fanOut[R]) run(ctx context.Context, hosts map[string]shardmgr.Host, shar
 
 // eachShard calls fn for every shard: hosts in parallel, and on each host
 // up to workers shards at a time, each worker with a connection of its own
-// that fn gets from conn (opened on first use; once opening fails, conn
-// returns that error for the worker's later shards too).
-func eachShard(ctx context.Context, hosts map[string]shardmgr.Host, shards []shardmgr.Shard, workers int, fn func(host string, sh shardmgr.Shard, conn func() (*pgx.Conn, error))) {
+// that fn gets from conn (taken from the handle's pool on the host on
+// first use; once that fails, conn returns the error for the worker's
+// later shards too). The connection is closed, not put back, when the
+// worker ends: a migration may leave session state behind.
+func eachShard(ctx context.Context, cl *cluster.Cluster, shards []shardmgr.Shard, workers int, fn func(host string, sh shardmgr.Shard, conn func() (*pgx.Conn, error))) {
 	byHost := map[string][]shardmgr.Shard{}
 	for _, s := range shards {
 		byHost[s.Host] = append(byHost[s.Host], s)
 	}
 	var hostsWG sync.WaitGroup
 	for name, list := range byHost {
-		h := hosts[name]
 		hostsWG.Go(func() {
 			work := make(chan shardmgr.Shard)
 			var wg sync.WaitGroup
 			for range min(workers, len(list)) {
 				wg.Go(func() {
 					var (
-						c       *pgx.Conn
+						pc      *pgxpool.Conn
 						connErr error
 					)
 					defer func() {
-						if c != nil {
-							c.Close(context.WithoutCancel(ctx))
+						if pc != nil {
+							pc.Conn().Close(context.WithoutCancel(ctx))
+							pc.Release()
 						}
 					}()
 					conn := func() (*pgx.Conn, error) {
-						if (c == nil || c.IsClosed()) && connErr == nil {
-							c, connErr = pg.Connect(ctx, h.DSN)
+						if pc != nil && pc.Conn().IsClosed() {
+							pc.Release()
+							pc = nil
+						}
+						if pc == nil && connErr == nil {
+							var p *pgxpool.Pool
+							if p, connErr = cl.HostPool(ctx, name, cluster.Session{}); connErr == nil {
+								pc, connErr = p.Acquire(ctx)
+							}
 							if connErr != nil {
-								c, connErr = nil, fmt.Errorf("connect to host %s: %w", h.Name, connErr)
+								pc, connErr = nil, fmt.Errorf("connect to host %s: %w", name, connErr)
 							}
 						}
-						return c, connErr
+						if pc == nil {
+							return nil, connErr
+						}
+						return pc.Conn(), nil
 					}
 					for sh := range work {
-						fn(h.Name, sh, conn)
+						fn(name, sh, conn)
 					}
 				})
 			}

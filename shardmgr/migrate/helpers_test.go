@@ -9,8 +9,8 @@ import (
 
 	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/shardid/shardid/shardmgr"
-	"github.com/shardid/shardid/shardmgr/install"
 	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+	"github.com/shardid/shardid/shardmgr/internal/installtest"
 	"github.com/shardid/shardid/shardmgr/migrate"
 )
 
@@ -27,13 +27,7 @@ func hostPool(t testing.TB, cfg *shardmgr.Config, name string) *pgxpool.Pool {
 	return clustertest.HostPool(t, cfg, name)
 }
 
-func initCluster(t testing.TB, shards int) *shardmgr.Config {
-	t.Helper()
-	cfg := clustertest.Cluster(t, shards, false)
-	_, err := install.Init(ctx(t), cfg, install.InitOptions{})
-	require.NoError(t, err)
-	return cfg
-}
+func initCluster(t testing.TB, shards int) *shardmgr.Config { return installtest.Cluster(t, shards) }
 
 // migrationErrors are the *migrate.MigrationError failures of a run's
 // *shardmgr.ShardErrors, in order.

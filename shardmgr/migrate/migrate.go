@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/shardid/shardid/shardmgr"
-	"github.com/shardid/shardid/shardmgr/internal/catalog"
+	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/internal/shardschema"
 )
 
@@ -50,12 +50,12 @@ const migrateLockClass int32 = 0x73686d67
 const DefaultShardLockWait = 10 * time.Minute
 
 // DefaultMigrateWorkers is the number of connections per host that
-// migrate shards in parallel when MigrateOptions.Workers is zero.
+// migrate shards in parallel when Options.Workers is zero.
 const DefaultMigrateWorkers = 4
 
-// MigrateOptions adjust Migrate. The zero value migrates every shard up
+// Options adjust Migrate. The zero value migrates every shard up
 // to the latest version with DefaultMigrateWorkers connections per host.
-type MigrateOptions struct {
+type Options struct {
 	// Direction is Up (the zero value) or Down. Up never moves a shard
 	// down, Down never moves one up: shards already past the target are
 	// left alone.
@@ -107,8 +107,8 @@ type LockWait struct {
 	HolderPID int // the backend holding the lock, 0 when unknown
 }
 
-// MigrateResult is what a run did, per shard.
-type MigrateResult struct {
+// Result is what a run did, per shard.
+type Result struct {
 	Direction Direction `json:"direction"`
 	// Target is the version the run brought shards to, TargetName its
 	// file ("" for version 0).
@@ -139,8 +139,8 @@ type ShardMigration struct {
 }
 
 // Counts sums a result up: shards changed, already at the target, failed,
-// and stopped by --fail-fast.
-func (r *MigrateResult) Counts() (changed, unchanged, failed, stopped int) {
+// and stopped by Options.FailFast.
+func (r *Result) Counts() (changed, unchanged, failed, stopped int) {
 	for _, s := range r.Shards {
 		switch {
 		case s.Err != nil:
@@ -214,11 +214,8 @@ func (e *MigrationError) Unwrap() error { return e.Err }
 // then returns the result and a *PartialError. Running it again finishes
 // what is left. When ctx is cancelled, the result holds the shards
 // finished so far, with an error wrapping ctx's.
-func Migrate(ctx context.Context, cfg *shardmgr.Config, set *MigrationSet, opts MigrateOptions) (*MigrateResult, error) {
+func Migrate(ctx context.Context, c *cluster.Cluster, set *MigrationSet, opts Options) (*Result, error) {
 	start := time.Now()
-	if err := cfg.ValidateCluster(); err != nil {
-		return nil, err
-	}
 	if opts.Direction == "" {
 		opts.Direction = Up
 	}
@@ -226,7 +223,7 @@ func Migrate(ctx context.Context, cfg *shardmgr.Config, set *MigrationSet, opts 
 	if err != nil {
 		return nil, err
 	}
-	m, err := catalog.ReadClusterMap(ctx, cfg, shardmgr.UseWrite)
+	m, err := c.Map(ctx, shardmgr.UseWrite)
 	if err != nil {
 		return nil, err
 	}
@@ -234,14 +231,14 @@ func Migrate(ctx context.Context, cfg *shardmgr.Config, set *MigrationSet, opts 
 	if err != nil {
 		return nil, err
 	}
-	if _, err := hostsOf(cfg, shards); err != nil {
+	if _, err := hostsOf(c.Config(), shards); err != nil {
 		return nil, err
 	}
 	rendered, err := set.renderAll(shards)
 	if err != nil {
 		return nil, err
 	}
-	res, err := runMigrations(ctx, cfg, shards, rendered, target, opts)
+	res, err := runMigrations(ctx, c, shards, rendered, target, opts)
 	if res != nil {
 		res.Latest, res.TargetName = set.Latest(), set.Name(target)
 		res.Elapsed = time.Since(start)
@@ -249,19 +246,19 @@ func Migrate(ctx context.Context, cfg *shardmgr.Config, set *MigrationSet, opts 
 	return res, err
 }
 
-// MigrateShards brings logical shards (nil: every shard) to the version
+// Shards brings logical shards (nil: every shard) to the version
 // the rest of the cluster is at: Init calls it after installing shards
 // when InitOptions.Migrations is set. With opts.To zero the target is the highest
 // version any other shard has (every shard's when shards is nil), or the
 // latest in dir when no shard has been migrated yet; a non-zero opts.To
 // is used as given. It only moves shards up.
-func MigrateShards(ctx context.Context, cfg *shardmgr.Config, set *MigrationSet, shards []int, opts MigrateOptions) (*MigrateResult, error) {
+func Shards(ctx context.Context, c *cluster.Cluster, set *MigrationSet, shards []int, opts Options) (*Result, error) {
 	if opts.Direction == Down {
-		return nil, errors.New("MigrateShards only migrates up")
+		return nil, errors.New("Shards only migrates up")
 	}
 	opts.Direction, opts.Shards = Up, shards
 	if opts.To == 0 {
-		st, err := ReadMigrationStatus(ctx, cfg, set)
+		st, err := ReadMigrationStatus(ctx, c, set)
 		if err != nil {
 			return nil, err
 		}
@@ -278,10 +275,10 @@ func MigrateShards(ctx context.Context, cfg *shardmgr.Config, set *MigrationSet,
 			return nil, fmt.Errorf("other shards are at version %d but the migrations directory has only %d migrations", opts.To, set.Latest())
 		}
 	}
-	return Migrate(ctx, cfg, set, opts)
+	return Migrate(ctx, c, set, opts)
 }
 
-// MigrateShardOn runs set on one shard through conn, a connection to any
+// ShardOn runs set on one shard through conn, a connection to any
 // database that holds the shard's schema: also one the catalog does not
 // name yet, when a move builds the shard on its new host. It takes the
 // shard's migration lock on that database and moves the shard to version
@@ -291,7 +288,7 @@ func MigrateShards(ctx context.Context, cfg *shardmgr.Config, set *MigrationSet,
 // A shard in StateMoving is a move's incoming copy, fenced from its
 // creation: each step writes past the fence and fences the tables it made
 // before it commits, so that no table of the copy is ever writable.
-func MigrateShardOn(ctx context.Context, conn *pgx.Conn, host string, set *MigrationSet, shard shardmgr.Shard, opts MigrateOptions) (ShardMigration, error) {
+func ShardOn(ctx context.Context, conn *pgx.Conn, host string, set *MigrationSet, shard shardmgr.Shard, opts Options) (ShardMigration, error) {
 	if opts.Direction == "" {
 		opts.Direction = Up
 	}
@@ -316,7 +313,7 @@ func MigrateShardOn(ctx context.Context, conn *pgx.Conn, host string, set *Migra
 }
 
 // migrateTarget checks opts.To against set and returns the target.
-func migrateTarget(set *MigrationSet, opts MigrateOptions) (int, error) {
+func migrateTarget(set *MigrationSet, opts Options) (int, error) {
 	switch opts.Direction {
 	case Up:
 		if opts.To < 0 || opts.To > set.Latest() {
@@ -372,17 +369,13 @@ func hostsOf(cfg *shardmgr.Config, shards []shardmgr.Shard) (map[string]shardmgr
 }
 
 // runMigrations migrates shards, hosts in parallel, and collects results.
-func runMigrations(ctx context.Context, cfg *shardmgr.Config, shards []shardmgr.Shard, rendered map[int][]RenderedMigration, target int, opts MigrateOptions) (*MigrateResult, error) {
+func runMigrations(ctx context.Context, c *cluster.Cluster, shards []shardmgr.Shard, rendered map[int][]RenderedMigration, target int, opts Options) (*Result, error) {
 	if opts.Workers <= 0 {
 		opts.Workers = DefaultMigrateWorkers
 	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
-	}
-	hosts, err := hostsOf(cfg, shards)
-	if err != nil {
-		return nil, err
 	}
 	f := fanOut[ShardMigration]{
 		op: "migrate " + string(opts.Direction), workers: opts.Workers, failFast: opts.FailFast, progress: opts.Progress,
@@ -406,18 +399,18 @@ func runMigrations(ctx context.Context, cfg *shardmgr.Config, shards []shardmgr.
 			}
 		},
 	}
-	results, err := f.run(ctx, hosts, shards, func(host string, sh shardmgr.Shard, conn func() (*pgx.Conn, error), waiting func(LockWait), stop *atomic.Bool) ShardMigration {
+	results, err := f.run(ctx, c, shards, func(host string, sh shardmgr.Shard, conn func() (*pgx.Conn, error), waiting func(LockWait), stop *atomic.Bool) ShardMigration {
 		if stop.Load() {
 			return ShardMigration{ID: sh.ID, Host: host, From: -1, To: -1, Stopped: true}
 		}
 		if sh.State == shardmgr.StateMoving {
 			return failedShard(sh, host, -1, nil, "", fmt.Errorf("%w: migrate it after the move", shardmgr.ErrShardMoving))
 		}
-		c, err := conn()
+		sc, err := conn()
 		if err != nil {
 			return failedShard(sh, host, -1, nil, "", err)
 		}
-		return migrateShard(ctx, c, host, sh, rendered[sh.ID], target, opts.Direction, opts.LockTimeout, opts.LockWait, waiting, stop, false)
+		return migrateShard(ctx, sc, host, sh, rendered[sh.ID], target, opts.Direction, opts.LockTimeout, opts.LockWait, waiting, stop, false)
 	})
-	return &MigrateResult{Direction: opts.Direction, Target: target, Shards: results}, err
+	return &Result{Direction: opts.Direction, Target: target, Shards: results}, err
 }

@@ -69,7 +69,7 @@ func tableExists(t testing.TB, p *pgxpool.Pool, name string) bool {
 
 func statusVersions(t testing.TB, cfg *shardmgr.Config, set *migrate.MigrationSet) (*migrate.MigrationStatus, map[int]int) {
 	t.Helper()
-	st, err := migrate.ReadMigrationStatus(ctx(t), cfg, set)
+	st, err := migrate.ReadMigrationStatus(ctx(t), clustertest.Handle(t, cfg), set)
 	require.NoError(t, err)
 	got := map[int]int{}
 	for _, s := range st.Shards {
@@ -146,7 +146,7 @@ func TestMigrateUpDownStatus(t *testing.T) {
 		mu       sync.Mutex
 		progress = map[string]migrate.HostProgress{}
 	)
-	res, err := migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{Progress: func(p migrate.HostProgress) {
+	res, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{Progress: func(p migrate.HostProgress) {
 		mu.Lock()
 		defer mu.Unlock()
 		progress[p.Host] = p
@@ -191,13 +191,13 @@ func TestMigrateUpDownStatus(t *testing.T) {
 	require.Empty(t, sum.Failed)
 
 	// Again: nothing to do.
-	res, err = migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{})
+	res, err = migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{})
 	require.NoError(t, err)
 	changed, unchanged, failed, stopped := res.Counts()
 	require.Equal(t, [4]int{0, 12, 0, 0}, [4]int{changed, unchanged, failed, stopped})
 
 	// Down one step on some shards, then all the way on all.
-	res, err = migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{Direction: migrate.Down, To: 1, Shards: []int{3, 4}})
+	res, err = migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{Direction: migrate.Down, To: 1, Shards: []int{3, 4}})
 	require.NoError(t, err)
 	require.Len(t, res.Shards, 2)
 	require.False(t, tableExists(t, shardPool(t, cfg, m, 3), "shard_0003.likes_post_id_idx"))
@@ -207,12 +207,12 @@ func TestMigrateUpDownStatus(t *testing.T) {
 	require.Equal(t, []int{3, 4}, st.Summary().Behind)
 
 	// Up never moves a shard down: --to 1 leaves the shards at 2 alone.
-	res, err = migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{To: 1})
+	res, err = migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{To: 1})
 	require.NoError(t, err)
 	changed, unchanged, _, _ = res.Counts()
 	require.Equal(t, [2]int{0, 12}, [2]int{changed, unchanged})
 
-	res, err = migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{Direction: migrate.Down, To: 0})
+	res, err = migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{Direction: migrate.Down, To: 0})
 	require.NoError(t, err)
 	changed, _, _, _ = res.Counts()
 	require.Equal(t, 12, changed)
@@ -222,15 +222,15 @@ func TestMigrateUpDownStatus(t *testing.T) {
 		require.False(t, tableExists(t, shardPool(t, cfg, m, s.ID), s.Schema+".likes"))
 	}
 
-	// init --dir: MigrateShards brings shards to the version of the others.
-	_, err = migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{To: 1, Shards: []int{0, 1, 2}})
+	// init --dir: Shards brings shards to the version of the others.
+	_, err = migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{To: 1, Shards: []int{0, 1, 2}})
 	require.NoError(t, err)
-	res, err = migrate.MigrateShards(ctx(t), cfg, sampleSet(t), []int{9, 10, 11}, migrate.MigrateOptions{})
+	res, err = migrate.Shards(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), []int{9, 10, 11}, migrate.Options{})
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Target)
 	_, versions = statusVersions(t, cfg, set)
 	require.Equal(t, map[int]int{1: 6, 0: 6}, versions)
-	res, err = migrate.MigrateShards(ctx(t), cfg, sampleSet(t), nil, migrate.MigrateOptions{})
+	res, err = migrate.Shards(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), nil, migrate.Options{})
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Target)
 	_, versions = statusVersions(t, cfg, set)
@@ -264,25 +264,25 @@ func TestMigrateBadInputChangesNothing(t *testing.T) {
 		"001_likes.sql": createLikes,
 		"002_bad.sql":   "SELECT 1{{if eq .shard_id 4}}{{.nope}}{{end}};",
 	})
-	_, err := migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{})
+	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{})
 	require.ErrorIs(t, err, migrate.ErrMigrationSet)
 	require.ErrorContains(t, err, "shard 4")
 	noVersionTables()
 
-	_, err = migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{Shards: []int{1, 6}})
+	_, err = migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{Shards: []int{1, 6}})
 	require.ErrorIs(t, err, shardmgr.ErrUnknownShard)
 	noVersionTables()
 
-	_, err = migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{To: 3})
+	_, err = migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{To: 3})
 	require.ErrorContains(t, err, "outside 0..2")
-	_, err = migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{Direction: "sideways"})
+	_, err = migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{Direction: "sideways"})
 	require.ErrorContains(t, err, "unknown direction")
 	noVersionTables()
 
 	// A shard whose schema is gone fails alone, with a clear error.
 	_, err = shardPool(t, cfg, m, 2).Exec(ctx(t), `DROP SCHEMA shard_0002 CASCADE`)
 	require.NoError(t, err)
-	res, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{})
+	res, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	var perr *shardmgr.ShardErrors
 	require.ErrorAs(t, err, &perr)
 	require.Len(t, migrationErrors(t, perr), 1)
@@ -325,7 +325,7 @@ func TestMigrateFailureOnOneShardThenRerun(t *testing.T) {
 	m := clusterMap(t, cfg)
 	set := failingSet(t, 7)
 
-	res, err := migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{})
+	res, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{})
 	var perr *shardmgr.ShardErrors
 	require.ErrorAs(t, err, &perr)
 	require.Len(t, migrationErrors(t, perr), 1)
@@ -368,13 +368,13 @@ func TestMigrateFailureOnOneShardThenRerun(t *testing.T) {
 	require.Equal(t, []int{7}, sum.Behind)
 
 	// Running the broken set again fails the same way and changes nothing else.
-	_, err = migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{})
+	_, err = migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{})
 	require.ErrorAs(t, err, &perr)
 	require.Len(t, migrationErrors(t, perr), 1)
 
 	// After the fix, up finishes the rest and clears the failure.
 	fixed := setOf(t, fixedSet)
-	res, err = migrate.Migrate(ctx(t), cfg, fixed, migrate.MigrateOptions{})
+	res, err = migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), fixed, migrate.Options{})
 	require.NoError(t, err)
 	changed, unchanged, _, _ := res.Counts()
 	require.Equal(t, [2]int{1, 11}, [2]int{changed, unchanged})
@@ -390,13 +390,13 @@ func TestMigrateFailFast(t *testing.T) {
 	m := clusterMap(t, cfg)
 	set := failingSet(t, 0) // pg1 holds 0..3; with one worker 0 runs first there
 
-	res, err := migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{FailFast: true, Workers: 1})
+	res, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{FailFast: true, Workers: 1})
 	var perr *shardmgr.ShardErrors
 	require.ErrorAs(t, err, &perr)
 	require.Len(t, migrationErrors(t, perr), 1)
 	require.Equal(t, 0, migrationErrors(t, perr)[0].Shard)
 	require.GreaterOrEqual(t, perr.Stopped, 3)
-	require.Contains(t, err.Error(), "stopped by --fail-fast")
+	require.Contains(t, err.Error(), "not started after the first failure (fail-fast)")
 	for _, id := range []int{1, 2, 3} {
 		require.True(t, res.Shards[id].Stopped, "shard %d", id)
 		require.Equal(t, 0, res.Shards[id].Applied)
@@ -409,7 +409,7 @@ func TestMigrateFailFast(t *testing.T) {
 	}
 
 	// Without --fail-fast after the fix, everything gets there.
-	_, err = migrate.Migrate(ctx(t), cfg, setOf(t, fixedSet), migrate.MigrateOptions{})
+	_, err = migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), setOf(t, fixedSet), migrate.Options{})
 	require.NoError(t, err)
 	_, versions := statusVersions(t, cfg, set)
 	require.Equal(t, map[int]int{3: 12}, versions)
@@ -430,7 +430,7 @@ CREATE TABLE {{.schema}}.trace (x int);
 DROP INDEX CONCURRENTLY {{.schema}}.likes_post_idx;
 DROP TABLE {{.schema}}.trace;`,
 	})
-	res, err := migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{LockTimeout: 5 * time.Second})
+	res, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{LockTimeout: 5 * time.Second})
 	var perr *shardmgr.ShardErrors
 	require.ErrorAs(t, err, &perr)
 	require.Len(t, migrationErrors(t, perr), 1)
@@ -446,7 +446,7 @@ DROP TABLE {{.schema}}.trace;`,
 	for _, s := range m.Shards {
 		require.True(t, tableExists(t, shardPool(t, cfg, m, s.ID), s.Schema+".likes_post_idx"))
 	}
-	st, err := migrate.ReadMigrationStatus(ctx(t), cfg, set)
+	st, err := migrate.ReadMigrationStatus(ctx(t), clustertest.Handle(t, cfg), set)
 	require.NoError(t, err)
 	require.Equal(t, 1, st.Shards[3].Version)
 	require.NotNil(t, st.Shards[3].Failure)
@@ -458,14 +458,14 @@ DROP TABLE {{.schema}}.trace;`,
 	_, err = p.Exec(ctx(t), `INSERT INTO shard_0004.schema_version_failure (version, migration, direction, state, partial, sqlstate, message)
 		VALUES (2, '003_x.sql', 'up', 'running', true, '', 'running')`)
 	require.NoError(t, err)
-	st, err = migrate.ReadMigrationStatus(ctx(t), cfg, set)
+	st, err = migrate.ReadMigrationStatus(ctx(t), clustertest.Handle(t, cfg), set)
 	require.NoError(t, err)
 	require.Equal(t, "interrupted", st.Shards[4].Failure.State)
 	_, err = p.Exec(ctx(t), `DELETE FROM shard_0004.schema_version_failure`)
 	require.NoError(t, err)
 
 	// Down runs statement by statement too.
-	_, err = migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{Direction: migrate.Down, To: 1, Shards: []int{0, 1}})
+	_, err = migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{Direction: migrate.Down, To: 1, Shards: []int{0, 1}})
 	require.NoError(t, err)
 	require.False(t, tableExists(t, shardPool(t, cfg, m, 0), "shard_0000.likes_post_idx"))
 }
@@ -485,12 +485,12 @@ func TestMigrateConcurrentRunsDoNotInterleave(t *testing.T) {
 		wg    sync.WaitGroup
 		mu    sync.Mutex
 		waits []migrate.LockWait
-		res   [2]*migrate.MigrateResult
+		res   [2]*migrate.Result
 		errs  [2]error
 	)
 	for i := range 2 {
 		wg.Go(func() {
-			res[i], errs[i] = migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{Workers: 2, Waiting: func(w migrate.LockWait) {
+			res[i], errs[i] = migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{Workers: 2, Waiting: func(w migrate.LockWait) {
 				mu.Lock()
 				defer mu.Unlock()
 				waits = append(waits, w)
@@ -606,7 +606,7 @@ func TestMigrateShardOn(t *testing.T) {
 	conn, err := pgx.Connect(ctx(t), dsn)
 	require.NoError(t, err)
 	defer conn.Close(ctx(t))
-	res, err := migrate.MigrateShardOn(ctx(t), conn, "new", sampleSet(t), shardmgr.Shard{ID: 9, Schema: "shard_0009"}, migrate.MigrateOptions{To: 1})
+	res, err := migrate.ShardOn(ctx(t), conn, "new", sampleSet(t), shardmgr.Shard{ID: 9, Schema: "shard_0009"}, migrate.Options{To: 1})
 	require.NoError(t, err)
 	require.Equal(t, migrate.ShardMigration{ID: 9, Host: "new", From: 0, To: 1, Applied: 1}, res)
 	v, _, err := migrate.ReadShardVersion(ctx(t), conn, "shard_0009")
@@ -627,7 +627,7 @@ func TestMigrateUnreachableHostAndMovingShard(t *testing.T) {
 	down := *cfg
 	down.Hosts = append([]shardmgr.Host(nil), cfg.Hosts...)
 	down.Hosts[2].DSN = "postgres://postgres@127.0.0.1:1/nope?sslmode=disable&connect_timeout=2"
-	res, err := migrate.Migrate(ctx(t), &down, set, migrate.MigrateOptions{})
+	res, err := migrate.Migrate(ctx(t), clustertest.Handle(t, &down), set, migrate.Options{})
 	var perr *shardmgr.ShardErrors
 	require.ErrorAs(t, err, &perr)
 	failed := map[int]*migrate.MigrationError{}
@@ -644,7 +644,7 @@ func TestMigrateUnreachableHostAndMovingShard(t *testing.T) {
 		require.Equal(t, 2, res.Shards[id].To)
 	}
 
-	st, err := migrate.ReadMigrationStatus(ctx(t), &down, set)
+	st, err := migrate.ReadMigrationStatus(ctx(t), clustertest.Handle(t, &down), set)
 	require.NoError(t, err)
 	require.Equal(t, []int{4, 5}, st.Summary().Unreadable)
 	require.Equal(t, -1, st.Shards[4].Version)
@@ -653,7 +653,7 @@ func TestMigrateUnreachableHostAndMovingShard(t *testing.T) {
 	// Back to normal: the move is over and pg3 answers; up finishes.
 	_, err = catalog.SetShardState(ctx(t), pool(t, cfg.Catalog), 1, shardmgr.StateActive, 0)
 	require.NoError(t, err)
-	_, err = migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{})
+	_, err = migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{})
 	require.NoError(t, err)
 	_, versions := statusVersions(t, cfg, set)
 	require.Equal(t, map[int]int{2: 6}, versions)
@@ -671,7 +671,7 @@ func TestMigrateInterrupted(t *testing.T) {
 	// machine): the others are in the middle of a step or not started.
 	c, cancel := context.WithCancel(ctx(t))
 	defer cancel()
-	res, err := migrate.Migrate(c, cfg, set, migrate.MigrateOptions{Workers: 1, Progress: func(p migrate.HostProgress) {
+	res, err := migrate.Migrate(c, clustertest.Handle(t, cfg), set, migrate.Options{Workers: 1, Progress: func(p migrate.HostProgress) {
 		if p.Done > 0 {
 			cancel()
 		}
@@ -683,14 +683,14 @@ func TestMigrateInterrupted(t *testing.T) {
 
 	// Every shard is cleanly before or after each step: the step that was
 	// running rolled back, and nothing is recorded as failed.
-	st, err := migrate.ReadMigrationStatus(ctx(t), cfg, set)
+	st, err := migrate.ReadMigrationStatus(ctx(t), clustertest.Handle(t, cfg), set)
 	require.NoError(t, err)
 	m := clusterMap(t, cfg)
 	for _, s := range st.Shards {
 		require.Nil(t, s.Failure, "shard %d", s.ID)
 		require.Equal(t, s.Version >= 2, tableExists(t, shardPool(t, cfg, m, s.ID), m.Shards[s.ID].Schema+".slow"), "shard %d", s.ID)
 	}
-	_, err = migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{})
+	_, err = migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{})
 	require.NoError(t, err)
 	_, versions := statusVersions(t, cfg, set)
 	require.Equal(t, map[int]int{2: 12}, versions)
@@ -701,7 +701,7 @@ func TestMigrateLockTimeout(t *testing.T) {
 	cfg := initCluster(t, 6)
 	m := clusterMap(t, cfg)
 	set := setOf(t, fixedSet)
-	_, err := migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{To: 2})
+	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{To: 2})
 	require.NoError(t, err)
 
 	// A long transaction reads shard 2's table: 003's ALTER TABLE would
@@ -710,7 +710,7 @@ func TestMigrateLockTimeout(t *testing.T) {
 	require.NoError(t, err)
 	_, err = tx.Exec(ctx(t), `SELECT count(*) FROM shard_0002.likes`)
 	require.NoError(t, err)
-	res, err := migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{LockTimeout: 200 * time.Millisecond})
+	res, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{LockTimeout: 200 * time.Millisecond})
 	var perr *shardmgr.ShardErrors
 	require.ErrorAs(t, err, &perr)
 	require.Len(t, migrationErrors(t, perr), 1)
@@ -720,7 +720,7 @@ func TestMigrateLockTimeout(t *testing.T) {
 	require.NoError(t, tx.Rollback(ctx(t)))
 
 	// The setting does not leak into the session: later work is unaffected.
-	_, err = migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{})
+	_, err = migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{})
 	require.NoError(t, err)
 	_, versions := statusVersions(t, cfg, set)
 	require.Equal(t, map[int]int{3: 6}, versions)

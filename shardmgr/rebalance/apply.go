@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
@@ -55,10 +56,6 @@ type ApplyResult struct {
 	// Waited is how long this run waited for another manager (another
 	// apply, or a move someone else was running; JSON: waited_ms).
 	Waited time.Duration `json:"-"`
-	// HostChanges are the catalog changes made to register the cluster
-	// file's hosts before planning (install.Init ran): new hosts, new
-	// DSNs, drain marks. Empty when the catalog already agreed.
-	HostChanges []string `json:"host_changes,omitempty"`
 	// FinishedByOthers are the moves this run found busy, waited for and
 	// then found finished by the other manager: nothing left to do.
 	FinishedByOthers []int64 `json:"finished_by_others,omitempty"`
@@ -75,8 +72,9 @@ func (r ApplyResult) MarshalJSON() ([]byte, error) {
 	}{plain(r), r.Elapsed.Milliseconds(), r.Waited.Milliseconds()})
 }
 
-// Apply rebalances the cluster of cfg: it registers hosts new in the
-// cluster file (as shardid init does), finishes the moves an interrupted
+// Apply rebalances the cluster of cfg: it refuses a cluster file whose
+// hosts the catalog does not have yet (ErrHostsNotApplied: install.Init
+// applies them), finishes the moves an interrupted
 // run left in the journal, then plans (PlanRebalance) and runs the plan's
 // moves, opts.Parallel at a time. Before any of that it checks the hosts
 // (the preflight, see PlanRebalance): a failed check returns a
@@ -84,11 +82,9 @@ func (r ApplyResult) MarshalJSON() ([]byte, error) {
 // so running Apply again after an interruption at any phase resumes it.
 // Moves that fail leave their source serving; the others carry on, and
 // Apply returns the result with a *shardmgr.ShardErrors.
-func Apply(ctx context.Context, cfg *shardmgr.Config, opts ApplyOptions) (*ApplyResult, error) {
+func Apply(ctx context.Context, c *cluster.Cluster, opts ApplyOptions) (*ApplyResult, error) {
 	start := time.Now()
-	if err := cfg.ValidateCluster(); err != nil {
-		return nil, err
-	}
+	cfg := c.Config()
 	if opts.Parallel <= 0 {
 		opts.Parallel = 1
 	}
@@ -106,11 +102,10 @@ func Apply(ctx context.Context, cfg *shardmgr.Config, opts ApplyOptions) (*Apply
 	// against what the first left, usually nothing.
 	// The catalog is opened once, for the lock, the registration, the
 	// plan and the moves.
-	mo, err := newMover(ctx, cfg, opts.Move)
+	mo, err := newMover(ctx, c, opts.Move)
 	if err != nil {
 		return nil, err
 	}
-	defer mo.close()
 	unlock, waited, err := mo.waitApplyLock(ctx, opts)
 	if err != nil {
 		return nil, err
@@ -129,7 +124,7 @@ func Apply(ctx context.Context, cfg *shardmgr.Config, opts ApplyOptions) (*Apply
 	if _, err := planRebalance(ctx, cfg, mo.catalog, mo.pool, opts.Plan, open); err != nil {
 		return nil, err
 	}
-	if res.HostChanges, err = mo.registerHosts(ctx); err != nil {
+	if err := mo.hostsAgree(); err != nil {
 		return nil, err
 	}
 	var failed []error

@@ -12,7 +12,7 @@ import (
 
 // Apply runs a plan's new online moves in batches: the moves from one
 // source to one target share a publication, a slot and a subscription
-// (batch, in move_batch.go), so the target's server starts one
+// (batch, in replication_batch.go), so the target's server starts one
 // worker for them, once, and --parallel never needs more workers than the
 // target has. A batch's moves are built and copied together; the target's
 // subscriptions are created in one transaction, so its launcher starts

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 )
 
 // applyBounded runs Apply with --parallel 4, bounded by limit: a hang is a
@@ -20,7 +21,7 @@ func applyParallel(t *testing.T, cfg *shardmgr.Config, parallel int, limit time.
 	t.Helper()
 	c, cancel := context.WithTimeout(ctx(t), limit)
 	defer cancel()
-	return Apply(c, cfg, ApplyOptions{Parallel: parallel, Move: MoveOptions{Migrations: sampleSet(t), Keep: new(time.Duration)}})
+	return Apply(c, clustertest.Handle(t, cfg), ApplyOptions{Parallel: parallel, Move: MoveOptions{Migrations: sampleSet(t), Keep: new(time.Duration)}})
 }
 
 // requireApplied checks that every move of res finished, left no

@@ -9,7 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/cluster"
+	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	"github.com/shardid/shardid/shardmgr/internal/fence"
 	"github.com/shardid/shardid/shardmgr/internal/shardschema"
 )
@@ -54,19 +55,15 @@ type CleanupResult struct {
 // the old host) of finished moves whose keep period has passed, or all of
 // them with opts.All. A move it could not finish is in the error; the
 // retired copies are dropped all the same.
-func Cleanup(ctx context.Context, cfg *shardmgr.Config, opts CleanupOptions) (*CleanupResult, error) {
-	if err := cfg.ValidateCluster(); err != nil {
-		return nil, err
-	}
-	mo, err := newMover(ctx, cfg, MoveOptions{})
+func Cleanup(ctx context.Context, c *cluster.Cluster, opts CleanupOptions) (*CleanupResult, error) {
+	mo, err := newMover(ctx, c, MoveOptions{})
 	if err != nil {
 		return nil, err
 	}
-	defer mo.close()
 	res := &CleanupResult{Dropped: []RetiredCopy{}, KeptCopies: []KeptCopy{}}
 	// Moves that flipped and stopped before their cleanup finished (a lock
 	// a long transaction held, a crash): finished first.
-	flipped, err := readMoves(ctx, mo.catalog, `phase = 'flipped'`)
+	flipped, err := readMoves(ctx, mo.catalog, catalog.PastNoReturnMoves)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +78,7 @@ func Cleanup(ctx context.Context, cfg *shardmgr.Config, opts CleanupOptions) (*C
 			res.Finished = append(res.Finished, r.MoveRef)
 		}
 	}
-	recs, err := readMoves(ctx, mo.catalog, `phase = 'cleaned' AND retired_schema IS NOT NULL AND retired_dropped_at IS NULL`)
+	recs, err := readMoves(ctx, mo.catalog, `phase = $1 AND retired_schema IS NOT NULL AND retired_dropped_at IS NULL`, string(PhaseCleaned))
 	if err != nil {
 		return nil, err
 	}

@@ -67,4 +67,8 @@ var (
 	// free slot or worker, a right, a key); nothing was changed. The
 	// *PreflightError carries the failed checks.
 	ErrPreflight = errors.New("preflight")
+	// ErrHostsNotApplied: the cluster file adds or changes hosts (a new
+	// host, a new DSN, a drain mark) that the catalog, where hosts are at
+	// run time, does not have yet; a move never applies them itself.
+	ErrHostsNotApplied = errors.New("the cluster file's hosts differ from the catalog's")
 )

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/migrate"
 	"github.com/shardid/shardid/shardmgr/rebalance"
 )
@@ -21,7 +22,12 @@ func ExampleApply() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	plan, err := rebalance.PlanRebalance(ctx, cfg, rebalance.PlanOptions{By: rebalance.ByCount})
+	c, err := cluster.Open(ctx, cfg) // the file's hosts must be the catalog's: shardid init applies them
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	plan, err := rebalance.PlanRebalance(ctx, c, rebalance.PlanOptions{By: rebalance.ByCount})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -32,7 +38,7 @@ func ExampleApply() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	res, err := rebalance.Apply(ctx, cfg, rebalance.ApplyOptions{
+	res, err := rebalance.Apply(ctx, c, rebalance.ApplyOptions{
 		Parallel: 4,
 		Move: rebalance.MoveOptions{
 			Migrations: migrations,
@@ -59,7 +65,12 @@ func ExampleMoveShard() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	res, err := rebalance.MoveShard(ctx, cfg, 5, "pg4", rebalance.MoveOptions{Mode: rebalance.MoveOffline, Keep: new(time.Duration)})
+	c, err := cluster.Open(ctx, cfg) // the file's hosts must be the catalog's: shardid init applies them
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	res, err := rebalance.MoveShard(ctx, c, 5, "pg4", rebalance.MoveOptions{Mode: rebalance.MoveOffline, Keep: new(time.Duration)})
 	if errors.Is(err, rebalance.ErrMoveOpen) {
 		log.Fatal("shard 5 is already moving elsewhere: shardid rebalance abort --shard 5")
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/install"
 	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+	"github.com/shardid/shardid/shardmgr/internal/installtest"
 	"github.com/shardid/shardid/shardmgr/migrate"
 )
 
@@ -35,12 +36,14 @@ func clusterMap(t testing.TB, cfg *shardmgr.Config) *shardmgr.ShardMap {
 	return clustertest.ClusterMap(t, cfg)
 }
 
-func initCluster(t testing.TB, shards int) *shardmgr.Config {
+func initCluster(t testing.TB, shards int) *shardmgr.Config { return installtest.Cluster(t, shards) }
+
+// applyHosts applies cfg's hosts to the catalog (init, the one step that
+// does): a move or apply refuses a file the catalog does not agree with.
+func applyHosts(t testing.TB, cfg *shardmgr.Config) {
 	t.Helper()
-	cfg := clustertest.Cluster(t, shards, false)
-	_, err := install.Init(ctx(t), cfg, install.InitOptions{})
+	_, err := install.Init(ctx(t), clustertest.Handle(t, cfg), install.InitOptions{})
 	require.NoError(t, err)
-	return cfg
 }
 
 func sampleSet(t testing.TB) *migrate.MigrationSet {

@@ -9,14 +9,13 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/shardid/shardid/shardmgr"
-	"github.com/shardid/shardid/shardmgr/install"
+	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 	"github.com/shardid/shardid/shardmgr/migrate"
@@ -86,26 +85,8 @@ type MoveOptions struct {
 	// Logger receives a line per phase. Nil discards them.
 	Logger *slog.Logger
 
-	// stopAfter, in tests, stops the move right after it recorded this
-	// phase, as a crash there would.
-	stopAfter Phase
-	// afterScans, in tests, runs after an online move scanned both hosts
-	// before its fence.
-	afterScans func(ctx context.Context, src, dst *pgxpool.Pool) error
-	// flipCatalog, in tests, runs in the flip's catalog transaction
-	// before it changes anything; an error fails the flip there.
-	flipCatalog func() error
-	// crashAt, in tests, stops the mover dead at that point of the
-	// cut-over (crashFlipCommitted, crashTargetOpened), as kill -9 there
-	// would: no further statement, nothing given back.
-	crashAt string
-	// skipPreflight, in tests, runs a move as if the preflight had passed:
-	// the mover's own checks are what stands between it and a server
-	// whose capacity ran out after the preflight looked.
-	skipPreflight bool
-	// rangeCopyMinBytes, in tests, copies tables from this size on in
-	// ranges of their key (0: rangeCopyMinBytes).
-	rangeCopyMinBytes int64
+	// hooks are the tests' levers (move_hooks.go); zero in every other use.
+	hooks
 }
 
 // MoveProgress is where one move stands.
@@ -139,9 +120,6 @@ type MoveResult struct {
 	RetiredSchema string `json:"retired_schema,omitempty"`
 	// ModeReason says why a move in auto mode went offline.
 	ModeReason string `json:"mode_reason,omitempty"`
-	// HostChanges, from MoveShard, are the catalog changes made to
-	// register the cluster file's hosts first (see ApplyResult).
-	HostChanges []string `json:"host_changes,omitempty"`
 	// Err is why this run of the move failed (JSON: its message, "error").
 	Err error `json:"-"`
 }
@@ -196,34 +174,18 @@ func (mo *mover) crashPoint(point string) error {
 	return nil
 }
 
-// mover runs moves of one cluster; it holds the catalog pool and a pool
-// per host.
+// mover runs moves of one cluster through its handle, which holds the
+// catalog pool and a pool per host.
 type mover struct {
+	c       *cluster.Cluster
 	cfg     *shardmgr.Config
 	catalog *pgxpool.Pool
 	m       *shardmgr.ShardMap
 	opts    MoveOptions
 	log     *slog.Logger
 
-	mu    sync.Mutex
-	pools map[string]*pgxpool.Pool
 	// copies holds a token per table copy running (copyTablesAll).
 	copies chan struct{}
-}
-
-// openCatalogForMoves opens a pool on the catalog once its schema version
-// suits use. It never migrates the catalog (shardid init does): a catalog
-// older than this binary is refused with ErrCatalogTooOld.
-func openCatalogForMoves(ctx context.Context, cfg *shardmgr.Config, use shardmgr.SchemaUse) (*pgxpool.Pool, error) {
-	pool, err := pg.OpenPool(ctx, cfg.Catalog, 8)
-	if err != nil {
-		return nil, fmt.Errorf("catalog: %w", err)
-	}
-	if err := shardmgr.CheckCatalog(ctx, pool, use); err != nil {
-		pool.Close()
-		return nil, err
-	}
-	return pool, nil
 }
 
 // keepOf is how long a move's old copy is kept: DefaultKeep unless the
@@ -235,7 +197,7 @@ func keepOf(opts MoveOptions) time.Duration {
 	return max(*opts.Keep, 0)
 }
 
-func newMover(ctx context.Context, cfg *shardmgr.Config, opts MoveOptions) (*mover, error) {
+func newMover(ctx context.Context, c *cluster.Cluster, opts MoveOptions) (*mover, error) {
 	if opts.Mode == "" {
 		opts.Mode = MoveOnline
 	}
@@ -261,60 +223,32 @@ func newMover(ctx context.Context, cfg *shardmgr.Config, opts MoveOptions) (*mov
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	catalog, err := openCatalogForMoves(ctx, cfg, shardmgr.UseWrite)
+	// The handle's catalog pool, once its schema suits a writer: a move
+	// never migrates the catalog (shardid init does), and refuses one
+	// older than this binary with ErrCatalogTooOld.
+	catalog, err := c.Catalog(ctx, shardmgr.UseWrite)
 	if err != nil {
 		return nil, err
 	}
 	m, err := shardmgr.ReadMap(ctx, catalog)
 	if err != nil {
-		catalog.Close()
 		return nil, err
 	}
-	return &mover{cfg: cfg, catalog: catalog, m: m, opts: opts, log: log, pools: map[string]*pgxpool.Pool{},
+	return &mover{c: c, cfg: c.Config(), catalog: catalog, m: m, opts: opts, log: log,
 		copies: make(chan struct{}, copyTablesAll)}, nil
 }
 
-func (mo *mover) close() {
-	mo.mu.Lock()
-	defer mo.mu.Unlock()
-	for _, p := range mo.pools {
-		p.Close()
-	}
-	mo.catalog.Close()
-}
-
-// pool returns the pool of host name from the cluster file.
+// pool returns the handle's pool on host name of the cluster file: a move
+// writes the host's shardid.local_shards, so only of the schema this
+// binary knows (checked once per handle).
 func (mo *mover) pool(ctx context.Context, name string) (*pgxpool.Pool, error) {
-	mo.mu.Lock()
-	defer mo.mu.Unlock()
-	if p, ok := mo.pools[name]; ok {
-		return p, nil
-	}
-	h, ok := mo.cfg.Host(name)
-	if !ok {
-		return nil, fmt.Errorf("host %s: %w (not in the cluster file)", name, shardmgr.ErrUnknownHost)
-	}
-	p, err := pg.OpenPool(ctx, h.DSN, 8)
-	if err != nil {
-		return nil, fmt.Errorf("host %s: %w", name, err)
-	}
-	// A move writes the host's shardid.local_shards: only of the schema
-	// this binary knows.
-	v, err := shardmgr.ReadHostVersion(ctx, p, name)
-	if err == nil {
-		err = v.Check(shardmgr.UseWrite)
-	}
-	if err != nil {
-		p.Close()
-		return nil, err
-	}
-	mo.pools[name] = p
-	return p, nil
+	return mo.c.Host(ctx, name, shardmgr.UseWrite)
 }
 
 // MoveShard moves logical shard shard to host to, online unless
-// opts.Mode says offline, and returns what it did. Hosts new in the
-// cluster file are registered first (as shardid init does). A shard with
+// opts.Mode says offline, and returns what it did. The cluster file's
+// hosts must be the catalog's (ErrHostsNotApplied: a host the file adds
+// or changes is applied by install.Init first). A shard with
 // an unfinished move to the same host resumes it; to another host it is
 // ErrMoveOpen.
 //
@@ -325,10 +259,8 @@ func (mo *mover) pool(ctx context.Context, name string) (*pgxpool.Pool, error) {
 // error. A failure after it leaves the shard serving on the target and is
 // ErrNotCleaned: running the move again, Apply or Cleanup finishes it.
 // After the flip, moving the shard back is a move like any other.
-func MoveShard(ctx context.Context, cfg *shardmgr.Config, shard int, to string, opts MoveOptions) (*MoveResult, error) {
-	if err := cfg.ValidateCluster(); err != nil {
-		return nil, err
-	}
+func MoveShard(ctx context.Context, c *cluster.Cluster, shard int, to string, opts MoveOptions) (*MoveResult, error) {
+	cfg := c.Config()
 	h, ok := cfg.Host(to)
 	if !ok {
 		return nil, fmt.Errorf("move shard %d to %s: %w (not in the cluster file %s)", shard, to, shardmgr.ErrUnknownHost, cfg.Path)
@@ -339,11 +271,10 @@ func MoveShard(ctx context.Context, cfg *shardmgr.Config, shard int, to string, 
 	if err := cfg.CheckShard(shard); err != nil {
 		return nil, err
 	}
-	mo, err := newMover(ctx, cfg, opts)
+	mo, err := newMover(ctx, c, opts)
 	if err != nil {
 		return nil, err
 	}
-	defer mo.close()
 	open, err := readMoves(ctx, mo.catalog, `shard = $1 AND `+catalog.OpenMoves, shard)
 	if err != nil {
 		return nil, err
@@ -372,8 +303,7 @@ func MoveShard(ctx context.Context, cfg *shardmgr.Config, shard int, to string, 
 			return nil, err
 		}
 	}
-	registered, err := mo.registerHosts(ctx)
-	if err != nil {
+	if err := mo.hostsAgree(); err != nil {
 		return nil, err
 	}
 	if rec == nil {
@@ -385,7 +315,6 @@ func MoveShard(ctx context.Context, cfg *shardmgr.Config, shard int, to string, 
 	}
 	res, err := mo.run(ctx, rec)
 	if res != nil {
-		res.HostChanges = registered
 		if len(plan.Moves) > 0 {
 			res.ModeReason = plan.Moves[0].ModeReason
 		}
@@ -396,26 +325,22 @@ func MoveShard(ctx context.Context, cfg *shardmgr.Config, shard int, to string, 
 	return res, err
 }
 
-// registerHosts runs Init when the cluster file names hosts the catalog
-// does not know, or changes a host's DSN or drain mark: Init registers them
-// and prepares the new hosts' records, and the mover reads the map again.
-// It returns the catalog changes Init made, for the caller to report: a
-// move never registers hosts silently.
-func (mo *mover) registerHosts(ctx context.Context) ([]string, error) {
+// hostsAgree refuses to work from a cluster file whose hosts the catalog
+// does not have yet (a new host, a new DSN, a drain mark): the catalog is
+// where hosts are at run time, and the file's proposal is applied by
+// init, never as a side effect of a move. A host only the catalog still
+// has is not in the way (init removes it once it holds nothing).
+func (mo *mover) hostsAgree() error {
+	var diffs []string
 	for _, d := range catalog.CompareHosts(mo.m, mo.cfg) {
-		if d.Kind == catalog.HostRemoved {
-			continue
+		if d.Kind != catalog.HostRemoved {
+			diffs = append(diffs, d.Describe(mo.cfg))
 		}
-		res, err := install.Init(ctx, mo.cfg, install.InitOptions{})
-		if err != nil {
-			return nil, err
-		}
-		if mo.m, err = shardmgr.ReadMap(ctx, mo.catalog); err != nil {
-			return nil, err
-		}
-		return res.CatalogChanges, nil
 	}
-	return nil, nil
+	if len(diffs) > 0 {
+		return fmt.Errorf("%w: %s: %s", ErrHostsNotApplied, mo.cfg.Path, strings.Join(diffs, "; "))
+	}
+	return nil
 }
 
 // journal records planned moves in one catalog transaction, after
@@ -598,7 +523,7 @@ func (mo *mover) starting(mv *move, next step) {
 // stepFailed names the move and phase in err, leaves the move as safe as
 // it can (failed) and records the error in the journal.
 func (mo *mover) stepFailed(ctx context.Context, mv *move, next step, err error) error {
-	if mv.Phase.flipped() && next.phase != PhaseFlipped { // a step after the flip
+	if mv.Phase.PastNoReturn() && next.phase != PointOfNoReturn { // a step after the flip
 		err = fmt.Errorf("%w (the shard serves on %s): %w", ErrNotCleaned, mv.To, err)
 	}
 	err = &shardmgr.ShardError{Shard: mv.Shard, Host: mv.To, Err: fmt.Errorf("move %d (%s -> %s), phase %s: %w", mv.ID, mv.From, mv.To, next.phase, err)}
@@ -624,8 +549,8 @@ func (mo *mover) stepFailed(ctx context.Context, mv *move, next step, err error)
 //     fence, rather than leave the shard unwritable until someone
 //     notices. The target was never opened.
 func (mo *mover) failed(ctx context.Context, mv *move, next step, err error) error {
-	if next.phase == PhaseFlipped || mv.Phase.flipped() {
-		if !mv.Phase.flipped() { // the flip's answer may have been lost
+	if next.phase == PointOfNoReturn || mv.Phase.PastNoReturn() {
+		if !mv.Phase.PastNoReturn() { // the flip's answer may have been lost
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			fresh, rerr := readMoves(rctx, mo.catalog, `id = $1`, mv.ID)
 			cancel()
@@ -634,7 +559,7 @@ func (mo *mover) failed(ctx context.Context, mv *move, next step, err error) err
 			}
 			*mv.MoveRecord = *fresh[0]
 		}
-		if mv.Phase.flipped() {
+		if mv.Phase.PastNoReturn() {
 			octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 			defer cancel()
 			oerr := mo.open(octx, mv)

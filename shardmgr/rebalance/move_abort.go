@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	"github.com/shardid/shardid/shardmgr/internal/fence"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
@@ -29,15 +30,11 @@ type AbortResult struct {
 // counter given back its range, and the catalog's state set back to
 // active. A move that already flipped the map is ErrMoveFlipped; with no
 // unfinished move it is ErrNoMove.
-func AbortMove(ctx context.Context, cfg *shardmgr.Config, shards []int) ([]AbortResult, error) {
-	if err := cfg.ValidateCluster(); err != nil {
-		return nil, err
-	}
-	mo, err := newMover(ctx, cfg, MoveOptions{})
+func AbortMove(ctx context.Context, c *cluster.Cluster, shards []int) ([]AbortResult, error) {
+	mo, err := newMover(ctx, c, MoveOptions{})
 	if err != nil {
 		return nil, err
 	}
-	defer mo.close()
 	open, err := readMoves(ctx, mo.catalog, catalog.OpenMoves)
 	if err != nil {
 		return nil, err
@@ -69,7 +66,7 @@ func AbortMove(ctx context.Context, cfg *shardmgr.Config, shards []int) ([]Abort
 	}
 	out := []AbortResult{}
 	for _, rec := range open {
-		if rec.Phase.flipped() {
+		if rec.Phase.PastNoReturn() {
 			return out, &shardmgr.ShardError{Shard: rec.Shard, Host: rec.To, Err: fmt.Errorf("move %d: %w", rec.ID, ErrMoveFlipped)}
 		}
 		if err := mo.abort(ctx, rec); err != nil {
@@ -90,7 +87,7 @@ func (mo *mover) abort(ctx context.Context, rec *MoveRecord) error {
 	if err != nil {
 		return err
 	}
-	if *rec = *fresh[0]; !rec.Phase.Open() || rec.Phase.flipped() {
+	if *rec = *fresh[0]; !rec.Phase.Open() || rec.Phase.PastNoReturn() {
 		return fmt.Errorf("move %d is now in phase %s", rec.ID, rec.Phase)
 	}
 	mv := &move{MoveRecord: rec}
@@ -139,8 +136,8 @@ func (mo *mover) abort(ctx context.Context, rec *MoveRecord) error {
 			WHERE id = $1 AND host = $2 AND state = 'moving'`, rec.Shard, rec.From, gen); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `UPDATE shardid.moves SET phase = 'aborted', finished_at = pg_catalog.clock_timestamp(),
-			updated_at = pg_catalog.clock_timestamp() WHERE id = $1`, rec.ID)
+		_, err := tx.Exec(ctx, `UPDATE shardid.moves SET phase = $2, finished_at = pg_catalog.clock_timestamp(),
+			updated_at = pg_catalog.clock_timestamp() WHERE id = $1`, rec.ID, string(PhaseAborted))
 		return err
 	})
 	return err

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 )
 
 // Issue 18, item 6: a shard holding a forged id (an explicit id with the
@@ -33,7 +34,7 @@ func TestMoveDoesNotCarryTheCounterToAForgedID(t *testing.T) {
 		if mode == MoveOffline {
 			to = m.Shards[1].Host
 		}
-		_, err = MoveShard(ctx(t), cfg, 1, to, MoveOptions{Mode: mode, Migrations: sampleSet(t)})
+		_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, to, MoveOptions{Mode: mode, Migrations: sampleSet(t)})
 		require.NoError(t, err, mode)
 		before := likeIDs(t, cfg, 1)
 		routeLikes(t, r, 1, 20)

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 	"github.com/shardid/shardid/shardmgr/internal/fence"
 	"github.com/shardid/shardid/shardmgr/migrate"
 )
@@ -82,7 +83,7 @@ CREATE INDEX CONCURRENTLY tags_post_idx ON {{.schema}}.tags (post_id);`}
 		files[name] = string(b)
 	}
 	set := setOf(t, files)
-	_, err := migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{})
+	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{})
 	require.NoError(t, err)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	for _, tc := range []struct {
@@ -100,9 +101,9 @@ CREATE INDEX CONCURRENTLY tags_post_idx ON {{.schema}}.tags (post_id);`}
 			}
 			h := hammerShard(t, cfg, m.Shards[tc.shard].Schema, []string{"likes", "tags"}, 2)
 			opts := MoveOptions{Mode: tc.mode, Migrations: set, Keep: new(time.Duration)}
-			_, err := MoveShard(ctx(t), cfg, tc.shard, away, opts)
+			_, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), tc.shard, away, opts)
 			require.NoError(t, err)
-			_, err = MoveShard(ctx(t), cfg, tc.shard, home, opts)
+			_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), tc.shard, home, opts)
 			require.NoError(t, err)
 			h.stop()
 
@@ -146,7 +147,7 @@ func shardIDs(t testing.TB, cfg *shardmgr.Config, shard int, table string) []int
 func TestMoveIncomingCopyHandsOutNoID(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 3)
-	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{})
+	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	routeLikes(t, r, 1, 50)
@@ -154,14 +155,14 @@ func TestMoveIncomingCopyHandsOutNoID(t *testing.T) {
 	for _, phase := range []Phase{PhaseSchema, PhaseVerified} {
 		opts := MoveOptions{Migrations: sampleSet(t)}
 		opts.stopAfter = phase
-		_, err := MoveShard(ctx(t), cfg, 1, "pg3", opts)
+		_, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg3", opts)
 		require.ErrorIs(t, err, errStopped)
 		_, err = dst.Exec(ctx(t), `SELECT shard_0001.next_id()`)
 		require.ErrorContains(t, err, "maximum value", "after %s", phase)
 		_, err = dst.Exec(ctx(t), `INSERT INTO shard_0001.likes (id, user_id, post_id) VALUES (1, 1, 1)`)
 		require.True(t, fence.IsFenceError(err), "after %s: %v", phase, err)
 	}
-	_, err = MoveShard(ctx(t), cfg, 1, "pg3", MoveOptions{Migrations: sampleSet(t)})
+	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg3", MoveOptions{Migrations: sampleSet(t)})
 	require.NoError(t, err)
 	old := likeIDs(t, cfg, 1)
 	routeLikes(t, r, 1, 5)
@@ -176,7 +177,7 @@ func TestMoveIncomingCopyHandsOutNoID(t *testing.T) {
 func TestFailedFlipFencesTargetAgain(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 3)
-	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{})
+	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	routeLikes(t, r, 1, 50)
@@ -187,7 +188,7 @@ func TestFailedFlipFencesTargetAgain(t *testing.T) {
 	for _, mode := range []MoveMode{MoveOnline, MoveOffline} {
 		opts := MoveOptions{Migrations: sampleSet(t), Mode: mode}
 		opts.flipCatalog = func() error { return errors.New("catalog lost") }
-		_, err := MoveShard(ctx(t), cfg, 1, "pg3", opts)
+		_, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg3", opts)
 		require.ErrorContains(t, err, "catalog lost", mode)
 		// The source serves again; the target refuses writes and ids.
 		routeLikes(t, r, 1, 5)
@@ -197,10 +198,10 @@ func TestFailedFlipFencesTargetAgain(t *testing.T) {
 		require.True(t, fence.IsFenceError(err), "%s: %v", mode, err)
 		_, err = src.Exec(ctx(t), `INSERT INTO shard_0001.likes (user_id, post_id) VALUES (1, 1)`)
 		require.NoError(t, err, mode)
-		_, err = AbortMove(ctx(t), cfg, []int{1})
+		_, err = AbortMove(ctx(t), clustertest.Handle(t, cfg), []int{1})
 		require.NoError(t, err, mode)
 	}
-	_, err = MoveShard(ctx(t), cfg, 1, "pg3", MoveOptions{Migrations: sampleSet(t)})
+	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg3", MoveOptions{Migrations: sampleSet(t)})
 	require.NoError(t, err)
 	routeLikes(t, r, 1, 5)
 	requireVerifyOK(t, cfg)

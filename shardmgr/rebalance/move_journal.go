@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
@@ -34,29 +35,31 @@ const (
 )
 
 // Phase is the last step a move completed, as the journal records it.
-type Phase string
+// The names are shared with the catalog package, which reads the journal
+// (Open: work left; PastNoReturn: at or past PointOfNoReturn).
+type Phase = catalog.Phase
 
 // Phases of a move. An online move goes planned, schema, copy, catchup,
 // fenced, verified, flipped, cleaned; an offline one planned, schema,
 // fenced, copy, verified, flipped, cleaned. Aborted ends a move that was
-// rolled back before its flip.
+// rolled back before its flip. Each is described in the catalog package.
 const (
-	PhasePlanned  Phase = "planned"  // journaled, nothing done
-	PhaseSchema   Phase = "schema"   // the target holds the schema at the source's version, fenced and empty
-	PhaseCopy     Phase = "copy"     // online: publication and subscription made; offline: rows copied
-	PhaseCatchup  Phase = "catchup"  // online: initial copy done, following changes closely
-	PhaseFenced   Phase = "fenced"   // the shard is moving in the catalog and the source refuses writes
-	PhaseVerified Phase = "verified" // the target has every row, counts and checksums agree, counter carried
-	PhaseFlipped  Phase = "flipped"  // the catalog places the shard on the target, which takes writes
-	PhaseCleaned  Phase = "cleaned"  // replication objects gone, the source copy retired
-	PhaseAborted  Phase = "aborted"  // rolled back; the source serves as before
+	PhasePlanned  = catalog.PhasePlanned
+	PhaseSchema   = catalog.PhaseSchema
+	PhaseCopy     = catalog.PhaseCopy
+	PhaseCatchup  = catalog.PhaseCatchup
+	PhaseFenced   = catalog.PhaseFenced
+	PhaseVerified = catalog.PhaseVerified
+	PhaseFlipped  = catalog.PhaseFlipped
+	PhaseCleaned  = catalog.PhaseCleaned
+	PhaseAborted  = catalog.PhaseAborted
 )
 
-// Open reports whether a move in this phase still has work to do.
-func (p Phase) Open() bool { return p != PhaseCleaned && p != PhaseAborted }
-
-// flipped reports whether the map already points at the target.
-func (p Phase) flipped() bool { return p == PhaseFlipped || p == PhaseCleaned }
+// PointOfNoReturn is the phase from which a move cannot be aborted, only
+// finished: the flip, where the catalog names the target as the shard's
+// home. The phase tables (move_phases.go) place it; abort, resume,
+// cleanup, the preflight and verify ask Phase.PastNoReturn.
+const PointOfNoReturn = catalog.PointOfNoReturn
 
 // MoveRef names a move: its journal id, the shard and the two hosts.
 type MoveRef struct {
@@ -116,12 +119,11 @@ func readMoves(ctx context.Context, q shardmgr.Querier, where string, args ...an
 
 // Moves reads the move journal of the cluster's catalog: every move when
 // all is true, else those not yet finished.
-func Moves(ctx context.Context, cfg *shardmgr.Config, all bool) ([]*MoveRecord, error) {
-	pool, err := openCatalogForMoves(ctx, cfg, shardmgr.UseRead)
+func Moves(ctx context.Context, c *cluster.Cluster, all bool) ([]*MoveRecord, error) {
+	pool, err := c.Catalog(ctx, shardmgr.UseRead)
 	if err != nil {
 		return nil, err
 	}
-	defer pool.Close()
 	if all {
 		return readMoves(ctx, pool, `true`)
 	}

@@ -48,7 +48,9 @@ func phaseTable() map[MoveMode][]step {
 			{phase: PhaseCatchup, run: (*mover).catchUp},
 			{phase: PhaseFenced, run: (*mover).fence, fencedAfter: true, backTo: PhaseCatchup},
 			{phase: PhaseVerified, run: (*mover).verifyCopy, fencedAfter: true, backTo: PhaseCatchup},
-			{phase: PhaseFlipped, run: (*mover).flip},
+			// This is the point of no return: once the catalog names the
+			// target, the move can only be finished, never aborted.
+			{phase: PointOfNoReturn, run: (*mover).flip},
 			{phase: PhaseCleaned, run: (*mover).cleanup},
 		},
 		// Offline: fence first, then copy with COPY.
@@ -58,7 +60,7 @@ func phaseTable() map[MoveMode][]step {
 			{phase: PhaseFenced, run: (*mover).fence, fencedAfter: true, backTo: PhaseSchema},
 			{phase: PhaseCopy, run: (*mover).copyOffline, fencedAfter: true, backTo: PhaseSchema},
 			{phase: PhaseVerified, run: (*mover).verifyCopy, fencedAfter: true, backTo: PhaseSchema},
-			{phase: PhaseFlipped, run: (*mover).flip},
+			{phase: PointOfNoReturn, run: (*mover).flip}, // the point of no return
 			{phase: PhaseCleaned, run: (*mover).cleanup},
 		},
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 )
 
 // A move writes both hosts' own records (shardid.local_shards): it refuses
@@ -18,7 +19,7 @@ func TestMoveRefusesHostSchemaTooNew(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, "pg3", m.Shards[0].Host)
 
-	_, err = MoveShard(ctx(t), cfg, 0, "pg3", MoveOptions{})
+	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 0, "pg3", MoveOptions{})
 	require.ErrorIs(t, err, shardmgr.ErrCatalogTooNew)
 	require.ErrorContains(t, err, "host pg3's shardid schema was upgraded to schema 2 by a newer shardid; this binary knows 1")
 	var moves int

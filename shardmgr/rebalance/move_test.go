@@ -27,10 +27,23 @@ import (
 
 // moveCluster initialises shards logical shards on three hosts, migrates
 // them with the sample migrations (a likes table) and adds a fourth host,
-// pg4, to the cluster file only: the user's first step before a
-// rebalance.
+// pg4, to the cluster file and applies it (init): the user's first steps
+// before a rebalance.
 func moveCluster(t testing.TB, shards int) *shardmgr.Config {
-	return moveClusterRetry(t, shards, "100ms")
+	cfg := moveClusterFileOnly(t, shards)
+	applyHosts(t, cfg)
+	return cfg
+}
+
+// moveClusterFileOnly is moveCluster with pg4 added to the cluster file
+// only, not yet applied to the catalog.
+func moveClusterFileOnly(t testing.TB, shards int) *shardmgr.Config {
+	t.Helper()
+	cfg := initCluster(t, shards)
+	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
+	require.NoError(t, err)
+	addHostToFile(t, cfg, "pg4", "100ms")
+	return cfg
 }
 
 // moveClusterRetry is moveCluster with the added host's
@@ -38,17 +51,25 @@ func moveCluster(t testing.TB, shards int) *shardmgr.Config {
 func moveClusterRetry(t testing.TB, shards int, retry string) *shardmgr.Config {
 	t.Helper()
 	cfg := initCluster(t, shards)
-	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{})
+	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	addHost(t, cfg, "pg4", retry)
 	return cfg
 }
 
-// addHost adds a host on a server of this test's own to cfg. With retry
+// addHost adds a host on a server of this test's own to cfg and applies
+// it to the catalog (init). With retry
 // "100ms" the server starts subscription workers without PostgreSQL's
 // default 5s pause between starts (wal_retrieve_retry_interval), which
 // would otherwise pace a test's successive online moves.
 func addHost(t testing.TB, cfg *shardmgr.Config, name, retry string) {
+	t.Helper()
+	addHostToFile(t, cfg, name, retry)
+	applyHosts(t, cfg)
+}
+
+// addHostToFile is addHost without init: the host is in the file only.
+func addHostToFile(t testing.TB, cfg *shardmgr.Config, name, retry string) {
 	t.Helper()
 	s := pgtest.Own(t, localpg.Options{Settings: map[string]string{"wal_retrieve_retry_interval": retry}})
 	cfg.Hosts = append(cfg.Hosts, shardmgr.Host{Name: name, DSN: s.DSN("app")})
@@ -67,7 +88,7 @@ func likeIDs(t testing.TB, cfg *shardmgr.Config, shard int) []int64 {
 
 func requireVerifyOK(t testing.TB, cfg *shardmgr.Config) {
 	t.Helper()
-	rep, err := verify.Verify(ctx(t), cfg, verify.VerifyOptions{Deep: true})
+	rep, err := verify.Verify(ctx(t), clustertest.Handle(t, cfg), verify.Options{Deep: true})
 	require.NoError(t, err)
 	require.True(t, rep.OK, "verify: %v", rep.Problems)
 }
@@ -111,7 +132,7 @@ func TestMoveOfflineThenOnlineBack(t *testing.T) {
 	routeLikes(t, r, 1, 500)
 	before := likeIDs(t, cfg, 1)
 
-	res, err := MoveShard(ctx(t), cfg, 1, "pg4", MoveOptions{Mode: MoveOffline, Migrations: sampleSet(t)})
+	res, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Mode: MoveOffline, Migrations: sampleSet(t)})
 	require.NoError(t, err)
 	require.Equal(t, PhaseCleaned, res.Phase)
 	require.EqualValues(t, 500, res.Rows)
@@ -137,7 +158,7 @@ func TestMoveOfflineThenOnlineBack(t *testing.T) {
 	require.Error(t, err, "the retired generator hands out no id")
 
 	// Back online: a move like any other.
-	back, err := MoveShard(ctx(t), cfg, 1, "pg1", MoveOptions{Migrations: sampleSet(t)})
+	back, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg1", MoveOptions{Migrations: sampleSet(t)})
 	require.NoError(t, err)
 	require.Equal(t, PhaseCleaned, back.Phase)
 	require.EqualValues(t, 510, back.Rows)
@@ -145,14 +166,12 @@ func TestMoveOfflineThenOnlineBack(t *testing.T) {
 	require.Zero(t, replicationLeftovers(t, cfg, moveRecord(t, cfg, back.ID).replName))
 	requireVerifyOK(t, cfg)
 
-	cl, err := Cleanup(ctx(t), cfg, CleanupOptions{All: true})
+	cl, err := Cleanup(ctx(t), clustertest.Handle(t, cfg), CleanupOptions{All: true})
 	require.NoError(t, err)
 	require.Len(t, cl.Dropped, 2)
 	requireVerifyOK(t, cfg)
 }
 
-var _ = errors.Is
-var _ = time.Second
 var _ *pgxpool.Pool
 
 // writers insert rows through the router into shards, one row per
@@ -223,7 +242,7 @@ func TestMoveOnlineUnderContinuousWrites(t *testing.T) {
 	w, wg := runWriters(t, r, []int{2, 2, 3, 4}, 6, stop)
 	time.Sleep(300 * time.Millisecond)
 	logs := &logLines{t: t}
-	res, err := MoveShard(ctx(t), cfg, 2, "pg4", MoveOptions{Migrations: sampleSet(t), Logger: logs.logger()})
+	res, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 2, "pg4", MoveOptions{Migrations: sampleSet(t), Logger: logs.logger()})
 	time.Sleep(300 * time.Millisecond)
 	close(stop)
 	wg.Wait()
@@ -286,14 +305,14 @@ func TestMoveResumesAfterEachPhase(t *testing.T) {
 			from := clusterMap(t, cfg).Shards[shard].Host
 			opts := MoveOptions{Mode: mode, Migrations: sampleSet(t), Keep: new(time.Duration), Logger: testLogger(t)}
 			opts.stopAfter = phase
-			res, err := MoveShard(ctx(t), cfg, shard, "pg4", opts)
+			res, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), shard, "pg4", opts)
 			require.ErrorIs(t, err, errStopped, "%s %s", mode, phase)
 			require.Equal(t, phase, res.Phase)
 
 			// While it is stopped the shard is where it was; after the
 			// fence, writes are refused with the typed error.
 			m := clusterMap(t, cfg)
-			if phase.flipped() {
+			if phase.PastNoReturn() {
 				require.Equal(t, "pg4", m.Shards[shard].Host)
 			} else {
 				require.Equal(t, from, m.Shards[shard].Host)
@@ -305,7 +324,7 @@ func TestMoveResumesAfterEachPhase(t *testing.T) {
 			}
 
 			opts.stopAfter = ""
-			res, err = MoveShard(ctx(t), cfg, shard, "pg4", opts)
+			res, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), shard, "pg4", opts)
 			require.NoError(t, err, "%s %s", mode, phase)
 			require.Equal(t, PhaseCleaned, res.Phase)
 			require.Equal(t, "pg4", clusterMap(t, cfg).Shards[shard].Host)
@@ -322,7 +341,7 @@ func TestAbortMove(t *testing.T) {
 	t.Parallel()
 	cfg := moveCluster(t, 6)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
-	_, err := AbortMove(ctx(t), cfg, nil)
+	_, err := AbortMove(ctx(t), clustertest.Handle(t, cfg), nil)
 	require.ErrorIs(t, err, ErrNoMove)
 
 	for i, tc := range []struct {
@@ -335,10 +354,10 @@ func TestAbortMove(t *testing.T) {
 		before := clusterMap(t, cfg).Shards[shard]
 		opts := MoveOptions{Mode: tc.mode, Migrations: sampleSet(t)}
 		opts.stopAfter = tc.phase
-		res, err := MoveShard(ctx(t), cfg, shard, "pg4", opts)
+		res, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), shard, "pg4", opts)
 		require.ErrorIs(t, err, errStopped)
 
-		ab, err := AbortMove(ctx(t), cfg, []int{shard})
+		ab, err := AbortMove(ctx(t), clustertest.Handle(t, cfg), []int{shard})
 		require.NoError(t, err)
 		require.Equal(t, []AbortResult{{MoveRef: MoveRef{ID: res.ID, Shard: shard, From: before.Host, To: "pg4"}, Phase: tc.phase}}, ab)
 		require.Equal(t, PhaseAborted, moveRecord(t, cfg, res.ID).Phase)
@@ -359,14 +378,14 @@ func TestAbortMove(t *testing.T) {
 	// moving back is a move like any other.
 	opts := MoveOptions{Migrations: sampleSet(t)}
 	opts.stopAfter = PhaseFlipped
-	_, err = MoveShard(ctx(t), cfg, 5, "pg4", opts)
+	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 5, "pg4", opts)
 	require.ErrorIs(t, err, errStopped)
-	_, err = AbortMove(ctx(t), cfg, []int{5})
+	_, err = AbortMove(ctx(t), clustertest.Handle(t, cfg), []int{5})
 	require.ErrorIs(t, err, ErrMoveFlipped)
 	opts.stopAfter = ""
-	_, err = MoveShard(ctx(t), cfg, 5, "pg4", opts)
+	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 5, "pg4", opts)
 	require.NoError(t, err)
-	_, err = MoveShard(ctx(t), cfg, 5, "pg3", opts)
+	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 5, "pg3", opts)
 	require.NoError(t, err)
 	requireVerifyOK(t, cfg)
 }
@@ -378,9 +397,9 @@ func TestMoveFailedCutoverLeavesSourceServing(t *testing.T) {
 	cfg := moveCluster(t, 3)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	routeLikes(t, r, 1, 200)
-	_, err := MoveShard(ctx(t), cfg, 1, "pg4", MoveOptions{Migrations: sampleSet(t), CutoverTimeout: time.Nanosecond})
+	_, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Migrations: sampleSet(t), CutoverTimeout: time.Nanosecond})
 	require.Error(t, err)
-	recs, err := Moves(ctx(t), cfg, false)
+	recs, err := Moves(ctx(t), clustertest.Handle(t, cfg), false)
 	require.NoError(t, err)
 	require.Len(t, recs, 1)
 	require.Equal(t, PhaseCatchup, recs[0].Phase)
@@ -396,13 +415,13 @@ func TestMoveFailedCutoverLeavesSourceServing(t *testing.T) {
 	require.NoError(t, err)
 	_, err = conn.Exec(ctx(t), `SELECT pg_advisory_lock($1, $2)`, moveLockClass, int32(recs[0].ID))
 	require.NoError(t, err)
-	_, err = MoveShard(ctx(t), cfg, 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
+	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
 	require.ErrorIs(t, err, ErrMoveBusy)
-	_, err = AbortMove(ctx(t), cfg, []int{1})
+	_, err = AbortMove(ctx(t), clustertest.Handle(t, cfg), []int{1})
 	require.ErrorIs(t, err, ErrMoveBusy)
 	require.NoError(t, conn.Close(ctx(t)))
 
-	res, err := MoveShard(ctx(t), cfg, 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
+	res, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
 	require.NoError(t, err)
 	require.EqualValues(t, 210, res.Rows)
 	requireVerifyOK(t, cfg)
@@ -434,7 +453,7 @@ func TestMoveCarriesCounterAheadOfTargetClock(t *testing.T) {
 		if mode == MoveOffline {
 			to = "pg1"
 		}
-		_, err = MoveShard(ctx(t), cfg, 2, to, MoveOptions{Mode: mode, Migrations: sampleSet(t)})
+		_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 2, to, MoveOptions{Mode: mode, Migrations: sampleSet(t)})
 		require.NoError(t, err)
 		routeLikes(t, r, 2, 100)
 		ids := likeIDs(t, cfg, 2)
@@ -447,7 +466,7 @@ func TestMoveCarriesCounterAheadOfTargetClock(t *testing.T) {
 	}
 	// verify agrees, and notes the generator's ids running hours ahead of
 	// the clock, which is what this test made them do.
-	rep, err := verify.Verify(ctx(t), cfg, verify.VerifyOptions{Deep: true})
+	rep, err := verify.Verify(ctx(t), clustertest.Handle(t, cfg), verify.Options{Deep: true})
 	require.NoError(t, err)
 	for _, p := range rep.Problems {
 		require.Equal(t, verify.CheckGeneratorID, p.Check, "%v", p)
@@ -466,14 +485,14 @@ func TestMoveRefusesWhatItCannotCopy(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 3)
 	set := setOf(t, map[string]string{"001_log.sql": `CREATE TABLE {{.schema}}.log (id bigint NOT NULL DEFAULT {{.next_id}}, msg text);`})
-	_, err := migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{})
+	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{})
 	require.NoError(t, err)
 	addHost(t, cfg, "pg4", "100ms")
 	src := hostPool(t, cfg, "pg1")
 	_, err = src.Exec(ctx(t), `INSERT INTO shard_0000.log (msg) SELECT 'm' || g FROM generate_series(1, 300) g`)
 	require.NoError(t, err)
 
-	_, err = MoveShard(ctx(t), cfg, 0, "pg4", MoveOptions{Migrations: set})
+	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Migrations: set})
 	require.ErrorContains(t, err, "without a primary key or replica identity")
 	// The advice to move it offline is the CLI's (cmd/shardid hint_test.go).
 	require.ErrorIs(t, err, ErrNoReplicaIdentity)
@@ -482,10 +501,10 @@ func TestMoveRefusesWhatItCannotCopy(t *testing.T) {
 	// The preflight refused it before the move was journaled: nothing to
 	// abort.
 	require.ErrorIs(t, err, ErrPreflight)
-	_, err = AbortMove(ctx(t), cfg, []int{0})
+	_, err = AbortMove(ctx(t), clustertest.Handle(t, cfg), []int{0})
 	require.ErrorIs(t, err, ErrNoMove)
 
-	res, err := MoveShard(ctx(t), cfg, 0, "pg4", MoveOptions{Migrations: set, Mode: MoveOffline})
+	res, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Migrations: set, Mode: MoveOffline})
 	require.NoError(t, err)
 	require.EqualValues(t, 300, res.Rows)
 
@@ -493,19 +512,19 @@ func TestMoveRefusesWhatItCannotCopy(t *testing.T) {
 	_, err = hostPool(t, cfg, "pg2").Exec(ctx(t), `CREATE TABLE shard_0001.extra (id bigint PRIMARY KEY)`)
 	require.NoError(t, err)
 	// The preflight refuses it before the move is journaled.
-	_, err = MoveShard(ctx(t), cfg, 1, "pg4", MoveOptions{Migrations: set, Mode: MoveOffline})
+	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Migrations: set, Mode: MoveOffline})
 	require.ErrorIs(t, err, ErrPreflight)
 	require.ErrorIs(t, err, ErrShardTables)
 	require.ErrorContains(t, err, "extra")
-	_, err = AbortMove(ctx(t), cfg, nil)
+	_, err = AbortMove(ctx(t), clustertest.Handle(t, cfg), nil)
 	require.ErrorIs(t, err, ErrNoMove)
 
 	// Without the migrations directory a migrated shard cannot be built:
 	// refused by the preflight too.
-	_, err = MoveShard(ctx(t), cfg, 2, "pg4", MoveOptions{Mode: MoveOffline})
+	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 2, "pg4", MoveOptions{Mode: MoveOffline})
 	require.ErrorIs(t, err, ErrPreflight)
 	require.ErrorIs(t, err, ErrMigrationsNeeded)
-	_, err = AbortMove(ctx(t), cfg, nil)
+	_, err = AbortMove(ctx(t), clustertest.Handle(t, cfg), nil)
 	require.ErrorIs(t, err, ErrNoMove)
 	_, err = hostPool(t, cfg, "pg2").Exec(ctx(t), `DROP TABLE shard_0001.extra`)
 	require.NoError(t, err)
@@ -517,16 +536,17 @@ func TestMoveRefusesWhatItCannotCopy(t *testing.T) {
 func TestMoveOnlineWithinOneServer(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 3)
-	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{})
+	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	s := pgtest.Servers(t, 1)[0] // pg1's server
 	db := cfg.Cluster + "_pg4"
 	dropLater(t, s, db)
 	cfg.Hosts = append(cfg.Hosts, shardmgr.Host{Name: "pg4", DSN: s.DSN(db)})
+	applyHosts(t, cfg)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	routeLikes(t, r, 0, 100)
 	want := likeIDs(t, cfg, 0)
-	res, err := MoveShard(ctx(t), cfg, 0, "pg4", MoveOptions{Migrations: sampleSet(t), CutoverTimeout: time.Minute})
+	res, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Migrations: sampleSet(t), CutoverTimeout: time.Minute})
 	require.NoError(t, err)
 	require.EqualValues(t, 100, res.Rows)
 	require.Equal(t, want, likeIDs(t, cfg, 0))
@@ -585,7 +605,7 @@ func TestMoveCheckCatchesDivergenceAfterTheScans(t *testing.T) {
 			return err
 		})
 	}
-	_, err := MoveShard(ctx(t), cfg, 1, "pg4", opts)
+	_, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", opts)
 	require.ErrorIs(t, err, ErrMoveCheck)
 	require.ErrorContains(t, err, "likes: source 300 rows")
 	s := clusterMap(t, cfg).Shards[1]
@@ -596,7 +616,7 @@ func TestMoveCheckCatchesDivergenceAfterTheScans(t *testing.T) {
 	require.NoError(t, hostPool(t, cfg, "pg2").QueryRow(ctx(t), `SELECT count(*) FROM pg_trigger WHERE tgname IN ($1, $2)`, deltaTrigger, deltaTruncate).Scan(&triggers))
 	require.Zero(t, triggers, "the source no longer logs its writes")
 
-	ab, err := AbortMove(ctx(t), cfg, []int{1})
+	ab, err := AbortMove(ctx(t), clustertest.Handle(t, cfg), []int{1})
 	require.NoError(t, err)
 	require.Len(t, ab, 1)
 	require.Zero(t, replicationLeftovers(t, cfg, moveRecord(t, cfg, ab[0].ID).replName))
@@ -618,7 +638,7 @@ func TestMoveChecksFullAfterTruncate(t *testing.T) {
 		_, err := src.Exec(ctx, fmt.Sprintf(`TRUNCATE %s; INSERT INTO %[1]s (user_id, post_id) VALUES (1, 1), (2, 2)`, pgx.Identifier{m.Shards[1].Schema, "likes"}.Sanitize()))
 		return err
 	}
-	res, err := MoveShard(ctx(t), cfg, 1, "pg4", opts)
+	res, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", opts)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, res.Rows)
 	require.Equal(t, "full scans", logs.checkedFrom())
@@ -629,7 +649,7 @@ func TestMoveChecksFullAfterTruncate(t *testing.T) {
 	// Without one, the check is the change log's.
 	logs = &logLines{t: t}
 	opts = MoveOptions{Migrations: sampleSet(t), Logger: logs.logger()}
-	res, err = MoveShard(ctx(t), cfg, 1, "pg3", opts)
+	res, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg3", opts)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, res.Rows)
 	require.Equal(t, "changes since the scans", logs.checkedFrom())
@@ -644,7 +664,7 @@ func TestMoveChecksTextHashedTablesFromTheLog(t *testing.T) {
 	cfg := initCluster(t, 3)
 	set := setOf(t, map[string]string{"001_docs.sql": `CREATE TABLE {{.schema}}.docs (
 		id bigint PRIMARY KEY DEFAULT {{.next_id}}, body json NOT NULL, at timestamptz NOT NULL DEFAULT now(), price float8);`})
-	_, err := migrate.Migrate(ctx(t), cfg, set, migrate.MigrateOptions{})
+	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{})
 	require.NoError(t, err)
 	addHost(t, cfg, "pg4", "100ms")
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
@@ -664,7 +684,7 @@ func TestMoveChecksTextHashedTablesFromTheLog(t *testing.T) {
 			return err
 		})
 	}
-	res, err := MoveShard(ctx(t), cfg, 1, "pg4", opts)
+	res, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", opts)
 	require.NoError(t, err)
 	require.EqualValues(t, 199, res.Rows)
 	require.Equal(t, "changes since the scans", logs.checkedFrom())

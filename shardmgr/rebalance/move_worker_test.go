@@ -10,6 +10,7 @@ import (
 	"github.com/shardid/shardid/internal/localpg"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 	"github.com/shardid/shardid/shardmgr/migrate"
 )
 
@@ -18,11 +19,12 @@ import (
 func workerCluster(t *testing.T, shards int, settings map[string]string) (*shardmgr.Config, *localpg.Server) {
 	t.Helper()
 	cfg := initCluster(t, shards)
-	_, err := migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{})
+	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	s := pgtest.Own(t, localpg.Options{Settings: settings})
 	cfg.Hosts = append(cfg.Hosts, shardmgr.Host{Name: "pg4", DSN: s.DSN("app")})
 	require.NoError(t, cfg.ValidateCluster())
+	applyHosts(t, cfg)
 	return cfg, s
 }
 
@@ -56,12 +58,12 @@ func TestMoveFailsAtOnceWithoutWorkerSlots(t *testing.T) {
 	const workerStart = 10 * time.Minute
 	c, cancel := context.WithTimeout(ctx(t), workerStart/2)
 	defer cancel()
-	_, err := MoveShard(c, cfg, 1, "pg4", MoveOptions{Migrations: sampleSet(t), WorkerStartTimeout: workerStart})
+	_, err := MoveShard(c, clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Migrations: sampleSet(t), WorkerStartTimeout: workerStart})
 	require.ErrorIs(t, err, ErrPreflight)
 	opts := MoveOptions{Migrations: sampleSet(t), WorkerStartTimeout: workerStart}
 	opts.skipPreflight = true
 	t0 := time.Now()
-	res, err := MoveShard(c, cfg, 1, "pg4", opts)
+	res, err := MoveShard(c, clustertest.Handle(t, cfg), 1, "pg4", opts)
 	require.ErrorIs(t, err, ErrNoWorker)
 	require.ErrorContains(t, err, "max_logical_replication_workers = 0")
 	require.Less(t, time.Since(t0), workerStart/2, "failed at once, not after a timeout")
@@ -76,12 +78,13 @@ func TestMoveFailsAtOnceWithoutWorkerSlots(t *testing.T) {
 	require.NoError(t, s.Halt())
 	s.Set("max_logical_replication_workers", "4")
 	require.NoError(t, s.Restart(ctx(t)))
+	clustertest.Reopen(t, cfg) // a new command after the restart
 
-	res, err = MoveShard(ctx(t), cfg, 1, "pg4", MoveOptions{Migrations: sampleSet(t), Keep: new(time.Duration)})
+	res, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Migrations: sampleSet(t), Keep: new(time.Duration)})
 	require.NoError(t, err)
 	require.Equal(t, PhaseCleaned, res.Phase)
 	require.Equal(t, want, likeIDs(t, cfg, 1))
-	open, err := Moves(ctx(t), cfg, false)
+	open, err := Moves(ctx(t), clustertest.Handle(t, cfg), false)
 	require.NoError(t, err)
 	require.Empty(t, open)
 	rec := moveRecord(t, cfg, res.ID)
@@ -99,19 +102,19 @@ func TestMoveFailsWhenWorkerDoesNotStart(t *testing.T) {
 	cfg, _ := workerCluster(t, 3, map[string]string{"wal_retrieve_retry_interval": "10min"})
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	routeLikes(t, r, 2, 100)
-	_, err := MoveShard(ctx(t), cfg, 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
+	_, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
 	require.NoError(t, err)
 
 	c, cancel := context.WithTimeout(ctx(t), 60*time.Second)
 	defer cancel()
 	t0 := time.Now()
-	res, err := MoveShard(c, cfg, 2, "pg4", MoveOptions{Migrations: sampleSet(t), WorkerStartTimeout: 2 * time.Second})
+	res, err := MoveShard(c, clustertest.Handle(t, cfg), 2, "pg4", MoveOptions{Migrations: sampleSet(t), WorkerStartTimeout: 2 * time.Second})
 	require.ErrorIs(t, err, ErrNoWorker)
 	require.ErrorContains(t, err, "none started within 2s")
 	require.Less(t, time.Since(t0), 45*time.Second)
 	require.Zero(t, subscriptionsEnabled(t, cfg, "pg4"))
 
-	_, err = AbortMove(ctx(t), cfg, []int{2})
+	_, err = AbortMove(ctx(t), clustertest.Handle(t, cfg), []int{2})
 	require.NoError(t, err)
 	require.Zero(t, replicationLeftovers(t, cfg, moveRecord(t, cfg, res.ID).replName))
 	routeLikes(t, r, 2, 1)
@@ -125,10 +128,10 @@ func TestMoveCatchupTimeout(t *testing.T) {
 	cfg := moveCluster(t, 3)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	routeLikes(t, r, 0, 100)
-	_, err := MoveShard(ctx(t), cfg, 0, "pg4", MoveOptions{Migrations: sampleSet(t), CatchupTimeout: time.Nanosecond, CatchupDelay: time.Nanosecond})
+	_, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Migrations: sampleSet(t), CatchupTimeout: time.Nanosecond, CatchupDelay: time.Nanosecond})
 	require.ErrorIs(t, err, ErrCatchupTimeout)
 	require.Zero(t, subscriptionsEnabled(t, cfg, "pg4"))
-	res, err := MoveShard(ctx(t), cfg, 0, "pg4", MoveOptions{Migrations: sampleSet(t)})
+	res, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Migrations: sampleSet(t)})
 	require.NoError(t, err)
 	require.EqualValues(t, 100, res.Rows)
 	requireVerifyOK(t, cfg)

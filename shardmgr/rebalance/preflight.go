@@ -45,7 +45,7 @@ const (
 	CheckPublish         = "publish"          // the role may create publications and logical slots
 	CheckSubscribe       = "subscribe"        // the role may create subscriptions
 	CheckReplicaIdentity = "replica identity" // a primary key or replica identity on every table
-	CheckMovable         = "movable"          // every table can be carried (any mode): move_partition.go
+	CheckMovable         = "movable"          // every table can be carried (any mode): copy_tables.go
 )
 
 // Check is one preflight finding: on Host, in its Role, Setting has Value
@@ -593,7 +593,7 @@ func roleText(f *hostFacts) string {
 func movesToCheck(m *shardmgr.ShardMap, planned []PlannedMove, mode MoveMode, open []*MoveRecord) []preflightMove {
 	var out []preflightMove
 	for _, r := range open {
-		if r.Phase.flipped() {
+		if r.Phase.PastNoReturn() {
 			continue // the source's part is done; cleaning up needs nothing more
 		}
 		out = append(out, preflightMove{Shard: r.Shard, From: r.From, To: r.To, Schema: r.Schema, Mode: r.Mode, replName: r.replName})

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 )
 
 // A shard migrated above version 0, moved without the migrations (as
@@ -15,7 +17,7 @@ func TestPreflightMigrationsNeeded(t *testing.T) {
 	cfg := stockCluster(t, nil, nil)
 	gen := clusterMap(t, cfg).Generation
 
-	_, err := MoveShard(ctx(t), cfg, 0, "pg4", MoveOptions{Mode: MoveOffline})
+	_, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Mode: MoveOffline})
 	require.ErrorIs(t, err, ErrPreflight)
 	require.ErrorIs(t, err, ErrMigrationsNeeded)
 	c := failedCheck(t, err, "pg1", CheckMigrations)
@@ -25,7 +27,7 @@ func TestPreflightMigrationsNeeded(t *testing.T) {
 	requireNothingChanged(t, cfg, gen)
 
 	// The drain: pg1 is marked drain; apply offline without migrations.
-	_, err = Apply(ctx(t), cfg, ApplyOptions{Move: MoveOptions{Mode: MoveOffline}})
+	_, err = Apply(ctx(t), clustertest.Handle(t, cfg), ApplyOptions{Move: MoveOptions{Mode: MoveOffline}})
 	require.ErrorIs(t, err, ErrMigrationsNeeded)
 	failedCheck(t, err, "pg1", CheckMigrations)
 	requireNothingChanged(t, cfg, gen)
@@ -46,7 +48,7 @@ func TestPreflightShardTables(t *testing.T) {
 	require.NoError(t, err)
 
 	for _, mode := range []MoveMode{MoveOffline, MoveOnline} {
-		_, err = MoveShard(ctx(t), cfg, 0, "pg4", MoveOptions{Mode: mode, Migrations: sampleSet(t)})
+		_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Mode: mode, Migrations: sampleSet(t)})
 		require.ErrorIs(t, err, ErrPreflight, mode)
 		require.ErrorIs(t, err, ErrShardTables, mode)
 		c := failedCheck(t, err, "pg1", CheckShardTables)
@@ -61,14 +63,15 @@ func TestPreflightShardTables(t *testing.T) {
 	// A table the migrations make but the source lacks is named too.
 	_, err = pg1.Exec(ctx(t), `DROP TABLE shard_0000.likes_manual, shard_0000.schema_migrations, shard_0000.likes`)
 	require.NoError(t, err)
-	_, err = MoveShard(ctx(t), cfg, 0, "pg4", MoveOptions{Mode: MoveOffline, Migrations: sampleSet(t)})
+	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Mode: MoveOffline, Migrations: sampleSet(t)})
 	c := failedCheck(t, err, "pg1", CheckShardTables)
 	require.Contains(t, c.Value, `the migrations make "shard_0000"."likes", which the source lacks`)
 	requireNothingChanged(t, cfg, gen)
 
 	_, err = pg1.Exec(ctx(t), `CREATE TABLE shard_0000.likes (id bigint PRIMARY KEY DEFAULT shard_0000.next_id(), user_id bigint NOT NULL, post_id bigint NOT NULL, created_at timestamptz NOT NULL DEFAULT now())`)
 	require.NoError(t, err)
-	res, err := MoveShard(ctx(t), cfg, 0, "pg4", MoveOptions{Mode: MoveOffline, Migrations: sampleSet(t)})
+	applyHosts(t, cfg) // the preflight refused before the hosts mattered
+	res, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Mode: MoveOffline, Migrations: sampleSet(t)})
 	require.NoError(t, err)
 	require.Equal(t, PhaseCleaned, res.Phase)
 	// The scratch schema was rolled back.

@@ -25,9 +25,9 @@ func stockCluster(t *testing.T, src, dst map[string]string) *shardmgr.Config {
 	cfg := clustertest.Cluster(t, 3, false)
 	s1 := pgtest.Own(t, localpg.Options{Settings: src})
 	cfg.Hosts[0].DSN = s1.DSN("app")
-	_, err := install.Init(ctx(t), cfg, install.InitOptions{})
+	_, err := install.Init(ctx(t), clustertest.Handle(t, cfg), install.InitOptions{})
 	require.NoError(t, err)
-	_, err = migrate.Migrate(ctx(t), cfg, sampleSet(t), migrate.MigrateOptions{})
+	_, err = migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	routeLikes(t, r, 0, 50)
@@ -79,13 +79,13 @@ func TestPreflightWALLevelReplica(t *testing.T) {
 	cfg := stockCluster(t, map[string]string{"wal_level": "replica"}, nil)
 	gen := clusterMap(t, cfg).Generation
 
-	plan, err := PlanRebalance(ctx(t), cfg, PlanOptions{})
+	plan, err := PlanRebalance(ctx(t), clustertest.Handle(t, cfg), PlanOptions{})
 	require.ErrorIs(t, err, ErrPreflight)
 	require.NotNil(t, plan)
 	require.Equal(t, []PlannedMove{{Shard: 0, From: "pg1", To: "pg4", Bytes: plan.Moves[0].Bytes, Mode: MoveOnline}}, plan.Moves)
 	require.Contains(t, plan.Preflight, failedCheck(t, err, "pg1", CheckWALLevel))
 
-	_, err = Apply(ctx(t), cfg, ApplyOptions{Parallel: 4, Move: MoveOptions{Migrations: sampleSet(t)}})
+	_, err = Apply(ctx(t), clustertest.Handle(t, cfg), ApplyOptions{Parallel: 4, Move: MoveOptions{Migrations: sampleSet(t)}})
 	require.ErrorIs(t, err, ErrPreflight)
 	c := failedCheck(t, err, "pg1", CheckWALLevel)
 	require.Equal(t, Check{Host: "pg1", Role: RoleSource, Setting: "wal_level", Value: "replica", Need: "logical", Shards: []int{0},
@@ -96,22 +96,23 @@ func TestPreflightWALLevelReplica(t *testing.T) {
 	require.Len(t, pe.Failed, 1, "only wal_level fails: %v", err)
 	requireNothingChanged(t, cfg, gen)
 
-	_, err = MoveShard(ctx(t), cfg, 0, "pg4", MoveOptions{Migrations: sampleSet(t)})
+	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Migrations: sampleSet(t)})
 	require.ErrorIs(t, err, ErrPreflight)
 	failedCheck(t, err, "pg1", CheckWALLevel)
 	requireNothingChanged(t, cfg, gen)
 
 	// Offline needs none of it; the preflight has nothing to check.
-	plan, err = PlanRebalance(ctx(t), cfg, PlanOptions{Mode: MoveOffline})
+	plan, err = PlanRebalance(ctx(t), clustertest.Handle(t, cfg), PlanOptions{Mode: MoveOffline})
 	require.NoError(t, err)
 	require.Empty(t, plan.Preflight)
 
 	// Auto: offline, because of wal_level, said per move.
-	plan, err = PlanRebalance(ctx(t), cfg, PlanOptions{Mode: MoveAuto})
+	plan, err = PlanRebalance(ctx(t), clustertest.Handle(t, cfg), PlanOptions{Mode: MoveAuto})
 	require.NoError(t, err)
 	require.Equal(t, MoveOffline, plan.Moves[0].Mode)
 	require.Equal(t, "wal_level is replica on pg1", plan.Moves[0].ModeReason)
-	res, err := Apply(ctx(t), cfg, ApplyOptions{Move: MoveOptions{Migrations: sampleSet(t), Mode: MoveAuto}})
+	applyHosts(t, cfg) // the preflight refused before the hosts mattered
+	res, err := Apply(ctx(t), clustertest.Handle(t, cfg), ApplyOptions{Move: MoveOptions{Migrations: sampleSet(t), Mode: MoveAuto}})
 	require.NoError(t, err)
 	require.Len(t, res.Moves, 1)
 	mv := res.Moves[0]
@@ -150,7 +151,7 @@ func TestPreflightOneWorkerOnTarget(t *testing.T) {
 		return dst.QueryRow(ctx(t), `SELECT count(*) FROM pg_catalog.pg_stat_subscription WHERE pid IS NOT NULL`).Scan(&n) == nil && n == 1
 	}, time.Minute, 50*time.Millisecond, "the other subscription's worker starts")
 
-	_, err = Apply(ctx(t), cfg, ApplyOptions{Parallel: 4, Move: MoveOptions{Migrations: sampleSet(t)}})
+	_, err = Apply(ctx(t), clustertest.Handle(t, cfg), ApplyOptions{Parallel: 4, Move: MoveOptions{Migrations: sampleSet(t)}})
 	require.ErrorIs(t, err, ErrPreflight)
 	c := failedCheck(t, err, "pg4", CheckWorkers)
 	require.Equal(t, RoleTarget, c.Role)
@@ -159,7 +160,8 @@ func TestPreflightOneWorkerOnTarget(t *testing.T) {
 	require.Equal(t, &Fix{Offline: true, SQL: "ALTER SYSTEM SET max_logical_replication_workers = 2", Restart: true}, c.Fix)
 	requireNothingChanged(t, cfg, gen)
 
-	res, err := Apply(ctx(t), cfg, ApplyOptions{Parallel: 4, Move: MoveOptions{Migrations: sampleSet(t), Mode: MoveAuto}})
+	applyHosts(t, cfg)
+	res, err := Apply(ctx(t), clustertest.Handle(t, cfg), ApplyOptions{Parallel: 4, Move: MoveOptions{Migrations: sampleSet(t), Mode: MoveAuto}})
 	require.NoError(t, err)
 	require.Len(t, res.Moves, 1)
 	require.Equal(t, MoveOffline, res.Moves[0].Mode)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/install"
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 )
 
 func hostCounts(m *shardmgr.ShardMap) map[string]int {
@@ -22,7 +23,7 @@ func hostCounts(m *shardmgr.ShardMap) map[string]int {
 // (interrupted, then resumed), then drain a host.
 func TestRebalanceAddHostThenDrain(t *testing.T) {
 	t.Parallel()
-	cfg := moveCluster(t, 12)
+	cfg := moveClusterFileOnly(t, 12)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	rows := map[int]int{}
 	for s := range 12 {
@@ -32,17 +33,17 @@ func TestRebalanceAddHostThenDrain(t *testing.T) {
 	before := clusterMap(t, cfg)
 
 	// Planning changes nothing, and says the same twice.
-	plan, err := PlanRebalance(ctx(t), cfg, PlanOptions{})
+	plan, err := PlanRebalance(ctx(t), clustertest.Handle(t, cfg), PlanOptions{})
 	require.NoError(t, err)
 	require.Len(t, plan.Moves, 3)
 	for _, mv := range plan.Moves {
 		require.Equal(t, "pg4", mv.To)
 		require.Positive(t, mv.Bytes)
 	}
-	again, err := PlanRebalance(ctx(t), cfg, PlanOptions{})
+	again, err := PlanRebalance(ctx(t), clustertest.Handle(t, cfg), PlanOptions{})
 	require.NoError(t, err)
 	require.Equal(t, plan.Moves, again.Moves)
-	bySize, err := PlanRebalance(ctx(t), cfg, PlanOptions{By: BySize})
+	bySize, err := PlanRebalance(ctx(t), clustertest.Handle(t, cfg), PlanOptions{By: BySize})
 	require.NoError(t, err)
 	require.NotEmpty(t, bySize.Moves)
 	for _, mv := range bySize.Moves {
@@ -53,11 +54,24 @@ func TestRebalanceAddHostThenDrain(t *testing.T) {
 	_, known := after.Host("pg4")
 	require.False(t, known, "planning registers nothing")
 
+	// Nor does apply: the catalog is where hosts are; the file's new host
+	// is applied by init, the one step that writes hosts.
+	_, err = Apply(ctx(t), clustertest.Handle(t, cfg), ApplyOptions{Move: MoveOptions{Migrations: sampleSet(t)}})
+	require.ErrorIs(t, err, ErrHostsNotApplied)
+	require.ErrorContains(t, err, "host pg4 is not in the catalog")
+	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Migrations: sampleSet(t)})
+	require.ErrorIs(t, err, ErrHostsNotApplied)
+	after = clusterMap(t, cfg)
+	require.Equal(t, before.Generation, after.Generation, "nothing changed")
+	_, known = after.Host("pg4")
+	require.False(t, known)
+	applyHosts(t, cfg)
+
 	// Apply, interrupted with the moves fenced: writes to them are refused
 	// until the next apply resumes them.
 	opts := ApplyOptions{Parallel: 2, Move: MoveOptions{Migrations: sampleSet(t)}}
 	opts.Move.stopAfter = PhaseFenced
-	res, err := Apply(ctx(t), cfg, opts)
+	res, err := Apply(ctx(t), clustertest.Handle(t, cfg), opts)
 	var me *shardmgr.ShardErrors
 	require.ErrorAs(t, err, &me)
 	require.Len(t, me.Errs, 3)
@@ -67,7 +81,7 @@ func TestRebalanceAddHostThenDrain(t *testing.T) {
 		require.ErrorIs(t, r.Tx(ctx(t), mv.Shard, nil), shardmgr.ErrShardMoving)
 	}
 	opts.Move.stopAfter = ""
-	res, err = Apply(ctx(t), cfg, opts)
+	res, err = Apply(ctx(t), clustertest.Handle(t, cfg), opts)
 	require.NoError(t, err)
 	require.Equal(t, 3, res.Resumed)
 	require.Len(t, res.Moves, 3)
@@ -82,16 +96,17 @@ func TestRebalanceAddHostThenDrain(t *testing.T) {
 	requireVerifyOK(t, cfg)
 
 	// Balanced: nothing to do.
-	res, err = Apply(ctx(t), cfg, opts)
+	res, err = Apply(ctx(t), clustertest.Handle(t, cfg), opts)
 	require.NoError(t, err)
 	require.Empty(t, res.Moves)
 
 	// Drain pg2: its three shards go, one to each other host.
 	cfg.Hosts[1].Drain = true
-	plan, err = PlanRebalance(ctx(t), cfg, PlanOptions{})
+	applyHosts(t, cfg)
+	plan, err = PlanRebalance(ctx(t), clustertest.Handle(t, cfg), PlanOptions{})
 	require.NoError(t, err)
 	require.Len(t, plan.Moves, 3)
-	res, err = Apply(ctx(t), cfg, ApplyOptions{Parallel: 3, Move: MoveOptions{Migrations: sampleSet(t), Mode: MoveOffline}})
+	res, err = Apply(ctx(t), clustertest.Handle(t, cfg), ApplyOptions{Parallel: 3, Move: MoveOptions{Migrations: sampleSet(t), Mode: MoveOffline}})
 	require.NoError(t, err)
 	require.Len(t, res.Moves, 3)
 	m := clusterMap(t, cfg)
@@ -103,7 +118,7 @@ func TestRebalanceAddHostThenDrain(t *testing.T) {
 	}
 	requireVerifyOK(t, cfg)
 
-	cl, err := Cleanup(ctx(t), cfg, CleanupOptions{})
+	cl, err := Cleanup(ctx(t), clustertest.Handle(t, cfg), CleanupOptions{})
 	require.NoError(t, err)
 	require.Empty(t, cl.Dropped)
 	require.Equal(t, 6, cl.Kept)
@@ -119,19 +134,19 @@ func TestRebalanceAddHostThenDrain(t *testing.T) {
 	// still keep retired copies there, done once they are cleaned up.
 	drained := cfg.Hosts[1]
 	cfg.Hosts = append(cfg.Hosts[:1:1], cfg.Hosts[2:]...)
-	_, err = install.Init(ctx(t), cfg, install.InitOptions{})
+	_, err = install.Init(ctx(t), clustertest.Handle(t, cfg), install.InitOptions{})
 	require.ErrorIs(t, err, shardmgr.ErrClusterMismatch)
 	require.ErrorContains(t, err, "host pg2 is not in the file but")
 	require.ErrorContains(t, err, "keep a retired copy there")
 	cfg.Hosts = append(cfg.Hosts[:1:1], append([]shardmgr.Host{drained}, cfg.Hosts[1:]...)...)
 
-	cl, err = Cleanup(ctx(t), cfg, CleanupOptions{All: true})
+	cl, err = Cleanup(ctx(t), clustertest.Handle(t, cfg), CleanupOptions{All: true})
 	require.NoError(t, err)
 	require.Len(t, cl.Dropped, 6)
 	requireVerifyOK(t, cfg)
 
 	cfg.Hosts = append(cfg.Hosts[:1:1], cfg.Hosts[2:]...)
-	ir, err := install.Init(ctx(t), cfg, install.InitOptions{})
+	ir, err := install.Init(ctx(t), clustertest.Handle(t, cfg), install.InitOptions{})
 	require.NoError(t, err)
 	require.Contains(t, ir.CatalogChanges, "remove host pg2")
 	_, ok := clusterMap(t, cfg).Host("pg2")

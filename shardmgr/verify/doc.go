@@ -10,4 +10,8 @@
 //
 // It must never change anything: it reads the catalog and the hosts, under
 // lock and statement timeouts, and draws a few ids for its probe.
+//
+// Verify takes the operator's handle (shardmgr/cluster) and runs its
+// sessions in the handle's pools, under its own lock and statement
+// timeouts (a cluster.Session).
 package verify

@@ -1,6 +1,8 @@
 package verify_test
 
 import (
+	"github.com/shardid/shardid/shardmgr/cluster"
+
 	"context"
 	"fmt"
 	"log"
@@ -17,7 +19,12 @@ func ExampleVerify() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	rep, err := verify.Verify(ctx, cfg, verify.VerifyOptions{Deep: true})
+	c, err := cluster.Open(ctx, cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	rep, err := verify.Verify(ctx, c, verify.Options{Deep: true})
 	if err != nil {
 		log.Fatal(err)
 	}

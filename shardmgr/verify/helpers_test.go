@@ -6,12 +6,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/stretchr/testify/require"
 
 	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/shardid/shardid/shardmgr"
-	"github.com/shardid/shardid/shardmgr/install"
 	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+	"github.com/shardid/shardid/shardmgr/internal/installtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -33,10 +32,4 @@ func futureID(shard int, ahead time.Duration, seq int64) int64 {
 	return clustertest.FutureID(shard, ahead, seq)
 }
 
-func initCluster(t testing.TB, shards int) *shardmgr.Config {
-	t.Helper()
-	cfg := clustertest.Cluster(t, shards, false)
-	_, err := install.Init(ctx(t), cfg, install.InitOptions{})
-	require.NoError(t, err)
-	return cfg
-}
+func initCluster(t testing.TB, shards int) *shardmgr.Config { return installtest.Cluster(t, shards) }

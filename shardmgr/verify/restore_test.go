@@ -11,6 +11,7 @@ import (
 
 	"github.com/shardid/shardid/internal/localpg"
 	"github.com/shardid/shardid/shardmgr/install"
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 )
 
 // A table-only restore (pg_dump -t, pg_restore --data-only) into a shard
@@ -37,13 +38,13 @@ func TestTableOnlyRestoreVerifyNamesTheRepair(t *testing.T) {
 	// The shard is rebuilt: a fresh generator (init), the table (its
 	// migrations), then the rows alone.
 	exec(t, cfg, "pg1", `DROP SCHEMA shard_0000 CASCADE`)
-	_, err = install.Init(ctx(t), cfg, install.InitOptions{})
+	_, err = install.Init(ctx(t), clustertest.Handle(t, cfg), install.InitOptions{})
 	require.NoError(t, err)
 	exec(t, cfg, "pg1", table)
 	out, err = osexec.Command(filepath.Join(bin, "pg_restore"), "--data-only", "-t", "likes", "-d", dsn, dump).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 
-	rep, err := Verify(ctx(t), cfg, VerifyOptions{})
+	rep, err := Verify(ctx(t), clustertest.Handle(t, cfg), Options{})
 	require.NoError(t, err)
 	repair := fmt.Sprintf(`SELECT "shard_0000"."next_id_advance"(%d)`, maxID)
 	var found bool
@@ -57,7 +58,7 @@ func TestTableOnlyRestoreVerifyNamesTheRepair(t *testing.T) {
 	require.True(t, found, "problems: %v", rep.Problems)
 
 	exec(t, cfg, "pg1", repair)
-	rep, err = Verify(ctx(t), cfg, VerifyOptions{})
+	rep, err = Verify(ctx(t), clustertest.Handle(t, cfg), Options{})
 	require.NoError(t, err)
 	require.True(t, rep.OK, "%v", rep.Problems)
 	var id int64

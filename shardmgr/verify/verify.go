@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	shsql "github.com/shardid/shardid/sql"
 )
@@ -57,7 +58,7 @@ const (
 	// each names the session holding the lock.
 	CheckLock = "lock"
 	// CheckClock: each host's clock agrees with the manager's and the
-	// others' within VerifyOptions.MaxClockSkew.
+	// others' within Options.MaxClockSkew.
 	CheckClock = "clock"
 	// CheckProbe: ids drawn concurrently from every shard are unique
 	// across the cluster.
@@ -73,8 +74,8 @@ const (
 	CheckDuplicateID = "duplicate-id"
 )
 
-// VerifyOptions adjust Verify. The zero value is fine.
-type VerifyOptions struct {
+// Options adjust Verify. The zero value is fine.
+type Options struct {
 	// Deep reads every id stored in a column whose DEFAULT is a shard
 	// generator (CheckStoredShard, CheckDuplicateID).
 	Deep bool
@@ -112,7 +113,26 @@ type Problem struct {
 	Shard  int
 	Host   string
 	Detail string
+	// Fix names the operator step that repairs the problem, when one
+	// does (FixNone otherwise): the library says what is wrong, the CLI
+	// which command fixes it. Not part of the JSON report.
+	Fix Fix `json:"-"`
 }
+
+// Fix is an operator step that repairs a problem verify found.
+type Fix int
+
+// The steps a problem's Fix names.
+const (
+	FixNone              Fix = iota
+	FixInit                  // init applies the file's hosts, records and generators
+	FixGenerator             // the generator upgrade (migrate generator)
+	FixInitOrGenerator       // init, or the generator upgrade
+	FixDropRetiredCopy       // cleanup of every retired copy, now
+	FixCleanupRetired        // cleanup drops a retired copy once it is not wanted
+	FixFinishMove            // the move passed its point of no return: finish it (apply)
+	FixResumeOrAbortMove     // an unfinished move: resume it (apply) or undo it (abort)
+)
 
 func (p Problem) String() string {
 	var b strings.Builder
@@ -176,11 +196,9 @@ func (r *Report) Failed(check string) []Problem {
 // generators. Problems are returned in the Report; the error is for input
 // that makes verifying impossible (an invalid cluster file, a cancelled
 // context).
-func Verify(ctx context.Context, cfg *shardmgr.Config, opts VerifyOptions) (*Report, error) {
+func Verify(ctx context.Context, c *cluster.Cluster, opts Options) (*Report, error) {
 	start := time.Now()
-	if err := cfg.ValidateCluster(); err != nil {
-		return nil, err
-	}
+	cfg := c.Config()
 	if opts.MaxClockSkew <= 0 {
 		opts.MaxClockSkew = time.Second
 	}
@@ -199,19 +217,11 @@ func Verify(ctx context.Context, cfg *shardmgr.Config, opts VerifyOptions) (*Rep
 	if opts.StatementTimeout <= 0 {
 		opts.StatementTimeout = defaultVerifyStatementTimeout
 	}
-	if err := checkCatalogVersion(ctx, cfg, opts); err != nil {
+	v := &verifier{c: c, cfg: cfg, opts: opts, rep: &Report{Problems: []Problem{}}}
+	if err := checkCatalogVersion(ctx, v); err != nil {
 		return nil, err
 	}
-	v := &verifier{cfg: cfg, opts: opts, rep: &Report{Problems: []Problem{}}}
 	v.run(ctx)
-	for _, h := range v.hosts {
-		if h.pool != nil {
-			h.pool.Close()
-		}
-		if h.deep != nil {
-			h.deep.Close()
-		}
-	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -231,12 +241,11 @@ func Verify(ctx context.Context, cfg *shardmgr.Config, opts VerifyOptions) (*Rep
 // read (a *shardmgr.CatalogVersionError): what verify would conclude from
 // it proves nothing. A catalog it cannot reach is left to the catalog
 // check, which reports it as a problem.
-func checkCatalogVersion(ctx context.Context, cfg *shardmgr.Config, opts VerifyOptions) error {
-	pool, err := openVerifyPool(ctx, cfg.Catalog, 1, opts.LockTimeout, opts.StatementTimeout)
+func checkCatalogVersion(ctx context.Context, vr *verifier) error {
+	pool, err := vr.c.CatalogPoolAs(ctx, vr.session(vr.opts.StatementTimeout))
 	if err != nil {
 		return nil
 	}
-	defer pool.Close()
 	v, err := shardmgr.ReadCatalogVersion(ctx, pool)
 	if err != nil {
 		return nil
@@ -295,8 +304,9 @@ func checkOrder(c string) int {
 }
 
 type verifier struct {
+	c     *cluster.Cluster
 	cfg   *shardmgr.Config
-	opts  VerifyOptions
+	opts  Options
 	m     *shardmgr.ShardMap
 	hosts map[string]*hostScan // by name: the file's hosts
 	// openMoves are the journal's unfinished moves by shard: their copies
@@ -308,16 +318,26 @@ type verifier struct {
 }
 
 func (v *verifier) problem(check string, shard int, host, format string, args ...any) {
+	v.problemFix(FixNone, check, shard, host, format, args...)
+}
+
+// problemFix records a problem that fix repairs.
+func (v *verifier) problemFix(fix Fix, check string, shard int, host, format string, args ...any) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.rep.Problems = append(v.rep.Problems, Problem{Check: check, Shard: shard, Host: host, Detail: fmt.Sprintf(format, args...)})
+	v.rep.Problems = append(v.rep.Problems, Problem{Check: check, Shard: shard, Host: host, Detail: fmt.Sprintf(format, args...), Fix: fix})
 }
 
 // note records a finding that is no failure (Report.Notes).
 func (v *verifier) note(check string, shard int, host, format string, args ...any) {
+	v.noteFix(FixNone, check, shard, host, format, args...)
+}
+
+// noteFix records a note that fix addresses.
+func (v *verifier) noteFix(fix Fix, check string, shard int, host, format string, args ...any) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.rep.Notes = append(v.rep.Notes, Problem{Check: check, Shard: shard, Host: host, Detail: fmt.Sprintf(format, args...)})
+	v.rep.Notes = append(v.rep.Notes, Problem{Check: check, Shard: shard, Host: host, Detail: fmt.Sprintf(format, args...), Fix: fix})
 }
 
 var shardSchemaRE = regexp.MustCompile(`^shard_([0-9]{4})$`)
@@ -364,9 +384,8 @@ func (v *verifier) scanHosts(ctx context.Context) bool {
 
 // readCatalog reads the map and compares it with the cluster file.
 func (v *verifier) readCatalog(ctx context.Context) bool {
-	pool, err := openVerifyPool(ctx, v.cfg.Catalog, 1, v.opts.LockTimeout, v.opts.StatementTimeout)
+	pool, err := v.c.CatalogPoolAs(ctx, v.session(v.opts.StatementTimeout))
 	if err == nil {
-		defer pool.Close()
 		v.m, err = shardmgr.ReadMap(ctx, pool)
 		if err == nil {
 			v.openMoves, err = catalog.ReadOpenMoves(ctx, pool)
@@ -389,9 +408,9 @@ func (v *verifier) readCatalog(ctx context.Context) bool {
 	for _, d := range catalog.CompareHosts(m, v.cfg) {
 		switch d.Kind {
 		case catalog.HostAdded:
-			v.problem(CheckCatalog, -1, d.Name, "host is in the cluster file but not in the catalog (run shardid init)")
+			v.problemFix(FixInit, CheckCatalog, -1, d.Name, "host is in the cluster file but not in the catalog")
 		case catalog.HostDSN:
-			v.problem(CheckCatalog, -1, d.Name, "the catalog records another DSN for this host (run shardid init)")
+			v.problemFix(FixInit, CheckCatalog, -1, d.Name, "the catalog records another DSN for this host")
 		case catalog.HostRemoved:
 			v.problem(CheckCatalog, -1, d.Name, "host is in the catalog (%d shards) but not in the cluster file, so it was not scanned", len(m.ShardsOn(d.Name)))
 		}
@@ -449,12 +468,12 @@ func (v *verifier) checkPlacement() {
 		case errors.Is(err, shardmgr.ErrCatalogTooNew):
 			v.problem(CheckHostRecord, -1, hs.name, "%v (upgrade the binary)", err)
 		case errors.Is(err, shardmgr.ErrCatalogTooOld):
-			v.problem(CheckHostRecord, -1, hs.name, "%v (run shardid init)", err)
+			v.problemFix(FixInit, CheckHostRecord, -1, hs.name, "%v", err)
 		case err != nil:
 			v.problem(CheckHostRecord, -1, hs.name, "%v (repair it by hand: docs/upgrading.md)", err)
 		}
 		if hs.infoCluster == "" {
-			v.problem(CheckHostRecord, -1, hs.name, "the host has no shardid.host_info record (run shardid init)")
+			v.problemFix(FixInit, CheckHostRecord, -1, hs.name, "the host has no shardid.host_info record")
 		} else if hs.infoCluster != m.Cluster || hs.infoHost != hs.name {
 			v.problem(CheckHost, -1, hs.name, "the database belongs to cluster %q as host %q", hs.infoCluster, hs.infoHost)
 		}
@@ -468,9 +487,9 @@ func (v *verifier) checkPlacement() {
 			// A moved shard's old copy, renamed and fenced, is not an
 			// active copy; one whose fence is gone could take writes.
 			if !rc.Fenced {
-				v.problem(CheckPlacement, rc.Shard, hs.name, "retired copy %s of shard %d is not fenced: it could take writes (drop it: shardid rebalance cleanup --all)", schema, rc.Shard)
+				v.problemFix(FixDropRetiredCopy, CheckPlacement, rc.Shard, hs.name, "retired copy %s of shard %d is not fenced: it could take writes", schema, rc.Shard)
 			} else if rc.Settable {
-				v.problem(CheckPlacement, rc.Shard, hs.name, "retired copy %s of shard %d has an older release's fence, which any role passes by setting shardid.fence_bypass (drop it: shardid rebalance cleanup --all)", schema, rc.Shard)
+				v.problemFix(FixDropRetiredCopy, CheckPlacement, rc.Shard, hs.name, "retired copy %s of shard %d has an older release's fence, which any role passes by setting shardid.fence_bypass", schema, rc.Shard)
 			}
 		}
 		for schema, marker := range hs.generators {
@@ -527,9 +546,9 @@ func (v *verifier) checkPlacement() {
 				// Still a problem: the cluster is not settled until the
 				// move is finished or undone; but not a stray.
 				if om.Flipped {
-					v.problem(CheckPlacement, id, h, "copy on %s belongs to unfinished move %d, which flipped the map to %s (finish it with `shardid rebalance apply`)", h, om.ID, om.To)
+					v.problemFix(FixFinishMove, CheckPlacement, id, h, "copy on %s belongs to unfinished move %d, which flipped the map to %s", h, om.ID, om.To)
 				} else {
-					v.problem(CheckPlacement, id, h, "copy on %s belongs to unfinished move %d (resume with `shardid rebalance apply`, undo with `shardid rebalance abort --shard %d`)", h, om.ID, id)
+					v.problemFix(FixResumeOrAbortMove, CheckPlacement, id, h, "copy on %s belongs to unfinished move %d", h, om.ID)
 				}
 				continue
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/install"
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 	shsql "github.com/shardid/shardid/sql"
 )
 
@@ -49,7 +50,7 @@ func render(t *testing.T, p shsql.Params) string {
 func TestVerifyHealthy(t *testing.T) {
 	t.Parallel()
 	cfg, _ := sixShards(t)
-	rep, err := Verify(ctx(t), cfg, VerifyOptions{Deep: true})
+	rep, err := Verify(ctx(t), clustertest.Handle(t, cfg), Options{Deep: true})
 	require.NoError(t, err)
 	require.True(t, rep.OK, "%v", rep.Problems)
 	require.Equal(t, 6, rep.Shards)
@@ -71,100 +72,100 @@ func TestVerifyFindsEveryProblem(t *testing.T) {
 	}
 	cases := []struct {
 		name   string
-		break_ func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions
+		break_ func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) Options
 		want   want
 	}{
-		{"stray copy on a second host", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
+		{"stray copy on a second host", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) Options {
 			exec(t, cfg, "pg2", render(t, shsql.Params{Shard: 1}))
-			return VerifyOptions{}
+			return Options{}
 		}, want{CheckPlacement, 1, "pg2"}},
-		{"generator in another schema on a second host", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
+		{"generator in another schema on a second host", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) Options {
 			exec(t, cfg, "pg3", render(t, shsql.Params{Shard: 0, Schema: "app_ids"}))
-			return VerifyOptions{}
+			return Options{}
 		}, want{CheckPlacement, 0, "pg3"}},
-		{"shard schema missing from its host", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
+		{"shard schema missing from its host", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) Options {
 			exec(t, cfg, "pg3", "DROP SCHEMA shard_0005 CASCADE")
-			return VerifyOptions{}
+			return Options{}
 		}, want{CheckPlacement, 5, "pg3"}},
-		{"shard beyond the shard count", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
+		{"shard beyond the shard count", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) Options {
 			exec(t, cfg, "pg1", "CREATE SCHEMA shard_0070")
-			return VerifyOptions{}
+			return Options{}
 		}, want{CheckPlacement, 70, "pg1"}},
-		{"host does not record its shard", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
+		{"host does not record its shard", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) Options {
 			exec(t, cfg, "pg2", "DELETE FROM shardid.local_shards WHERE shard = 3")
-			return VerifyOptions{}
+			return Options{}
 		}, want{CheckHostRecord, 3, "pg2"}},
-		{"host records a shard of another host", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
+		{"host records a shard of another host", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) Options {
 			exec(t, cfg, "pg2", "INSERT INTO shardid.local_shards VALUES (4, 'shard_0004', 'active', 1)")
-			return VerifyOptions{}
+			return Options{}
 		}, want{CheckHostRecord, 4, "pg2"}},
-		{"host belongs to another cluster", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
+		{"host belongs to another cluster", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) Options {
 			exec(t, cfg, "pg3", "UPDATE shardid.host_info SET cluster = 'other'")
-			return VerifyOptions{}
+			return Options{}
 		}, want{CheckHost, -1, "pg3"}},
-		{"generator with the wrong shard id", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
+		{"generator with the wrong shard id", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) Options {
 			exec(t, cfg, "pg2", render(t, shsql.Params{Shard: 3, Schema: "shard_0002"}))
-			return VerifyOptions{}
+			return Options{}
 		}, want{CheckGenerator, 2, "pg2"}},
-		{"generator returning another shard id (marker intact)", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
+		{"generator returning another shard id (marker intact)", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) Options {
 			exec(t, cfg, "pg2", render(t, shsql.Params{Shard: 3, Schema: "shard_0002"}))
 			marker, err := shsql.Marker(shsql.Params{Shard: 2})
 			require.NoError(t, err)
 			exec(t, cfg, "pg2", fmt.Sprintf("COMMENT ON FUNCTION shard_0002.next_id() IS '%s'", marker))
-			return VerifyOptions{}
+			return Options{}
 		}, want{CheckGeneratorID, 2, "pg2"}},
-		{"generator with another epoch (marker intact)", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
+		{"generator with another epoch (marker intact)", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) Options {
 			exec(t, cfg, "pg3", render(t, shsql.Params{Shard: 4, Epoch: shsql.DefaultEpoch - 3_600_000}))
 			marker, err := shsql.Marker(shsql.Params{Shard: 4})
 			require.NoError(t, err)
 			exec(t, cfg, "pg3", fmt.Sprintf("COMMENT ON FUNCTION shard_0004.next_id() IS '%s'", marker))
-			return VerifyOptions{}
+			return Options{}
 		}, want{CheckGeneratorID, 4, "pg3"}},
-		{"generator of the wrong variant", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
+		{"generator of the wrong variant", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) Options {
 			exec(t, cfg, "pg3", render(t, shsql.Params{Shard: 5, Variant: shsql.Instagram}))
-			return VerifyOptions{}
+			return Options{}
 		}, want{CheckGenerator, 5, "pg3"}},
-		{"generator missing", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
+		{"generator missing", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) Options {
 			exec(t, cfg, "pg1", "DROP FUNCTION shard_0001.next_id() CASCADE")
-			return VerifyOptions{}
+			return Options{}
 		}, want{CheckGenerator, 1, "pg1"}},
-		{"next_id_advance executable by PUBLIC", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
+		{"next_id_advance executable by PUBLIC", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) Options {
 			exec(t, cfg, "pg2", "GRANT EXECUTE ON FUNCTION shard_0003.next_id_advance(bigint, boolean) TO PUBLIC")
-			return VerifyOptions{}
+			return Options{}
 		}, want{CheckGenerator, 3, "pg2"}},
-		{"generator without a marker", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
+		{"generator without a marker", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) Options {
 			exec(t, cfg, "pg1", "COMMENT ON FUNCTION shard_0000.next_id() IS NULL")
-			return VerifyOptions{}
+			return Options{}
 		}, want{CheckGenerator, 0, "pg1"}},
-		{"rewound sequence", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
+		{"rewound sequence", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) Options {
 			exec(t, cfg, "pg1", "SELECT setval('shard_0000.next_id_counter', 1)")
-			return VerifyOptions{}
+			return Options{}
 		}, want{CheckCounter, 0, "pg1"}},
-		{"sequence with CACHE 20", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
+		{"sequence with CACHE 20", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) Options {
 			exec(t, cfg, "pg2", "ALTER SEQUENCE shard_0003.next_id_counter CACHE 20")
-			return VerifyOptions{}
+			return Options{}
 		}, want{CheckSequence, 3, "pg2"}},
-		{"sequence with CYCLE", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
+		{"sequence with CYCLE", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) Options {
 			exec(t, cfg, "pg2", "ALTER SEQUENCE shard_0002.next_id_counter CYCLE")
-			return VerifyOptions{}
+			return Options{}
 		}, want{CheckSequence, 2, "pg2"}},
-		{"sequence missing", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
+		{"sequence missing", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) Options {
 			exec(t, cfg, "pg2", "DROP SEQUENCE shard_0002.next_id_counter CASCADE")
-			return VerifyOptions{}
+			return Options{}
 		}, want{CheckSequence, 2, "pg2"}},
-		{"leaked advisory lock", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
+		{"leaked advisory lock", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) Options {
 			conn, err := pgx.Connect(ctx(t), hostDSN(cfg, "pg3"))
 			require.NoError(t, err)
 			t.Cleanup(func() { conn.Close(context.Background()) })
 			_, err = conn.Exec(ctx(t), "SELECT pg_advisory_lock_shared($1, 4)", int64(shsql.LockClass))
 			require.NoError(t, err)
-			return VerifyOptions{}
+			return Options{}
 		}, want{CheckLock, 4, "pg3"}},
-		{"manager clock off", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
-			return VerifyOptions{Now: func() time.Time { return time.Now().Add(-5 * time.Second) }}
+		{"manager clock off", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) Options {
+			return Options{Now: func() time.Time { return time.Now().Add(-5 * time.Second) }}
 		}, want{CheckClock, -1, "pg1"}},
-		{"host clocks disagree", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
-			return VerifyOptions{MaxClockSkew: 2 * time.Second, hostClock: func(host string, now time.Time) time.Time {
+		{"host clocks disagree", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) Options {
+			return Options{MaxClockSkew: 2 * time.Second, hostClock: func(host string, now time.Time) time.Time {
 				switch host {
 				case "pg2":
 					return now.Add(1500 * time.Millisecond)
@@ -174,38 +175,38 @@ func TestVerifyFindsEveryProblem(t *testing.T) {
 				return now
 			}}
 		}, want{CheckClock, -1, "pg2"}},
-		{"probe finds duplicate ids across shards", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
+		{"probe finds duplicate ids across shards", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) Options {
 			// Two generators stamping shard 5 with a frozen clock: both
 			// return the same ids in the same order.
 			frozen := "1400000000000::bigint"
 			exec(t, cfg, "pg1", render(t, shsql.Params{Shard: 5, Schema: "shard_0001", Variant: shsql.Instagram, Clock: frozen}))
 			exec(t, cfg, "pg3", render(t, shsql.Params{Shard: 5, Variant: shsql.Instagram, Clock: frozen}))
-			return VerifyOptions{}
+			return Options{}
 		}, want{CheckProbe, 1, "pg1"}},
-		{"id copied into the wrong shard", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
+		{"id copied into the wrong shard", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) Options {
 			var id int64
 			require.NoError(t, hostPool(t, cfg, "pg1").QueryRow(ctx(t), "SELECT max(id) FROM shard_0000.items").Scan(&id))
 			exec(t, cfg, "pg2", "INSERT INTO shard_0003.items (id, v) VALUES ($1, 'copied')", id)
-			return VerifyOptions{Deep: true}
+			return Options{Deep: true}
 		}, want{CheckStoredShard, 3, "pg2"}},
-		{"id copied into the wrong shard is a duplicate", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
+		{"id copied into the wrong shard is a duplicate", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) Options {
 			var id int64
 			require.NoError(t, hostPool(t, cfg, "pg1").QueryRow(ctx(t), "SELECT max(id) FROM shard_0000.items").Scan(&id))
 			exec(t, cfg, "pg2", "INSERT INTO shard_0003.items (id, v) VALUES ($1, 'copied')", id)
-			return VerifyOptions{Deep: true}
+			return Options{Deep: true}
 		}, want{CheckDuplicateID, 0, "pg1"}},
-		{"id stored twice within one shard", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
+		{"id stored twice within one shard", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) Options {
 			exec(t, cfg, "pg2", `CREATE TABLE shard_0002.archive (id bigint DEFAULT shard_0002.next_id());
 				INSERT INTO shard_0002.archive SELECT id FROM shard_0002.items LIMIT 1`)
-			return VerifyOptions{Deep: true}
+			return Options{Deep: true}
 		}, want{CheckDuplicateID, 2, "pg2"}},
-		{"catalog disagrees with the cluster file", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
+		{"catalog disagrees with the cluster file", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) Options {
 			cfg.Cluster = "renamed"
-			return VerifyOptions{}
+			return Options{}
 		}, want{CheckCatalog, -1, ""}},
-		{"host unreachable", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) VerifyOptions {
+		{"host unreachable", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) Options {
 			cfg.Hosts[1].DSN = "postgres://postgres@127.0.0.1:1/nothing?connect_timeout=2"
-			return VerifyOptions{}
+			return Options{}
 		}, want{CheckHost, -1, "pg2"}},
 	}
 	for _, tc := range cases {
@@ -213,7 +214,7 @@ func TestVerifyFindsEveryProblem(t *testing.T) {
 			t.Parallel()
 			cfg, m := sixShards(t)
 			opts := tc.break_(t, cfg, m)
-			rep, err := Verify(ctx(t), cfg, opts)
+			rep, err := Verify(ctx(t), clustertest.Handle(t, cfg), opts)
 			require.NoError(t, err)
 			require.False(t, rep.OK)
 			var got []want
@@ -243,7 +244,7 @@ func TestVerifyAdvancedCounterIsANote(t *testing.T) {
 	cfg, m := sixShards(t)
 	ahead := futureID(1, 10*time.Minute, 0)
 	exec(t, cfg, m.Shards[1].Host, "SELECT shard_0001.next_id_advance($1)", ahead)
-	rep, err := Verify(ctx(t), cfg, VerifyOptions{})
+	rep, err := Verify(ctx(t), clustertest.Handle(t, cfg), Options{})
 	require.NoError(t, err)
 	require.True(t, rep.OK, "problems: %v", rep.Problems)
 	require.Len(t, rep.Notes, 1, "%v", rep.Notes)
@@ -283,7 +284,7 @@ func TestVerifyReportsBlockedGeneratorWithinBound(t *testing.T) {
 	late, latePID := holder("late-mallory")
 
 	start := time.Now()
-	rep, err := Verify(ctx(t), cfg, VerifyOptions{LockTimeout: time.Second, afterScan: func() {
+	rep, err := Verify(ctx(t), clustertest.Handle(t, cfg), Options{LockTimeout: time.Second, afterScan: func() {
 		_, err := late.Exec(context.Background(), "SELECT pg_advisory_lock($1, 1)", int64(shsql.LockClass))
 		require.NoError(t, err)
 	}})
@@ -315,7 +316,7 @@ func TestVerifyBoundedWithHostsDown(t *testing.T) {
 	cfg := testCluster(t, 4, false)
 	own := pgtest.Own(t, localpg.Options{})
 	cfg.Hosts[2].DSN = own.DSN(fmt.Sprintf("sm%d_own", dbCounter.Add(1)))
-	_, err := install.Init(ctx(t), cfg, install.InitOptions{})
+	_, err := install.Init(ctx(t), clustertest.Handle(t, cfg), install.InitOptions{})
 	require.NoError(t, err)
 	require.NoError(t, own.Halt())
 
@@ -335,7 +336,7 @@ func TestVerifyBoundedWithHostsDown(t *testing.T) {
 	cfg.Hosts[1].DSN = fmt.Sprintf("postgres://postgres@%s/nothing?connect_timeout=3", ln.Addr())
 
 	start := time.Now()
-	rep, err := Verify(ctx(t), cfg, VerifyOptions{})
+	rep, err := Verify(ctx(t), clustertest.Handle(t, cfg), Options{})
 	elapsed := time.Since(start)
 	require.NoError(t, err)
 	require.Less(t, elapsed, 20*time.Second, "verify is bounded")

@@ -25,17 +25,14 @@ const (
 	migrationLockWait = 10 * time.Second
 )
 
-// OpenAllocator opens the sources of cfg (its ${VAR} references expanded
-// with lookup) with the serving pool policy and returns an allocator over
-// them whose sources are prepared at once, in the background: the
+// OpenAllocator opens the sources of cfg (their ${VAR}s already expanded
+// by the caller, who read the file) with the serving pool policy and
+// returns an allocator over them whose sources are prepared at once, in the background: the
 // database created when missing, the shardid.segments table migrated
 // (migrations.Segment, waiting a bounded time for golang-migrate's lock
 // and logging who holds it), and a warning logged when PUBLIC may
 // connect to it. close releases the allocator and the pools.
-func OpenAllocator(ctx context.Context, cfg *segment.Config, lookup func(string) (string, bool), logger *slog.Logger) (alloc *segment.Allocator, closeAll func(), err error) {
-	if err := cfg.ExpandEnv(lookup); err != nil {
-		return nil, nil, err
-	}
+func OpenAllocator(ctx context.Context, cfg *segment.Config, logger *slog.Logger) (alloc *segment.Allocator, closeAll func(), err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, err
 	}

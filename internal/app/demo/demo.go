@@ -18,6 +18,7 @@ import (
 	"github.com/shardid/shardid/idgen"
 	"github.com/shardid/shardid/internal/localpg"
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/install"
 	"github.com/shardid/shardid/shardmgr/verify"
 )
@@ -103,14 +104,19 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 		return nil, err
 	}
 
+	c, err := cluster.Open(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
 	fmt.Fprintln(w, "shardid init: catalog, map, a schema and a generator per shard ...")
-	res, err := install.Init(ctx, cfg, install.InitOptions{})
+	res, err := install.Init(ctx, c, install.InitOptions{})
 	if err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(w, "  created %d databases, installed %d shards in %.2fs (generation %d)\n",
 		len(res.CreatedDatabases), res.Installed, res.Elapsed.Seconds(), res.Generation)
-	st, err := install.ClusterStatus(ctx, cfg)
+	st, err := install.ClusterStatus(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -145,7 +151,7 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 	rep.Hosts = opts.Hosts
 
 	fmt.Fprintln(w, "shardid verify --deep ...")
-	if rep.Verify, err = verify.Verify(ctx, cfg, verify.VerifyOptions{Deep: true}); err != nil {
+	if rep.Verify, err = verify.Verify(ctx, c, verify.Options{Deep: true}); err != nil {
 		return nil, err
 	}
 	printReport(w, rep)

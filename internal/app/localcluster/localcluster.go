@@ -13,6 +13,7 @@ import (
 
 	"github.com/shardid/shardid/internal/localpg"
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/install"
 )
 
@@ -211,7 +212,12 @@ func Up(ctx context.Context, opts Options) (*UpResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	res.Init, err = install.Init(ctx, cfg, install.InitOptions{Logger: opts.Logger})
+	c, err := cluster.Open(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	res.Init, err = install.Init(ctx, c, install.InitOptions{Logger: opts.Logger})
 	if err != nil {
 		return res, fmt.Errorf("init: %w", err)
 	}
@@ -313,7 +319,12 @@ func AddHost(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := install.Init(ctx, cfg, install.InitOptions{Logger: opts.Logger}); err != nil {
+	c, err := cluster.Open(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	if _, err := install.Init(ctx, c, install.InitOptions{Logger: opts.Logger}); err != nil {
 		return &srv, fmt.Errorf("init: %w", err)
 	}
 	return &srv, nil

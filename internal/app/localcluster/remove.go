@@ -11,6 +11,7 @@ import (
 
 	"github.com/shardid/shardid/internal/localpg"
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/install"
 )
 
@@ -51,7 +52,12 @@ func RemoveHost(ctx context.Context, opts Options, name string) (*RemoveResult, 
 		return nil, err
 	}
 	if _, inFile := cfg.Host(name); inFile {
-		status, err := install.ClusterStatus(ctx, cfg)
+		c, err := cluster.Open(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		defer c.Close()
+		status, err := install.ClusterStatus(ctx, c)
 		if err != nil {
 			return nil, err
 		}
@@ -65,7 +71,12 @@ func RemoveHost(ctx context.Context, opts Options, name string) (*RemoveResult, 
 		// there) and nothing has changed.
 		without := *cfg
 		without.Hosts = slices.DeleteFunc(slices.Clone(cfg.Hosts), func(h shardmgr.Host) bool { return h.Name == name })
-		ir, err := install.Init(ctx, &without, install.InitOptions{Logger: opts.Logger})
+		cw, err := cluster.Open(ctx, &without)
+		if err != nil {
+			return nil, err
+		}
+		defer cw.Close()
+		ir, err := install.Init(ctx, cw, install.InitOptions{Logger: opts.Logger})
 		if err != nil {
 			return nil, err
 		}

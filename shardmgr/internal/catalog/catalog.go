@@ -141,28 +141,6 @@ func SetShardState(ctx context.Context, catalog *pgxpool.Pool, shard int, state 
 	})
 }
 
-// ReadClusterMap reads the map from the catalog named in cfg, after
-// checking that its schema version suits use (a
-// *shardmgr.CatalogVersionError when not).
-func ReadClusterMap(ctx context.Context, cfg *shardmgr.Config, use shardmgr.SchemaUse) (*shardmgr.ShardMap, error) {
-	pool, err := pg.OpenPool(ctx, cfg.Catalog, 1)
-	if err != nil {
-		return nil, fmt.Errorf("catalog: %w", err)
-	}
-	defer pool.Close()
-	if err := shardmgr.CheckCatalog(ctx, pool, use); err != nil {
-		return nil, err
-	}
-	m, err := shardmgr.ReadMap(ctx, pool)
-	if err != nil {
-		if errors.Is(err, shardmgr.ErrNotInitialized) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("catalog: %w", err)
-	}
-	return m, nil
-}
-
 // GeneratorParams is what the catalog expects shard id's generator to be.
 func GeneratorParams(m *shardmgr.ShardMap, id int) shsql.Params {
 	return shsql.Params{
@@ -181,18 +159,14 @@ func Generation(ctx context.Context, q shardmgr.Querier) (int64, error) {
 	return m.Generation, nil
 }
 
-// OpenMoves is the SQL predicate on shardid.moves of an unfinished move:
-// the one the catalog's moves_open_shard_idx enforces one of per shard.
-const OpenMoves = `phase NOT IN ('cleaned', 'aborted')`
-
 // OpenMove is an unfinished move as the journal records it.
 type OpenMove struct {
 	ID       int64
 	Shard    int
 	From, To string
-	Phase    string
-	// Flipped: the catalog already places the shard on To; the move
-	// cannot be undone, only finished.
+	Phase    Phase
+	// Flipped: the move reached the point of no return (the catalog
+	// places the shard on To); it cannot be undone, only finished.
 	Flipped bool
 }
 
@@ -209,7 +183,7 @@ func ReadOpenMoves(ctx context.Context, q shardmgr.Querier) (map[int]OpenMove, e
 	out := map[int]OpenMove{}
 	var m OpenMove
 	_, err = pgx.ForEachRow(rows, []any{&m.ID, &m.Shard, &m.From, &m.To, &m.Phase}, func() error {
-		m.Flipped = m.Phase == "flipped"
+		m.Flipped = m.Phase.PastNoReturn()
 		out[m.Shard] = m
 		return nil
 	})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/fstest"
@@ -17,6 +18,7 @@ import (
 	"github.com/shardid/shardid/internal/localpg"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/cluster"
 	shsql "github.com/shardid/shardid/sql"
 )
 
@@ -153,3 +155,61 @@ func LikeIDs(t testing.TB, cfg *shardmgr.Config, shard int) []int64 {
 	require.NoError(t, err)
 	return ids
 }
+
+// Handle is the operator's handle on cfg for this test, as a command
+// opens one: opened on first use, closed when the test ends, and opened
+// anew once the test changes cfg (a host added to the file, say), so that
+// every call sees the file as it is now.
+func Handle(t testing.TB, cfg *shardmgr.Config) *cluster.Cluster {
+	t.Helper()
+	key := handleKey{t, cfg}
+	now := fmt.Sprintf("%+v", *cfg)
+	handlesMu.Lock()
+	defer handlesMu.Unlock()
+	if h, ok := handles[key]; ok {
+		if h.seen == now {
+			return h.c
+		}
+		h.c.Close()
+	} else {
+		t.Cleanup(func() {
+			handlesMu.Lock()
+			h := handles[key]
+			delete(handles, key)
+			handlesMu.Unlock()
+			h.c.Close()
+		})
+	}
+	c, err := cluster.Open(Ctx(t), cfg)
+	require.NoError(t, err)
+	handles[key] = openHandle{c, now}
+	return c
+}
+
+// Reopen closes this test's handle on cfg, if any, so that the next
+// Handle opens a new one: after a server restart, whose sessions the old
+// handle's pools still hold (as a new command would).
+func Reopen(t testing.TB, cfg *shardmgr.Config) {
+	handlesMu.Lock()
+	defer handlesMu.Unlock()
+	key := handleKey{t, cfg}
+	if h, ok := handles[key]; ok {
+		h.c.Close()
+		handles[key] = openHandle{h.c, ""} // the cleanup closes it again: a no-op
+	}
+}
+
+type handleKey struct {
+	t   testing.TB
+	cfg *shardmgr.Config
+}
+
+type openHandle struct {
+	c    *cluster.Cluster
+	seen string // cfg as it was when c was opened
+}
+
+var (
+	handlesMu sync.Mutex
+	handles   = map[handleKey]openHandle{}
+)

@@ -1,0 +1,94 @@
+package rebalance
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+)
+
+// Two rebalance applies at once: the second waits for the first, finds
+// nothing left to do and succeeds; neither reports the other as a
+// failure.
+func TestTwoAppliesAtOnce(t *testing.T) {
+	t.Parallel()
+	cfg := moveCluster(t, 6)
+	fillShards(t, cfg, 6)
+	started := make(chan struct{})
+	var once sync.Once
+	first := ApplyOptions{Move: MoveOptions{Migrations: sampleSet(t), Progress: func(MoveProgress) { once.Do(func() { close(started) }) }}}
+	var (
+		resA *ApplyResult
+		errA error
+		done = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		resA, errA = Apply(ctx(t), clustertest.Handle(t, cfg), first)
+	}()
+	<-started
+	resB, errB := Apply(ctx(t), clustertest.Handle(t, cfg), ApplyOptions{Move: MoveOptions{Migrations: sampleSet(t)}})
+	<-done
+	require.NoError(t, errA)
+	require.NoError(t, errB)
+	require.NotEmpty(t, resA.Moves)
+	for _, mv := range resA.Moves {
+		require.Equal(t, PhaseCleaned, mv.Phase)
+	}
+	require.Empty(t, resB.Moves, "the first apply left nothing to do")
+	require.Positive(t, resB.Waited)
+	require.Equal(t, 0, resB.Resumed)
+	counts := hostCounts(clusterMap(t, cfg))
+	require.Len(t, counts, 4)
+	requireVerifyOK(t, cfg)
+}
+
+// An apply that finds a move another manager is running (shardid shard
+// move) waits for it; finding it finished, it has nothing to do for it
+// and succeeds, naming the move.
+func TestApplyWaitsForAMoveRunByAnotherManager(t *testing.T) {
+	t.Parallel()
+	cfg := moveCluster(t, 6)
+	fillShards(t, cfg, 6)
+	started := make(chan struct{})
+	var once sync.Once
+	var (
+		moved   *MoveResult
+		moveErr error
+		done    = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		// Each step's progress report takes a while, so that the move is
+		// still running when apply gets to it (a move of a few rows takes
+		// well under a second).
+		moved, moveErr = MoveShard(ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Migrations: sampleSet(t),
+			Progress: func(MoveProgress) { once.Do(func() { close(started) }); time.Sleep(300 * time.Millisecond) }})
+	}()
+	<-started
+	res, err := Apply(ctx(t), clustertest.Handle(t, cfg), ApplyOptions{Move: MoveOptions{Migrations: sampleSet(t)}})
+	<-done
+	require.NoError(t, moveErr)
+	require.NoError(t, err)
+	require.Equal(t, []int64{moved.ID}, res.FinishedByOthers)
+	require.Equal(t, 1, res.Resumed)
+	require.Equal(t, PhaseCleaned, res.Moves[0].Phase)
+	require.NoError(t, res.Moves[0].Err)
+	require.Positive(t, res.Waited)
+	require.Equal(t, "pg4", clusterMap(t, cfg).Shards[0].Host)
+	requireVerifyOK(t, cfg)
+}
+
+// fillShards gives every shard some rows: a move fences the source's
+// counter by drawing one value, which fails on a counter never used.
+func fillShards(t *testing.T, cfg *shardmgr.Config, shards int) {
+	t.Helper()
+	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
+	for s := range shards {
+		routeLikes(t, r, s, 10)
+	}
+}

@@ -1,0 +1,405 @@
+package rebalance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/shardid/shardid/internal/pgsession"
+	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/internal/fence"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
+)
+
+// An online move copies the rows itself, as Citus does, rather than let
+// the subscription's table sync workers do it: the slot is created on a
+// replication connection that exports its snapshot, every table is copied
+// at that snapshot (binary COPY, several tables at once) into target
+// tables without their indexes (secondary ones and the primary key), the
+// indexes are built after the copy, and only then does the subscription start, with copy_data = false
+// from that slot: it streams what changed since the snapshot. So the
+// subscription needs one worker (its apply worker), never a table sync
+// worker per table, and the copy runs at the speed of COPY.
+
+const (
+	// copyTables is how many tables of one move are copied (and indexes
+	// built) at once.
+	copyTables = 4
+	// copyTablesAll bounds the table copies of every move of a manager at
+	// once (a batch copies its moves together, and batches run side by
+	// side): each takes a connection on both hosts.
+	copyTablesAll = 8
+	// copyRanges is how many ranges of its integer primary key a big
+	// table is copied in at once, each a COPY of its own at the same
+	// snapshot.
+	copyRanges = 4
+	// slotTimeout bounds the creation of the slot, which waits for the
+	// transactions running on the source to end (its snapshot must see
+	// all or nothing of each).
+	slotTimeout = 5 * time.Minute
+)
+
+// snapshotSlot is a logical replication slot made on a replication
+// connection, with the snapshot it exported: the rows seen in that
+// snapshot plus the changes the slot streams are the tables exactly. The
+// snapshot lives as long as the connection stays open and idle.
+type snapshotSlot struct {
+	conn     *pgconn.PgConn
+	snapshot string
+}
+
+// createSnapshotSlot creates logical replication slot name (pgoutput) on
+// the database of dsn and keeps its exported snapshot open.
+func createSnapshotSlot(ctx context.Context, dsn, name string) (*snapshotSlot, error) {
+	cfg, err := pgsession.ParseConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	cfg.RuntimeParams["replication"] = "database"
+	wctx, cancel := context.WithTimeout(ctx, slotTimeout)
+	defer cancel()
+	conn, err := pgconn.ConnectConfig(wctx, &cfg.Config)
+	if err != nil {
+		return nil, fmt.Errorf("replication connection: %w", err)
+	}
+	res, err := conn.Exec(wctx, `CREATE_REPLICATION_SLOT `+pgx.Identifier{name}.Sanitize()+` LOGICAL pgoutput (SNAPSHOT 'export')`).ReadAll()
+	if err == nil && (len(res) != 1 || len(res[0].Rows) != 1 || len(res[0].Rows[0]) < 3) {
+		err = errors.New("unexpected answer to CREATE_REPLICATION_SLOT")
+	}
+	if err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		if wctx.Err() != nil && ctx.Err() == nil {
+			err = fmt.Errorf("no replication slot within %s: it waits for the transactions running on the source to end: %w", slotTimeout, err)
+		}
+		return nil, fmt.Errorf("create replication slot %s: %w", name, err)
+	}
+	return &snapshotSlot{conn: conn, snapshot: string(res[0].Rows[0][2])}, nil
+}
+
+// close ends the exported snapshot (the slot stays).
+func (s *snapshotSlot) close(ctx context.Context) {
+	if s != nil && s.conn != nil {
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		s.conn.Close(c)
+		s.conn = nil
+	}
+}
+
+// indexDef is an index of the shard that the copy builds after the rows
+// are in, as the source defines it.
+type indexDef struct {
+	schema, table, name string
+	def                 string // CREATE [UNIQUE] INDEX ..., from pg_get_indexdef
+	pkey                string // the primary key constraint the index backs, or ""
+}
+
+func (d indexDef) qname() string  { return pgx.Identifier{d.schema, d.name}.Sanitize() }
+func (d indexDef) qtable() string { return pgx.Identifier{d.schema, d.table}.Sanitize() }
+
+// deferredIndexes are the source's indexes on tables of schema that the
+// copy builds after the rows are in (cheaper than maintaining them row by
+// row: BenchmarkMoveVsRawCopy): the secondary indexes and the primary
+// keys, but none a foreign key refers to, no unique or exclusion
+// constraint's, no replica identity index and none of a partition
+// (tables lists no partitioned table, and a partition's indexes are
+// built as it is filled: copy_tables.go says why). The source defines
+// them: the target's schema is built to the same version, and a resumed
+// move finds them there even when an attempt died between the drop and
+// the build.
+func deferredIndexes(ctx context.Context, q shardmgr.Querier, schema string, tables []string) ([]indexDef, error) {
+	rows, err := q.Query(ctx, `SELECT n.nspname, c.relname, ic.relname, pg_catalog.pg_get_indexdef(i.indexrelid), coalesce(k.conname, '')
+		FROM pg_catalog.pg_index i JOIN pg_catalog.pg_class ic ON ic.oid = i.indexrelid
+		JOIN pg_catalog.pg_class c ON c.oid = i.indrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		LEFT JOIN pg_catalog.pg_constraint k ON k.conindid = i.indexrelid AND k.conrelid = c.oid AND k.contype = 'p'
+		WHERE n.nspname = $1 AND c.relname = ANY($2) AND c.relkind = 'r' AND NOT c.relispartition
+		  AND (k.oid IS NOT NULL OR NOT i.indisprimary) AND NOT i.indisreplident
+		  AND NOT EXISTS (SELECT FROM pg_catalog.pg_constraint o WHERE o.conindid = i.indexrelid AND o.contype <> 'p')
+		ORDER BY 2, 3`, schema, tables)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (indexDef, error) {
+		var d indexDef
+		err := row.Scan(&d.schema, &d.table, &d.name, &d.def, &d.pkey)
+		return d, err
+	})
+}
+
+// copyAtSnapshot fills the target's tables with the source's rows as
+// snapshot sees them: it empties them and drops their deferred indexes,
+// copies the tables (copyTables at once), then builds the indexes. It
+// returns the rows copied.
+func (mo *mover) copyAtSnapshot(ctx context.Context, mv *move, snapshot string, tables []string) (int64, error) {
+	indexes, err := deferredIndexes(ctx, mv.src, mv.Schema, tables)
+	if err != nil {
+		return 0, fmt.Errorf("source %s: %w", mv.From, err)
+	}
+	err = pgx.BeginFunc(ctx, mv.dst, func(tx pgx.Tx) error {
+		if err := fence.Pass(ctx, tx); err != nil {
+			return err
+		}
+		for _, ix := range indexes {
+			sql := `DROP INDEX IF EXISTS ` + ix.qname()
+			if ix.pkey != "" {
+				sql = `ALTER TABLE ` + ix.qtable() + ` DROP CONSTRAINT IF EXISTS ` + pgx.Identifier{ix.pkey}.Sanitize()
+			}
+			if _, err := tx.Exec(ctx, sql); err != nil {
+				return err
+			}
+		}
+		if len(tables) == 0 {
+			return nil
+		}
+		names := make([]string, len(tables))
+		for i, t := range tables {
+			names[i] = pgx.Identifier{mv.Schema, t}.Sanitize()
+		}
+		_, err := tx.Exec(ctx, `TRUNCATE `+strings.Join(names, ", "))
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("target %s: empty the tables: %w", mv.To, err)
+	}
+	srcHost, _ := mo.cfg.Host(mv.From)
+	dstHost, _ := mo.cfg.Host(mv.To)
+	// A piece is a table, or one range of a big table's key.
+	type piece struct{ table, where string }
+	var pieces []piece
+	for _, t := range tables {
+		minBytes := int64(rangeCopyMinBytes)
+		if mo.opts.rangeCopyMinBytes > 0 {
+			minBytes = mo.opts.rangeCopyMinBytes
+		}
+		ranges, err := copyRangesOf(ctx, mv.src, mv.Schema, t, minBytes)
+		if err != nil {
+			return 0, fmt.Errorf("source %s: %w", mv.From, err)
+		}
+		if ranges == nil {
+			pieces = append(pieces, piece{t, ""})
+		}
+		for _, r := range ranges {
+			pieces = append(pieces, piece{t, r})
+		}
+	}
+	t0 := time.Now()
+	counts := make([]int64, len(pieces))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(copyTables)
+	for i, p := range pieces {
+		g.Go(func() error {
+			select {
+			case mo.copies <- struct{}{}:
+				defer func() { <-mo.copies }()
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+			n, err := copyTableAt(gctx, srcHost.DSN, dstHost.DSN, mv.Schema, p.table, snapshot, p.where)
+			if err != nil {
+				return fmt.Errorf("copy %s: %w", pgx.Identifier{mv.Schema, p.table}.Sanitize(), err)
+			}
+			counts[i] = n
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return 0, err
+	}
+	var rows int64
+	for _, n := range counts {
+		rows += n
+	}
+	mo.progress(mv.MoveRecord, MoveProgress{Phase: PhaseCopy, Tables: len(tables), Rows: rows, Lag: -1})
+	t1 := time.Now()
+	if err := buildIndexes(ctx, mv.dst, indexes); err != nil {
+		return 0, fmt.Errorf("target %s: build the indexes after the copy: %w", mv.To, err)
+	}
+	mo.log.Info("copied at the slot's snapshot", "id", mv.ID, "tables", len(tables), "pieces", len(pieces), "rows", rows,
+		"copy", t1.Sub(t0), "indexes", len(indexes), "build", time.Since(t1))
+	return rows, nil
+}
+
+// buildIndexes creates the indexes the target lacks, several at once
+// (CREATE INDEX on one table do not wait for each other), then makes the
+// primary keys of those that back one.
+func buildIndexes(ctx context.Context, dst pg.Execer, indexes []indexDef) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(copyTables)
+	for _, ix := range indexes {
+		g.Go(func() error {
+			var has bool
+			if err := dst.QueryRow(gctx, `SELECT pg_catalog.to_regclass($1) IS NOT NULL`, ix.qname()).Scan(&has); err != nil || has {
+				return err
+			}
+			if _, err := dst.Exec(gctx, ix.def); err != nil {
+				return fmt.Errorf("%s: %w", ix.qname(), err)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	for _, ix := range indexes {
+		if ix.pkey == "" {
+			continue
+		}
+		var has bool
+		if err := dst.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_catalog.pg_constraint WHERE conrelid = $1::regclass AND conname = $2)`,
+			ix.qtable(), ix.pkey).Scan(&has); err != nil {
+			return err
+		}
+		if has {
+			continue
+		}
+		if _, err := dst.Exec(ctx, `ALTER TABLE `+ix.qtable()+` ADD CONSTRAINT `+pgx.Identifier{ix.pkey}.Sanitize()+
+			` PRIMARY KEY USING INDEX `+pgx.Identifier{ix.name}.Sanitize()); err != nil {
+			return fmt.Errorf("%s: primary key: %w", ix.qtable(), err)
+		}
+	}
+	return nil
+}
+
+// copyColumns lists table's stored columns, quoted, in order.
+func copyColumns(ctx context.Context, q shardmgr.Querier, schema, table string) (string, error) {
+	rows, err := q.Query(ctx, `SELECT pg_catalog.quote_ident(a.attname) FROM pg_catalog.pg_attribute a
+		WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '' ORDER BY a.attnum`,
+		pgx.Identifier{schema, table}.Sanitize())
+	if err != nil {
+		return "", err
+	}
+	cols, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return "", err
+	}
+	return strings.Join(cols, ", "), nil
+}
+
+// rangeCopyMinBytes is the size from which a table is copied in ranges
+// (MoveOptions.rangeCopyMinBytes lowers it in tests).
+const rangeCopyMinBytes = 64 << 20
+
+// copyRangesOf splits a big table with a one-column integer primary key
+// into up to copyRanges ranges of that key, at the boundaries of the
+// key's histogram in pg_stats (equal numbers of rows, as ANALYZE saw
+// them). The ranges are disjoint and cover every value whatever the
+// estimates, so they only decide how evenly the work is shared. nil: one
+// COPY for the whole table (small, no such key, or no statistics).
+func copyRangesOf(ctx context.Context, q shardmgr.Querier, schema, table string, minBytes int64) ([]string, error) {
+	var size int64
+	var key *string
+	var bounds []string
+	err := q.QueryRow(ctx, `SELECT pg_catalog.pg_table_size(c.oid),
+			(SELECT a.attname FROM pg_catalog.pg_index i JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+			  WHERE i.indrelid = c.oid AND i.indisprimary AND i.indnkeyatts = 1 AND a.atttypid IN ('int2'::regtype, 'int4'::regtype, 'int8'::regtype)),
+			(SELECT s.histogram_bounds::text::text[] FROM pg_catalog.pg_stats s
+			  JOIN pg_catalog.pg_index i ON i.indrelid = c.oid AND i.indisprimary AND i.indnkeyatts = 1
+			  JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum = i.indkey[0]
+			  WHERE s.schemaname = n.nspname AND s.tablename = c.relname AND s.attname = a.attname)
+		FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relname = $2`, schema, table).Scan(&size, &key, &bounds)
+	if err != nil {
+		return nil, err
+	}
+	if size < minBytes || key == nil || len(bounds) < copyRanges+1 {
+		return nil, nil
+	}
+	col := pgx.Identifier{*key}.Sanitize()
+	var cuts []int64
+	for i := 1; i < copyRanges; i++ {
+		v, err := strconv.ParseInt(bounds[i*(len(bounds)-1)/copyRanges], 10, 64)
+		if err != nil {
+			return nil, nil
+		}
+		if len(cuts) == 0 || v > cuts[len(cuts)-1] {
+			cuts = append(cuts, v)
+		}
+	}
+	ranges := make([]string, 0, len(cuts)+1)
+	for i := range len(cuts) + 1 {
+		switch {
+		case i == 0:
+			ranges = append(ranges, fmt.Sprintf("%s < %d", col, cuts[0]))
+		case i == len(cuts):
+			ranges = append(ranges, fmt.Sprintf("%s >= %d", col, cuts[i-1]))
+		default:
+			ranges = append(ranges, fmt.Sprintf("%s >= %d AND %s < %d", col, cuts[i-1], col, cuts[i]))
+		}
+	}
+	return ranges, nil
+}
+
+// copyTableAt streams one table from the source, read at snapshot, into
+// the target with binary COPY, on connections of its own (a copy never
+// waits for a pool another move's copy holds), the target's side in one
+// transaction past the fence.
+// where, when not empty, limits the copy to one range of the table's key.
+func copyTableAt(ctx context.Context, srcDSN, dstDSN, schema, table, snapshot, where string) (int64, error) {
+	src, err := pg.Connect(ctx, srcDSN)
+	if err != nil {
+		return 0, fmt.Errorf("source: %w", err)
+	}
+	defer src.Close(context.WithoutCancel(ctx))
+	dst, err := pg.Connect(ctx, dstDSN)
+	if err != nil {
+		return 0, fmt.Errorf("target: %w", err)
+	}
+	defer dst.Close(context.WithoutCancel(ctx))
+	list, err := copyColumns(ctx, src, schema, table)
+	if err != nil {
+		return 0, fmt.Errorf("source: %w", err)
+	}
+	stx, err := src.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return 0, fmt.Errorf("source: %w", err)
+	}
+	defer func() { _ = stx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := stx.Exec(ctx, `SET TRANSACTION SNAPSHOT `+pg.QuoteLiteral(snapshot)); err != nil {
+		return 0, fmt.Errorf("source: take the slot's snapshot: %w", err)
+	}
+	var n int64
+	err = pgx.BeginFunc(ctx, dst, func(dtx pgx.Tx) error {
+		if err := fence.Pass(ctx, dtx); err != nil {
+			return err
+		}
+		qt := pgx.Identifier{schema, table}.Sanitize()
+		filter := ""
+		if where != "" {
+			filter = " WHERE " + where
+		}
+		n, err = pipeCopy(ctx, src.PgConn(), dst.PgConn(),
+			fmt.Sprintf(`COPY (SELECT %s FROM ONLY %s%s) TO STDOUT (FORMAT binary)`, list, qt, filter),
+			fmt.Sprintf(`COPY %s (%s) FROM STDIN (FORMAT binary)`, qt, list))
+		return err
+	})
+	return n, err
+}
+
+// pipeCopy runs COPY ... TO STDOUT on src into COPY ... FROM STDIN on
+// dst and returns the rows stored.
+func pipeCopy(ctx context.Context, src, dst *pgconn.PgConn, out, in string) (int64, error) {
+	pr, pw := io.Pipe()
+	var g errgroup.Group
+	g.Go(func() error {
+		_, err := src.CopyTo(ctx, pw, out)
+		pw.CloseWithError(err)
+		return err
+	})
+	tag, err := dst.CopyFrom(ctx, pr, in)
+	pr.CloseWithError(err)
+	if gerr := g.Wait(); gerr != nil && err == nil {
+		err = gerr
+	}
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
+}

@@ -1,0 +1,300 @@
+package rebalance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/internal/catalog"
+	"github.com/shardid/shardid/shardmgr/internal/fence"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/internal/shardschema"
+	"github.com/shardid/shardid/shardmgr/migrate"
+	shsql "github.com/shardid/shardid/sql"
+)
+
+// incomingComment marks a target schema as this move's, so that a resumed
+// or aborted move only ever touches its own copy.
+func incomingComment(rec *MoveRecord) string {
+	return fmt.Sprintf("shardid: incoming copy of shard %d, move %d from %s", rec.Shard, rec.ID, rec.From)
+}
+
+// dataTables are the shard's tables that hold application rows: all but
+// the migration bookkeeping.
+func dataTables(ctx context.Context, q shardmgr.Querier, schema string) ([]string, error) {
+	all, err := fence.ShardTables(ctx, q, schema)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(all, func(t string) bool { return t == migrate.VersionTable || t == migrate.FailureTable }), nil
+}
+
+// buildTarget creates the shard's schema on the target: generator,
+// migrations up to the source's version, the same tables, empty and
+// fenced. The copy is fenced from its first moment: the transaction that
+// creates the schema installs the raising fence function and stops the
+// generator's counter (as the fence does on a source), and each migration
+// step fences the tables it made before it commits; so no write to the
+// copy is acknowledged before the flip but the mover's own and the
+// replication's. It is idempotent for this move's own copy.
+func (mo *mover) buildTarget(ctx context.Context, mv *move) error {
+	if mo.m.Variant != shsql.Safe {
+		return fmt.Errorf("%w: moves carry the safe generator's counter; the cluster uses %q", ErrGeneratorVariant, mo.m.Variant)
+	}
+	version, counterMax, err := mo.checkSource(ctx, mv)
+	if err != nil {
+		return err
+	}
+	grants, err := mo.sourceGrants(ctx, mv)
+	if err != nil {
+		return err
+	}
+	if err := mo.createTarget(ctx, mv, version); err != nil {
+		return err
+	}
+	srcTables, dstTables, err := sameTables(ctx, mv)
+	if err != nil {
+		return err
+	}
+	if mv.Mode == MoveOnline {
+		if err := replicaIdentities(ctx, mv, srcTables); err != nil {
+			return err
+		}
+	}
+	if err := emptyTarget(ctx, mv, dstTables); err != nil {
+		return err
+	}
+	if err := mo.carryGrants(ctx, mv, grants); err != nil {
+		return err
+	}
+	sizes, err := shardSize(ctx, mv.src, mv.Schema)
+	if err != nil {
+		return fmt.Errorf("source %s: %w", mv.From, err)
+	}
+	mv.Bytes, mv.Version, mv.counterMax = sizes, version, &counterMax
+	return setPhase(ctx, mo.catalog, mv.MoveRecord, PhaseSchema, "version = $3, counter_max = coalesce(counter_max, $4), bytes = $5", version, counterMax, sizes)
+}
+
+// checkSource reads what the source's copy of the shard is: its
+// migration version (no failure recorded; migrations given when above 0)
+// and its counter's range, which the target's counter gets.
+func (mo *mover) checkSource(ctx context.Context, mv *move) (version int, counterMax int64, err error) {
+	src, schema := mv.src, mv.Schema
+	var srcHas bool
+	if err := src.QueryRow(ctx, `SELECT to_regnamespace($1) IS NOT NULL`, pgx.Identifier{schema}.Sanitize()).Scan(&srcHas); err != nil {
+		return 0, 0, fmt.Errorf("source %s: %w", mv.From, err)
+	}
+	if !srcHas {
+		return 0, 0, fmt.Errorf("source %s: %w: no schema %s", mv.From, migrate.ErrShardSchemaMissing, schema)
+	}
+	version, failure, err := migrate.ReadShardVersion(ctx, src, schema)
+	if err != nil {
+		return 0, 0, fmt.Errorf("source %s: read migration version: %w", mv.From, err)
+	}
+	if failure != nil {
+		return 0, 0, fmt.Errorf("source %s: %w at version %d (%s): fix it first", mv.From, ErrMigrationFailed, failure.Version, failure.Message)
+	}
+	if version > 0 && mo.opts.Migrations == nil {
+		return 0, 0, fmt.Errorf("%w (the shard is at version %d)", ErrMigrationsNeeded, version)
+	}
+	seq := pgx.Identifier{schema, shsql.CounterName}.Sanitize()
+	if err := src.QueryRow(ctx, `SELECT seqmax FROM pg_catalog.pg_sequence WHERE seqrelid = to_regclass($1)`, seq).Scan(&counterMax); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return 0, 0, fmt.Errorf("source %s: %s is missing (the safe generator's counter)", mv.From, seq)
+		}
+		return 0, 0, fmt.Errorf("source %s: %w", mv.From, err)
+	}
+	if mv.counterMax != nil {
+		counterMax = *mv.counterMax
+	}
+	return version, counterMax, nil
+}
+
+// createTarget makes the shard's schema on the target, fenced from its
+// first moment (invariant 6): the generator with its counter stopped, the
+// fence, the host's record, then the migrations up to the source's
+// version, each step fencing the tables it makes. The target holds
+// nothing, or this move's own copy.
+func (mo *mover) createTarget(ctx context.Context, mv *move, version int) error {
+	dst, schema := mv.dst, mv.Schema
+	comment, err := shardschema.SchemaComment(ctx, dst, schema)
+	if err != nil {
+		return fmt.Errorf("target %s: %w", mv.To, err)
+	}
+	if comment != nil && *comment != incomingComment(mv.MoveRecord) {
+		return fmt.Errorf("target %s: %w: a schema %s that this move did not make (a stray copy?); drop it or move the shard elsewhere", mv.To, ErrTargetOccupied, schema)
+	}
+	ddl, err := shsql.Render(catalog.GeneratorParams(mo.m, mv.Shard))
+	if err != nil {
+		return err
+	}
+	err = pgx.BeginFunc(ctx, dst, func(tx pgx.Tx) error {
+		q := pgx.Identifier{schema}.Sanitize()
+		if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+q); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, fmt.Sprintf(`COMMENT ON SCHEMA %s IS %s`, q, pg.QuoteLiteral(incomingComment(mv.MoveRecord)))); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, ddl, pgx.QueryExecModeSimpleProtocol); err != nil {
+			return err
+		}
+		if _, err := fence.ClampCounter(ctx, tx, schema, mv.Shard); err != nil {
+			return err
+		}
+		if err := fence.Func(ctx, tx, schema, true); err != nil {
+			return err
+		}
+		if err := fence.NewTables(ctx, tx, schema); err != nil {
+			return err
+		}
+		return shardschema.RecordLocalShard(ctx, tx, mv.Shard, schema, "fenced", mo.m.Generation)
+	})
+	if err != nil {
+		return fmt.Errorf("target %s: install the generator: %w", mv.To, err)
+	}
+	if version > 0 {
+		conn, err := dst.Acquire(ctx)
+		if err != nil {
+			return fmt.Errorf("target %s: %w", mv.To, err)
+		}
+		_, err = migrate.ShardOn(ctx, conn.Conn(), mv.To, mo.opts.Migrations,
+			shardmgr.Shard{ID: mv.Shard, Schema: schema, Host: mv.To, State: shardmgr.StateMoving}, migrate.Options{To: version})
+		conn.Release()
+		if err != nil {
+			return fmt.Errorf("target %s: build the schema at version %d: %w", mv.To, version, err)
+		}
+	}
+	got, _, err := migrate.ReadShardVersion(ctx, dst, schema)
+	if err != nil {
+		return fmt.Errorf("target %s: %w", mv.To, err)
+	}
+	if got != version {
+		return fmt.Errorf("%w: the target is at migration version %d, the source at %d", ErrMoveCheck, got, version)
+	}
+	return nil
+}
+
+// sameTables checks that the migrations made on the target the tables the
+// source has (tables made outside the migrations cannot be moved).
+func sameTables(ctx context.Context, mv *move) (srcTables, dstTables []string, err error) {
+	srcTables, err = dataTables(ctx, mv.src, mv.Schema)
+	if err != nil {
+		return nil, nil, fmt.Errorf("source %s: %w", mv.From, err)
+	}
+	dstTables, err = dataTables(ctx, mv.dst, mv.Schema)
+	if err != nil {
+		return nil, nil, fmt.Errorf("target %s: %w", mv.To, err)
+	}
+	if !slices.Equal(srcTables, dstTables) {
+		return nil, nil, fmt.Errorf("%w: the source has tables %v, the migrations made %v on the target (tables made outside the migrations cannot be moved)",
+			ErrMoveCheck, srcTables, dstTables)
+	}
+	return srcTables, dstTables, nil
+}
+
+// replicaIdentities checks that every table of an online move can follow
+// changes: a primary key or a replica identity.
+func replicaIdentities(ctx context.Context, mv *move, tables []string) error {
+	noKey, err := tablesWithoutIdentity(ctx, mv.src, []string{mv.Schema}, tables)
+	if err != nil {
+		return fmt.Errorf("source %s: %w", mv.From, err)
+	}
+	if len(noKey[mv.Schema]) > 0 {
+		return fmt.Errorf("%w: %s", ErrNoReplicaIdentity, strings.Join(noKey[mv.Schema], ", "))
+	}
+	return nil
+}
+
+// emptyTarget empties the target's tables, which a migration may have
+// seeded (past the fence, which kept every other writer out): the copy
+// brings the source's rows. The fence is then put on every table.
+func emptyTarget(ctx context.Context, mv *move, tables []string) error {
+	schema := mv.Schema
+	err := pgx.BeginFunc(ctx, mv.dst, func(tx pgx.Tx) error {
+		if err := fence.Pass(ctx, tx); err != nil {
+			return err
+		}
+		if len(tables) > 0 {
+			names := make([]string, len(tables))
+			for i, t := range tables {
+				names[i] = pgx.Identifier{schema, t}.Sanitize()
+			}
+			if _, err := tx.Exec(ctx, `TRUNCATE `+strings.Join(names, ", ")); err != nil {
+				return err
+			}
+		}
+		return fence.Install(ctx, tx, schema, true)
+	})
+	if err != nil {
+		return fmt.Errorf("target %s: %w", mv.To, err)
+	}
+	return nil
+}
+
+// shardSize is the total relation size of schema.
+func shardSize(ctx context.Context, q shardmgr.Querier, schema string) (int64, error) {
+	var n int64
+	err := q.QueryRow(ctx, `SELECT coalesce(sum(pg_catalog.pg_total_relation_size(c.oid)), 0)::bigint FROM pg_catalog.pg_class c
+		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind IN ('r', 'm', 'S')`, schema).Scan(&n)
+	return n, err
+}
+
+// copyOffline copies every table from the fenced source with COPY, in one
+// transaction on the target (a partitioned table leaf by leaf: rowTables).
+func (mo *mover) copyOffline(ctx context.Context, mv *move) error {
+	src, dst := mv.src, mv.dst
+	tables, err := rowTables(ctx, src, mv.Schema)
+	if err != nil {
+		return fmt.Errorf("source %s: %w", mv.From, err)
+	}
+	var rows int64
+	err = pgx.BeginFunc(ctx, dst, func(tx pgx.Tx) error {
+		if err := fence.Pass(ctx, tx); err != nil {
+			return err
+		}
+		for _, t := range tables {
+			qt := pgx.Identifier{mv.Schema, t}.Sanitize()
+			if _, err := tx.Exec(ctx, `TRUNCATE `+qt); err != nil {
+				return err
+			}
+			n, err := copyTable(ctx, src, tx.Conn().PgConn(), mv.Schema, t)
+			if err != nil {
+				return fmt.Errorf("copy %s: %w", qt, err)
+			}
+			rows += n
+			mo.progress(mv.MoveRecord, MoveProgress{Phase: PhaseCopy, Tables: len(tables), Rows: rows, Lag: -1})
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("target %s: %w", mv.To, err)
+	}
+	mv.Rows = rows
+	return setPhase(ctx, mo.catalog, mv.MoveRecord, PhaseCopy, "rows_copied = $3", rows)
+}
+
+// copyTable streams one table from the source into the target with COPY
+// in binary format, column by name.
+func copyTable(ctx context.Context, src *pgxpool.Pool, dst *pgconn.PgConn, schema, table string) (int64, error) {
+	list, err := copyColumns(ctx, src, schema, table)
+	if err != nil {
+		return 0, err
+	}
+	qt := pgx.Identifier{schema, table}.Sanitize()
+	conn, err := src.Acquire(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Release()
+	return pipeCopy(ctx, conn.Conn().PgConn(), dst,
+		fmt.Sprintf(`COPY (SELECT %s FROM ONLY %s) TO STDOUT (FORMAT binary)`, list, qt),
+		fmt.Sprintf(`COPY %s (%s) FROM STDIN (FORMAT binary)`, qt, list))
+}

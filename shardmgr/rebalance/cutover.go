@@ -1,0 +1,208 @@
+package rebalance
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/shardid/shardid/shardmgr/internal/catalog"
+	"github.com/shardid/shardid/shardmgr/internal/fence"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
+)
+
+// prepareCutover, for an online move, scans the copy on both hosts before
+// the fence (see cutover_delta.go) and then waits until the target is close
+// behind the source again, which the scans may have slowed. Should it
+// fail, the change logging it started is taken away.
+func (mo *mover) prepareCutover(ctx context.Context, mv *move) (err error) {
+	src, dst := mv.src, mv.dst
+	repl, err := replNameOf(ctx, src, dst, mv.MoveRecord)
+	if err != nil {
+		return err
+	}
+	if err := enableSubscription(ctx, dst, repl); err != nil { // a failed cut-over disabled it
+		return fmt.Errorf("target %s: %w", mv.To, err)
+	}
+	t0 := time.Now()
+	ps, err := mo.prescan(ctx, src, dst, mv.MoveRecord)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			mo.dropDeltas(ctx, mv.MoveRecord)
+		}
+	}()
+	mo.log.Info("scanned before the fence", "id", mv.ID, "tables", len(ps.tables), "took", time.Since(t0))
+	if mo.opts.afterScans != nil {
+		if err := mo.opts.afterScans(ctx, src, dst); err != nil {
+			return err
+		}
+	}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		near, err := mo.closeEnough(ctx, src, dst, mv.MoveRecord)
+		if err != nil {
+			return err
+		}
+		if near {
+			mv.prescan = ps
+			return nil
+		}
+		if time.Since(t0) > mo.opts.CatchupTimeout {
+			return fmt.Errorf("%w: the target did not come close behind the source again within %s (the catch-up timeout) after the scans", ErrCatchupTimeout, mo.opts.CatchupTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// fence marks the shard moving in the catalog (routers refuse writes) and
+// fences the source (stale writers are refused too, and its counter
+// stops).
+func (mo *mover) fence(ctx context.Context, mv *move) error {
+	src := mv.src
+	if mv.Mode == MoveOnline {
+		if err := mo.prepareCutover(ctx, mv); err != nil {
+			return err
+		}
+	}
+	_, err := catalog.Change(ctx, mo.catalog, 0, fmt.Sprintf("move %d: shard %d moving %s -> %s", mv.ID, mv.Shard, mv.From, mv.To), func(tx pgx.Tx, gen int64) error {
+		tag, err := tx.Exec(ctx, `UPDATE shardid.shards SET state = 'moving', changed_generation = $3
+			WHERE id = $1 AND host = $2 AND state IN ('active', 'moving')`, mv.Shard, mv.From, gen)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() != 1 {
+			return fmt.Errorf("shard %d is no longer active on %s in the catalog", mv.Shard, mv.From)
+		}
+		_, err = tx.Exec(ctx, `UPDATE shardid.moves SET fenced_at = coalesce(fenced_at, pg_catalog.clock_timestamp()) WHERE id = $1`, mv.ID)
+		return err
+	})
+	if err != nil {
+		mo.dropDeltas(ctx, mv.MoveRecord)
+		return err
+	}
+	err = fence.Raise(ctx, src, mv.Schema, mo.opts.LockTimeout)
+	if err == nil {
+		start := time.Now()
+		err = pg.WithLockRetry(ctx, src, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
+			_, err := fence.ClampCounter(ctx, tx, mv.Schema, mv.Shard)
+			return err
+		})
+		if pg.IsLockTimeout(err) {
+			err = generatorLockWait(ctx, src, mv.Shard, start)
+		}
+	}
+	if err != nil {
+		// The catalog says moving: the caller lifts that.
+		mv.Phase = PhaseFenced
+		return fmt.Errorf("source %s: %w", mv.From, err)
+	}
+	return setPhase(ctx, mo.catalog, mv.MoveRecord, PhaseFenced, "")
+}
+
+// flipLockWait bounds the flip's wait for the catalog's cluster row, while
+// the shard's writes are refused: when it runs out the flip gives up and
+// the source is given back (a move run again cuts over again).
+const flipLockWait = 10 * time.Second
+
+// flip is the move's point of no return. One catalog transaction places
+// the shard on the target and records the journal's phase flipped; only
+// once it committed is the target's copy opened (openTarget). Until then
+// both copies refuse writes, so no write lands on a copy the catalog does
+// not name: a flip that fails in the catalog leaves the target fenced and
+// gives the source back; one killed after the catalog's commit leaves the
+// journal at flipped, and the move run again opens the target (abort
+// refuses a flipped move).
+func (mo *mover) flip(ctx context.Context, mv *move) error {
+	if mv.counterMax == nil {
+		return fmt.Errorf("move %d: the journal has no counter range (phase schema not recorded)", mv.ID)
+	}
+	var refused int64
+	// A catalog that does not answer at all is given up on too: writes
+	// are refused meanwhile. Should the commit's answer be what is lost,
+	// failed reads the journal to learn which side the move is on.
+	fctx, cancel := context.WithTimeout(ctx, flipLockWait+20*time.Second)
+	defer cancel()
+	gen, err := catalog.ChangeWithin(fctx, mo.catalog, 0, flipLockWait, fmt.Sprintf("move %d: shard %d %s -> %s", mv.ID, mv.Shard, mv.From, mv.To), func(tx pgx.Tx, gen int64) error {
+		if mo.opts.flipCatalog != nil {
+			if err := mo.opts.flipCatalog(); err != nil {
+				return err
+			}
+		}
+		tag, err := tx.Exec(fctx, `UPDATE shardid.shards SET host = $2, state = 'active', changed_generation = $4
+			WHERE id = $1 AND host = $3 AND state = 'moving'`, mv.Shard, mv.To, mv.From, gen)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() != 1 {
+			return fmt.Errorf("shard %d is no longer moving from %s in the catalog", mv.Shard, mv.From)
+		}
+		// The point of no return, recorded in the transaction that flips.
+		return tx.QueryRow(ctx, `UPDATE shardid.moves SET phase = $3, flip_generation = $2, error = '', updated_at = pg_catalog.clock_timestamp(),
+				refused_ms = (extract(epoch FROM pg_catalog.clock_timestamp() - fenced_at) * 1000)::bigint
+			WHERE id = $1 AND phase = $4 RETURNING refused_ms`, mv.ID, gen, string(PointOfNoReturn), string(PhaseVerified)).Scan(&refused)
+	})
+	if err != nil {
+		return err
+	}
+	// This is the point of no return: the catalog names the target.
+	// Nothing from here on fences it or stops its counter.
+	mv.Phase, mv.flipGen, mv.refusedMS, mv.Error = PointOfNoReturn, &gen, &refused, ""
+	if err := mo.crashPoint(crashFlipCommitted); err != nil {
+		return err
+	}
+	if err := mo.openTarget(ctx, mv); err != nil {
+		return err
+	}
+	// The refused window ends now that the target takes writes.
+	_ = mo.catalog.QueryRow(ctx, `UPDATE shardid.moves SET refused_ms = (extract(epoch FROM pg_catalog.clock_timestamp() - fenced_at) * 1000)::bigint
+		WHERE id = $1 AND fenced_at IS NOT NULL RETURNING refused_ms`, mv.ID).Scan(&refused)
+	mo.log.Info("flipped", "id", mv.ID, "shard", mv.Shard, "to", mv.To, "generation", gen, "refused", time.Duration(refused)*time.Millisecond)
+	return mo.crashPoint(crashTargetOpened)
+}
+
+// openTarget lets the target's copy take writes once the catalog names it:
+// its fence function swapped to the open body, its change log muted and
+// its counter given its range. Function swaps and the counter's range
+// only: no table lock to wait for while writes are refused (cleanup drops
+// the triggers). It is idempotent, and it is the only thing that opens a
+// target: the flip runs it after the catalog's commit, and a flipped
+// move's cleanup (or a failed step after the flip) runs it again, in case
+// the flip was interrupted before it.
+func (mo *mover) openTarget(ctx context.Context, mv *move) error {
+	if !mv.Phase.PastNoReturn() {
+		return fmt.Errorf("move %d: the target is opened only once the catalog names it (phase %s)", mv.ID, mv.Phase)
+	}
+	if mv.counterMax == nil {
+		return fmt.Errorf("move %d: the journal has no counter range (phase schema not recorded)", mv.ID)
+	}
+	err := pg.WithLockRetry(ctx, mv.dst, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
+		if err := muteDelta(ctx, tx, mv.MoveRecord); err != nil {
+			return err
+		}
+		// Only where a fence is: a cleanup that already dropped it is
+		// not given a stray function.
+		var fenced bool
+		if err := tx.QueryRow(ctx, `SELECT pg_catalog.to_regprocedure($1) IS NOT NULL`, fence.FuncName(mv.Schema)+"()").Scan(&fenced); err != nil {
+			return err
+		}
+		if fenced {
+			if err := fence.Func(ctx, tx, mv.Schema, false); err != nil {
+				return err
+			}
+		}
+		return fence.UnclampCounter(ctx, tx, mv.Schema, *mv.counterMax)
+	})
+	if err != nil {
+		return fmt.Errorf("target %s: open the copy: %w", mv.To, err)
+	}
+	return nil
+}

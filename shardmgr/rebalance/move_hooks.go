@@ -1,0 +1,35 @@
+package rebalance
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// hooks are the levers the package's tests pull inside a move: unexported,
+// so no caller outside the package can set them, and kept out of
+// MoveOptions' own fields (MoveOptions embeds them), so that its
+// documented fields are the ones a caller uses. Their zero value is a
+// move as it always runs.
+type hooks struct {
+	// stopAfter, in tests, stops the move right after it recorded this
+	// phase, as a crash there would.
+	stopAfter Phase
+	// afterScans, in tests, runs after an online move scanned both hosts
+	// before its fence.
+	afterScans func(ctx context.Context, src, dst *pgxpool.Pool) error
+	// flipCatalog, in tests, runs in the flip's catalog transaction
+	// before it changes anything; an error fails the flip there.
+	flipCatalog func() error
+	// crashAt, in tests, stops the mover dead at that point of the
+	// cut-over (crashFlipCommitted, crashTargetOpened), as kill -9 there
+	// would: no further statement, nothing given back.
+	crashAt string
+	// skipPreflight, in tests, runs a move as if the preflight had passed:
+	// the mover's own checks are what stands between it and a server
+	// whose capacity ran out after the preflight looked.
+	skipPreflight bool
+	// rangeCopyMinBytes, in tests, copies tables from this size on in
+	// ranges of their key (0: rangeCopyMinBytes).
+	rangeCopyMinBytes int64
+}
