@@ -61,6 +61,8 @@ func TestMigrationsDirFromClusterFile(t *testing.T) {
 	_, err = f.WriteString("  - name: pg4\n    dsn: " + pgtest.NewDB(t, pgtest.Servers(t, 4)[3]) + "\n")
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
+	out, code = runClusterCmd(t, "init", "--config", path) // the one step that applies the file's hosts
+	require.Equal(t, 0, code, out)
 	out, code = runClusterCmd(t, "rebalance", "apply", "--config", path)
 	require.Equal(t, 0, code, out)
 	require.Regexp(t, `(?m)^\d+\s+\d+\s+pg\d\s+pg4\s+online\s+cleaned\s`, out)
