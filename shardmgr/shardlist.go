@@ -59,3 +59,22 @@ func parseShardID(s, part string) (int, error) {
 	}
 	return id, nil
 }
+
+// FormatShardList writes ascending shard ids as ParseShardList reads them,
+// consecutive ids as ranges: 0-3,7,9-10.
+func FormatShardList(ids []int) string {
+	var parts []string
+	for i := 0; i < len(ids); {
+		j := i
+		for j+1 < len(ids) && ids[j+1] == ids[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d-%d", ids[i], ids[j]))
+		} else {
+			parts = append(parts, strconv.Itoa(ids[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}

@@ -80,3 +80,15 @@ func FuzzParseShardList(f *testing.F) {
 		}
 	})
 }
+
+// FormatShardList writes what ParseShardList reads back.
+func TestFormatShardList(t *testing.T) {
+	for _, ids := range [][]int{{5}, {0, 1, 2, 3, 7, 9, 10}, {4, 6, 8}, {0, 8191}} {
+		s := shardmgr.FormatShardList(ids)
+		back, err := shardmgr.ParseShardList(s)
+		require.NoError(t, err, s)
+		require.Equal(t, ids, back, s)
+	}
+	require.Equal(t, "0-3,7,9-10", shardmgr.FormatShardList([]int{0, 1, 2, 3, 7, 9, 10}))
+	require.Equal(t, "", shardmgr.FormatShardList(nil))
+}

@@ -251,7 +251,7 @@ func printMigrateResult(w io.Writer, res *migrate.Result) {
 				ids = append(ids, s.ID)
 			}
 		}
-		fmt.Fprintf(w, "  shards %s\n", idRanges(ids))
+		fmt.Fprintf(w, "  shards %s\n", shardmgr.FormatShardList(ids))
 	}
 }
 
@@ -336,10 +336,10 @@ func printMigrationStatus(w io.Writer, set *migrate.MigrationSet, st *migrate.Mi
 		fmt.Fprintf(w, "every shard is at version %d\n\n", st.Latest)
 	}
 	if len(sum.Behind) > 0 {
-		fmt.Fprintf(w, "behind (%d): shards %s\n", len(sum.Behind), idRanges(sum.Behind))
+		fmt.Fprintf(w, "behind (%d): shards %s\n", len(sum.Behind), shardmgr.FormatShardList(sum.Behind))
 	}
 	if len(sum.Ahead) > 0 {
-		fmt.Fprintf(w, "ahead of --dir (%d): shards %s (is --dir out of date?)\n", len(sum.Ahead), idRanges(sum.Ahead))
+		fmt.Fprintf(w, "ahead of --dir (%d): shards %s (is --dir out of date?)\n", len(sum.Ahead), shardmgr.FormatShardList(sum.Ahead))
 	}
 	if len(sum.Failed) > 0 {
 		fmt.Fprintf(w, "failed (%d):\n", len(sum.Failed))
@@ -392,24 +392,6 @@ func printMigrationStatus(w io.Writer, set *migrate.MigrationSet, st *migrate.Mi
 		i = j + 1
 	}
 	tw.Flush()
-}
-
-// idRanges writes ascending ids as runs: 0-3,7,9-10.
-func idRanges(ids []int) string {
-	var parts []string
-	for i := 0; i < len(ids); {
-		j := i
-		for j+1 < len(ids) && ids[j+1] == ids[j]+1 {
-			j++
-		}
-		if j > i {
-			parts = append(parts, fmt.Sprintf("%d-%d", ids[i], ids[j]))
-		} else {
-			parts = append(parts, fmt.Sprint(ids[i]))
-		}
-		i = j + 1
-	}
-	return strings.Join(parts, ",")
 }
 
 func newMigrateRenderCmd() *cobra.Command {

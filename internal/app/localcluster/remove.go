@@ -63,7 +63,7 @@ func RemoveHost(ctx context.Context, opts Options, name string) (*RemoveResult, 
 		}
 		for _, h := range status.Hosts {
 			if h.Name == name && len(h.Shards) > 0 {
-				return nil, fmt.Errorf("%w: host %s holds %d shards: %s", install.ErrHostInUse, name, len(h.Shards), shardRanges(h.Shards))
+				return nil, fmt.Errorf("%w: host %s holds %d shards: %s", install.ErrHostInUse, name, len(h.Shards), shardmgr.FormatShardList(h.Shards))
 			}
 		}
 		// The catalog first: Init with the host left out removes it, or
@@ -106,22 +106,4 @@ func RemoveHost(ctx context.Context, opts Options, name string) (*RemoveResult, 
 	}
 	res.Removed = dir
 	return res, nil
-}
-
-// shardRanges writes ids (ascending) as runs: 0-5,9,12-13.
-func shardRanges(ids []int) string {
-	var parts []string
-	for i := 0; i < len(ids); {
-		j := i
-		for j+1 < len(ids) && ids[j+1] == ids[j]+1 {
-			j++
-		}
-		if j > i {
-			parts = append(parts, fmt.Sprintf("%d-%d", ids[i], ids[j]))
-		} else {
-			parts = append(parts, fmt.Sprint(ids[i]))
-		}
-		i = j + 1
-	}
-	return strings.Join(parts, ",")
 }
