@@ -419,6 +419,10 @@ func TestMoveFailedCutoverLeavesSourceServing(t *testing.T) {
 	require.ErrorIs(t, err, ErrMoveBusy)
 	_, err = AbortMove(ctx(t), clustertest.Handle(t, cfg), []int{1})
 	require.ErrorIs(t, err, ErrMoveBusy)
+	// Released before the close: a closed session's locks go only when its
+	// backend has exited, a moment after the client hung up.
+	_, err = conn.Exec(ctx(t), `SELECT pg_advisory_unlock($1, $2)`, moveLockClass, int32(recs[0].ID))
+	require.NoError(t, err)
 	require.NoError(t, conn.Close(ctx(t)))
 
 	res, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
