@@ -15,8 +15,8 @@ import (
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	"github.com/shardid/shardid/shardmgr/internal/fence"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/internal/shardmigrate"
 	"github.com/shardid/shardid/shardmgr/internal/shardschema"
-	"github.com/shardid/shardid/shardmgr/migrate"
 	shsql "github.com/shardid/shardid/sql"
 )
 
@@ -33,7 +33,7 @@ func dataTables(ctx context.Context, q shardmgr.Querier, schema string) ([]strin
 	if err != nil {
 		return nil, err
 	}
-	return slices.DeleteFunc(all, func(t string) bool { return t == migrate.VersionTable || t == migrate.FailureTable }), nil
+	return slices.DeleteFunc(all, func(t string) bool { return t == shardmigrate.VersionTable || t == shardmigrate.FailureTable }), nil
 }
 
 // buildTarget creates the shard's schema on the target: generator,
@@ -92,9 +92,9 @@ func (mo *mover) checkSource(ctx context.Context, mv *move) (version int, counte
 		return 0, 0, fmt.Errorf("source %s: %w", mv.From, err)
 	}
 	if !srcHas {
-		return 0, 0, fmt.Errorf("source %s: %w: no schema %s", mv.From, migrate.ErrShardSchemaMissing, schema)
+		return 0, 0, fmt.Errorf("source %s: %w: no schema %s", mv.From, shardmigrate.ErrShardSchemaMissing, schema)
 	}
-	version, failure, err := migrate.ReadShardVersion(ctx, src, schema)
+	version, failure, err := shardmigrate.ReadShardVersion(ctx, src, schema)
 	if err != nil {
 		return 0, 0, fmt.Errorf("source %s: read migration version: %w", mv.From, err)
 	}
@@ -165,14 +165,14 @@ func (mo *mover) createTarget(ctx context.Context, mv *move, version int) error 
 		if err != nil {
 			return fmt.Errorf("target %s: %w", mv.To, err)
 		}
-		_, err = migrate.ShardOn(ctx, conn.Conn(), mv.To, mo.opts.Migrations,
-			shardmgr.Shard{ID: mv.Shard, Schema: schema, Host: mv.To, State: shardmgr.StateMoving}, migrate.Options{To: version})
+		_, err = shardmigrate.ShardOn(ctx, conn.Conn(), mv.To, mo.opts.Migrations,
+			shardmgr.Shard{ID: mv.Shard, Schema: schema, Host: mv.To, State: shardmgr.StateMoving}, shardmigrate.Options{To: version})
 		conn.Release()
 		if err != nil {
 			return fmt.Errorf("target %s: build the schema at version %d: %w", mv.To, version, err)
 		}
 	}
-	got, _, err := migrate.ReadShardVersion(ctx, dst, schema)
+	got, _, err := shardmigrate.ReadShardVersion(ctx, dst, schema)
 	if err != nil {
 		return fmt.Errorf("target %s: %w", mv.To, err)
 	}

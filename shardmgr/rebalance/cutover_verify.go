@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/shardid/shardid/shardmgr/migrate"
+	"github.com/shardid/shardid/shardmgr/internal/shardmigrate"
 )
 
 // verifyCopy makes sure the target has every change (online: the slot
@@ -46,7 +46,7 @@ func (mo *mover) verifyCopy(ctx context.Context, mv *move) error {
 	if err := mo.carryCounter(ctx, src, dst, mv.MoveRecord); err != nil {
 		return err
 	}
-	sv, _, err := migrate.ReadShardVersion(ctx, src, mv.Schema)
+	sv, _, err := shardmigrate.ReadShardVersion(ctx, src, mv.Schema)
 	if err != nil {
 		return fmt.Errorf("source %s: %w", mv.From, err)
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
-	"github.com/shardid/shardid/shardmgr/migrate"
+	"github.com/shardid/shardid/shardmgr/internal/shardmigrate"
 )
 
 // DefaultKeep is how long a moved shard's old copy is kept, renamed and
@@ -48,7 +48,7 @@ type MoveOptions struct {
 	// Migrations is the directory of the shard's tern migrations: the
 	// target's schema is built by running them up to the source's version.
 	// Needed when that version is above 0.
-	Migrations *migrate.MigrationSet
+	Migrations *shardmigrate.MigrationSet
 	// Keep is how long the source's old copy is kept, renamed
 	// shard_NNNN_moved_gG and fenced, before Cleanup drops it: zero (or
 	// less) drops it as soon as the move is done. Nil means DefaultKeep.

@@ -14,7 +14,7 @@ import (
 
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/cluster"
-	"github.com/shardid/shardid/shardmgr/migrate"
+	"github.com/shardid/shardid/shardmgr/internal/shardmigrate"
 )
 
 // PlanBy says what a rebalance evens out.
@@ -43,7 +43,7 @@ type PlanOptions struct {
 	// Migrations are the shards' migrations: when given, the preflight
 	// also checks that they build each moving shard with the tables it
 	// has (Apply and MoveShard always check, with their own).
-	Migrations *migrate.MigrationSet
+	Migrations *shardmigrate.MigrationSet
 
 	// moving: the plan is an apply's or a move's, whose migrations (nil:
 	// none) are Migrations.
