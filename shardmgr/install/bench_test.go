@@ -26,7 +26,7 @@ func BenchmarkCluster1024(b *testing.B) {
 	const shards = 1024
 	var initS, reinitS, serialS, verifyS, deepS time.Duration
 	for b.Loop() {
-		cfg := testCluster(b, shards, false)
+		cfg := clustertest.Cluster(b, shards, false)
 		t0 := time.Now()
 		if _, err := Init(context.Background(), clustertest.Handle(b, cfg), InitOptions{}); err != nil {
 			b.Fatal(err)
@@ -70,7 +70,7 @@ func BenchmarkCluster1024(b *testing.B) {
 // over the three servers in fresh databases, one shard after another on
 // one connection per server: the floor a hand-written script would reach.
 func serialInstall(b *testing.B, shards int) time.Duration {
-	cfg := testCluster(b, shards, true)
+	cfg := clustertest.Cluster(b, shards, true)
 	ctx := context.Background()
 	conns := make([]*pgx.Conn, len(cfg.Hosts))
 	for i, h := range cfg.Hosts {

@@ -23,7 +23,7 @@ import (
 // counter's UPDATE.
 func publicExecutable(t *testing.T, p *pgxpool.Pool, schema string) []string {
 	t.Helper()
-	rows, err := p.Query(ctx(t), `
+	rows, err := p.Query(clustertest.Ctx(t), `
 		SELECT p.oid::regprocedure::text FROM pg_proc p
 		WHERE p.pronamespace = $1::regnamespace AND p.proname = 'next_id_advance'
 		  AND EXISTS (SELECT FROM aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a WHERE a.grantee = 0 AND a.privilege_type = 'EXECUTE')
@@ -41,7 +41,7 @@ func publicExecutable(t *testing.T, p *pgxpool.Pool, schema string) []string {
 func generatorMarker(t *testing.T, p *pgxpool.Pool, schema string) string {
 	t.Helper()
 	var marker string
-	require.NoError(t, p.QueryRow(ctx(t), `SELECT coalesce(obj_description(to_regprocedure($1), 'pg_proc'), '')`, schema+".next_id()").Scan(&marker))
+	require.NoError(t, p.QueryRow(clustertest.Ctx(t), `SELECT coalesce(obj_description(to_regprocedure($1), 'pg_proc'), '')`, schema+".next_id()").Scan(&marker))
 	return marker
 }
 
@@ -55,15 +55,15 @@ func generatorMarker(t *testing.T, p *pgxpool.Pool, schema string) string {
 func TestInitUpgradesAnOlderGeneratorVersion(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 3)
-	m, err := shardmgr.ReadMap(ctx(t), pool(t, cfg.Catalog))
+	m, err := shardmgr.ReadMap(clustertest.Ctx(t), clustertest.Pool(t, cfg.Catalog))
 	require.NoError(t, err)
 	s := m.Shards[1]
-	p := hostPool(t, cfg, s.Host)
+	p := clustertest.HostPool(t, cfg, s.Host)
 	want, err := shsql.Marker(catalog.GeneratorParams(m, 1))
 	require.NoError(t, err)
 	old := strings.Replace(want, fmt.Sprintf("generator v%d ", shsql.Version), fmt.Sprintf("generator v%d ", shsql.Version-1), 1)
 	require.NotEqual(t, want, old)
-	_, err = p.Exec(ctx(t), fmt.Sprintf(`CREATE FUNCTION shard_0001.next_id_advance(min_id bigint) RETURNS bigint
+	_, err = p.Exec(clustertest.Ctx(t), fmt.Sprintf(`CREATE FUNCTION shard_0001.next_id_advance(min_id bigint) RETURNS bigint
 		LANGUAGE sql SECURITY DEFINER AS 'SELECT pg_catalog.setval(''shard_0001.next_id_counter'', min_id >> 13)';
 		GRANT EXECUTE ON FUNCTION shard_0001.next_id_advance(bigint, boolean) TO PUBLIC;
 		COMMENT ON FUNCTION shard_0001.next_id() IS '%s';
@@ -72,12 +72,12 @@ func TestInitUpgradesAnOlderGeneratorVersion(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"shard_0001.next_id_advance(bigint)", "shard_0001.next_id_advance(bigint,boolean)"}, publicExecutable(t, p, "shard_0001"))
 	var before int64
-	require.NoError(t, p.QueryRow(ctx(t), `SELECT max(id) FROM shard_0001.likes`).Scan(&before))
+	require.NoError(t, p.QueryRow(clustertest.Ctx(t), `SELECT max(id) FROM shard_0001.likes`).Scan(&before))
 	// The counter rewound too: the upgrade carries it past the stored ids.
-	_, err = p.Exec(ctx(t), `SELECT setval('shard_0001.next_id_counter', 1)`)
+	_, err = p.Exec(clustertest.Ctx(t), `SELECT setval('shard_0001.next_id_counter', 1)`)
 	require.NoError(t, err)
 
-	res, err := Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{})
+	res, err := Init(clustertest.Ctx(t), clustertest.Handle(t, cfg), InitOptions{})
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Installed, "the upgraded shard counts as installed")
 	require.Equal(t, 2, res.Unchanged)
@@ -86,10 +86,10 @@ func TestInitUpgradesAnOlderGeneratorVersion(t *testing.T) {
 	require.Equal(t, want, generatorMarker(t, p, "shard_0001"), "init brought the shard to this release's generator")
 	require.Empty(t, publicExecutable(t, p, "shard_0001"))
 	var oneArg bool
-	require.NoError(t, p.QueryRow(ctx(t), `SELECT to_regprocedure('shard_0001.next_id_advance(bigint)') IS NOT NULL`).Scan(&oneArg))
+	require.NoError(t, p.QueryRow(clustertest.Ctx(t), `SELECT to_regprocedure('shard_0001.next_id_advance(bigint)') IS NOT NULL`).Scan(&oneArg))
 	require.False(t, oneArg, "the one-argument form is dropped")
 	var after int64
-	require.NoError(t, p.QueryRow(ctx(t), `INSERT INTO shard_0001.likes (v) VALUES (0) RETURNING id`).Scan(&after))
+	require.NoError(t, p.QueryRow(clustertest.Ctx(t), `INSERT INTO shard_0001.likes (v) VALUES (0) RETURNING id`).Scan(&after))
 	require.Greater(t, after, before, "the counter is past every stored id")
 	requireVerifyOK(t, cfg)
 }
@@ -100,22 +100,22 @@ func TestInitUpgradesAnOlderGeneratorVersion(t *testing.T) {
 func TestInitReappliesGeneratorPrivileges(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 3)
-	m, err := shardmgr.ReadMap(ctx(t), pool(t, cfg.Catalog))
+	m, err := shardmgr.ReadMap(clustertest.Ctx(t), clustertest.Pool(t, cfg.Catalog))
 	require.NoError(t, err)
-	p := hostPool(t, cfg, m.Shards[2].Host)
-	_, err = p.Exec(ctx(t), `GRANT EXECUTE ON FUNCTION shard_0002.next_id_advance(bigint, boolean) TO PUBLIC;
+	p := clustertest.HostPool(t, cfg, m.Shards[2].Host)
+	_, err = p.Exec(clustertest.Ctx(t), `GRANT EXECUTE ON FUNCTION shard_0002.next_id_advance(bigint, boolean) TO PUBLIC;
 		GRANT UPDATE ON SEQUENCE shard_0002.next_id_counter TO PUBLIC`)
 	require.NoError(t, err)
 	require.Len(t, publicExecutable(t, p, "shard_0002"), 2)
 	var before int64
-	require.NoError(t, p.QueryRow(ctx(t), `SELECT shard_0002.next_id()`).Scan(&before))
+	require.NoError(t, p.QueryRow(clustertest.Ctx(t), `SELECT shard_0002.next_id()`).Scan(&before))
 
-	res, err := Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{})
+	res, err := Init(clustertest.Ctx(t), clustertest.Handle(t, cfg), InitOptions{})
 	require.NoError(t, err)
 	require.Equal(t, 3, res.Unchanged)
 	require.Empty(t, publicExecutable(t, p, "shard_0002"), "init re-applied the generator's privileges")
 	var after int64
-	require.NoError(t, p.QueryRow(ctx(t), `SELECT shard_0002.next_id()`).Scan(&after))
+	require.NoError(t, p.QueryRow(clustertest.Ctx(t), `SELECT shard_0002.next_id()`).Scan(&after))
 	require.Greater(t, after, before, "the counter is kept")
 }
 
@@ -127,11 +127,11 @@ func TestInitReappliesGeneratorPrivileges(t *testing.T) {
 func TestInitRefusesGeneratorObjectsOwnedByAnotherRole(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 3)
-	m, err := shardmgr.ReadMap(ctx(t), pool(t, cfg.Catalog))
+	m, err := shardmgr.ReadMap(clustertest.Ctx(t), clustertest.Pool(t, cfg.Catalog))
 	require.NoError(t, err)
-	p := hostPool(t, cfg, m.Shards[0].Host)
+	p := clustertest.HostPool(t, cfg, m.Shards[0].Host)
 	role := fmt.Sprintf("migrator_%d", time.Now().UnixNano())
-	_, err = p.Exec(ctx(t), fmt.Sprintf(`DROP SCHEMA shard_0000 CASCADE; CREATE SCHEMA shard_0000;
+	_, err = p.Exec(clustertest.Ctx(t), fmt.Sprintf(`DROP SCHEMA shard_0000 CASCADE; CREATE SCHEMA shard_0000;
 		CREATE ROLE %[1]s; GRANT USAGE, CREATE ON SCHEMA shard_0000 TO %[1]s;
 		SET ROLE %[1]s;
 		CREATE FUNCTION shard_0000.next_id_pull_up() RETURNS boolean LANGUAGE sql SECURITY DEFINER AS 'SELECT true';
@@ -140,7 +140,7 @@ func TestInitRefusesGeneratorObjectsOwnedByAnotherRole(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { p.Exec(context.Background(), fmt.Sprintf("DROP OWNED BY %[1]s; DROP ROLE %[1]s", role)) })
 
-	_, err = Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{})
+	_, err = Init(clustertest.Ctx(t), clustertest.Handle(t, cfg), InitOptions{})
 	var se *shardmgr.ShardErrors
 	require.True(t, errors.As(err, &se), "%v", err)
 	require.Len(t, se.Errs, 1)
@@ -148,7 +148,7 @@ func TestInitRefusesGeneratorObjectsOwnedByAnotherRole(t *testing.T) {
 	require.ErrorContains(t, se.Errs[0], " is owned by role "+role+", not by postgres")
 	require.Regexp(t, `(function shard_0000\.next_id_pull_up\(\)|sequence shard_0000\.next_id_counter) is owned by`, se.Errs[0].Error())
 	var owner string
-	require.NoError(t, p.QueryRow(ctx(t), `SELECT pg_get_userbyid(proowner) FROM pg_proc WHERE oid = 'shard_0000.next_id_pull_up()'::regprocedure`).Scan(&owner))
+	require.NoError(t, p.QueryRow(clustertest.Ctx(t), `SELECT pg_get_userbyid(proowner) FROM pg_proc WHERE oid = 'shard_0000.next_id_pull_up()'::regprocedure`).Scan(&owner))
 	require.Equal(t, role, owner, "nothing was replaced")
 	require.Empty(t, generatorMarker(t, p, "shard_0000"), "no generator installed over it")
 }

@@ -17,7 +17,7 @@ import (
 // init run again once the host is fixed finishes it.
 func TestInitOneHostFailsOthersFinish(t *testing.T) {
 	t.Parallel()
-	cfg := testCluster(t, 9, true)
+	cfg := clustertest.Cluster(t, 9, true)
 	role := clustertest.Role(t, cfg, "nocreate") // a login role, no CREATE on the database
 	u, err := url.Parse(cfg.Hosts[2].DSN)
 	require.NoError(t, err)
@@ -25,7 +25,7 @@ func TestInitOneHostFailsOthersFinish(t *testing.T) {
 	u.User = url.User(role)
 	cfg.Hosts[2].DSN = u.String()
 
-	res, err := Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{})
+	res, err := Init(clustertest.Ctx(t), clustertest.Handle(t, cfg), InitOptions{})
 	var se *shardmgr.ShardErrors
 	require.ErrorAs(t, err, &se)
 	require.NotNil(t, res, "the result says what the other hosts did")
@@ -41,9 +41,9 @@ func TestInitOneHostFailsOthersFinish(t *testing.T) {
 	require.Equal(t, len(m.ShardsOn("pg1"))+len(m.ShardsOn("pg2")), res.Installed, "the other hosts finished")
 
 	// Fixed (the role may create in its database), init finishes pg3.
-	_, err = pool(t, superDSN).Exec(ctx(t), `GRANT CREATE ON DATABASE `+pgx.Identifier{u.Path[1:]}.Sanitize()+` TO `+pgx.Identifier{role}.Sanitize())
+	_, err = clustertest.Pool(t, superDSN).Exec(clustertest.Ctx(t), `GRANT CREATE ON DATABASE `+pgx.Identifier{u.Path[1:]}.Sanitize()+` TO `+pgx.Identifier{role}.Sanitize())
 	require.NoError(t, err)
-	res, err = Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{})
+	res, err = Init(clustertest.Ctx(t), clustertest.Handle(t, cfg), InitOptions{})
 	require.NoError(t, err)
 	require.Equal(t, len(on3), res.Installed)
 }

@@ -44,14 +44,14 @@ func TestInitRefusesOneDatabaseUnderTwoNames(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := testCluster(t, 6, false)
-			db := fmt.Sprintf("twonames_%d", dbCounter.Add(1))
-			dropLater(t, own, db)
+			cfg := clustertest.Cluster(t, 6, false)
+			db := fmt.Sprintf("twonames_%d", clustertest.DBCounter.Add(1))
+			clustertest.DropLater(t, own, db)
 			cfg.Hosts[0].DSN = own.DSN(db)
 			cfg.Hosts[1].DSN = tc.other(db)
 			require.NoError(t, cfg.ValidateCluster(), "the file alone cannot tell")
 
-			_, err := Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{})
+			_, err := Init(clustertest.Ctx(t), clustertest.Handle(t, cfg), InitOptions{})
 			require.ErrorIs(t, err, shardmgr.ErrConfig)
 			msg := err.Error()
 			require.Contains(t, msg, "hosts pg1 (")
@@ -61,12 +61,12 @@ func TestInitRefusesOneDatabaseUnderTwoNames(t *testing.T) {
 			require.Equal(t, 1, strings.Count(msg, "are one database"))
 
 			// Nothing recorded: no catalog tables, no host record.
-			require.False(t, tableExists(t, pool(t, cfg.Catalog), "shardid.cluster"))
-			require.False(t, tableExists(t, pool(t, cfg.Hosts[0].DSN), "shardid.host_info"))
+			require.False(t, clustertest.TableExists(t, clustertest.Pool(t, cfg.Catalog), "shardid.cluster"))
+			require.False(t, clustertest.TableExists(t, clustertest.Pool(t, cfg.Hosts[0].DSN), "shardid.host_info"))
 
 			// The corrected file initialises.
 			cfg.Hosts = append(cfg.Hosts[:1], cfg.Hosts[2:]...)
-			res, err := Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{})
+			res, err := Init(clustertest.Ctx(t), clustertest.Handle(t, cfg), InitOptions{})
 			require.NoError(t, err)
 			require.True(t, res.CatalogCreated)
 			requireVerifyOK(t, cfg)
@@ -79,15 +79,15 @@ func TestInitRefusesOneDatabaseUnderTwoNames(t *testing.T) {
 // databases: init accepts them.
 func TestInitAcceptsClonedServers(t *testing.T) {
 	t.Parallel()
-	cfg := testCluster(t, 6, false)
+	cfg := clustertest.Cluster(t, 6, false)
 	ids := map[int64]bool{}
 	for _, s := range pgtest.Servers(t, 3) {
 		var id int64
-		require.NoError(t, pool(t, s.DSN("postgres")).QueryRow(ctx(t), `SELECT system_identifier FROM pg_control_system()`).Scan(&id))
+		require.NoError(t, clustertest.Pool(t, s.DSN("postgres")).QueryRow(clustertest.Ctx(t), `SELECT system_identifier FROM pg_control_system()`).Scan(&id))
 		ids[id] = true
 	}
 	require.Len(t, ids, 1, "localpg's servers are copies of one initdb")
-	_, err := Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{})
+	_, err := Init(clustertest.Ctx(t), clustertest.Handle(t, cfg), InitOptions{})
 	require.NoError(t, err)
 }
 
@@ -96,12 +96,12 @@ func TestInitAcceptsClonedServers(t *testing.T) {
 func TestInitChecksHostRecordsFirst(t *testing.T) {
 	t.Parallel()
 	other := initCluster(t, 3)
-	cfg := testCluster(t, 6, false)
+	cfg := clustertest.Cluster(t, 6, false)
 	cfg.Hosts[2].DSN = other.Hosts[0].DSN
-	_, err := Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{})
+	_, err := Init(clustertest.Ctx(t), clustertest.Handle(t, cfg), InitOptions{})
 	require.ErrorIs(t, err, shardmgr.ErrClusterMismatch)
 	require.ErrorContains(t, err, fmt.Sprintf("host pg3: its database belongs to cluster %q as host \"pg1\"", other.Cluster))
-	require.False(t, tableExists(t, pool(t, cfg.Catalog), "shardid.cluster"))
+	require.False(t, clustertest.TableExists(t, clustertest.Pool(t, cfg.Catalog), "shardid.cluster"))
 }
 
 // Several first-time inits at once: every database and the catalog are
@@ -110,7 +110,7 @@ func TestInitChecksHostRecordsFirst(t *testing.T) {
 func TestConcurrentFirstInits(t *testing.T) {
 	t.Parallel()
 	for range 3 {
-		cfg := testCluster(t, 6, false)
+		cfg := clustertest.Cluster(t, 6, false)
 		const n = 4
 		errs := make([]error, n)
 		created := make([]bool, n)

@@ -22,14 +22,14 @@ func TestInitLockWaitIsBounded(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 2)
 	conn, role := clustertest.Outsider(t, cfg.Catalog, "squatter")
-	_, err := conn.Exec(ctx(t), `SELECT pg_advisory_lock($1, 1)`, catalog.LockClass)
+	_, err := conn.Exec(clustertest.Ctx(t), `SELECT pg_advisory_lock($1, 1)`, catalog.LockClass)
 	require.NoError(t, err)
 	var pid int32
-	require.NoError(t, conn.QueryRow(ctx(t), `SELECT pg_backend_pid()`).Scan(&pid))
+	require.NoError(t, conn.QueryRow(clustertest.Ctx(t), `SELECT pg_backend_pid()`).Scan(&pid))
 
 	const wait = 2 * time.Second
 	start := time.Now()
-	_, err = Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{LockWait: wait})
+	_, err = Init(clustertest.Ctx(t), clustertest.Handle(t, cfg), InitOptions{LockWait: wait})
 	took := time.Since(start)
 	require.ErrorIs(t, err, shardmgr.ErrLockWait)
 	var lw *pg.LockWaitError
@@ -40,6 +40,6 @@ func TestInitLockWaitIsBounded(t *testing.T) {
 	require.Less(t, took, time.Minute, "bounded by LockWait, not by the holder")
 
 	require.NoError(t, conn.Close(context.Background()))
-	_, err = Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{LockWait: wait})
+	_, err = Init(clustertest.Ctx(t), clustertest.Handle(t, cfg), InitOptions{LockWait: wait})
 	require.NoError(t, err)
 }

@@ -26,15 +26,15 @@ func TestBalancedRanges(t *testing.T) {
 
 func TestInitAndReinit(t *testing.T) {
 	t.Parallel()
-	cfg := testCluster(t, 64, false)
-	res, err := Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{})
+	cfg := clustertest.Cluster(t, 64, false)
+	res, err := Init(clustertest.Ctx(t), clustertest.Handle(t, cfg), InitOptions{})
 	require.NoError(t, err)
 	require.True(t, res.CatalogCreated)
 	require.Len(t, res.CreatedDatabases, 4)
 	require.Equal(t, 64, res.Installed)
 	require.EqualValues(t, 1, res.Generation)
 
-	m, err := shardmgr.ReadMap(ctx(t), pool(t, cfg.Catalog))
+	m, err := shardmgr.ReadMap(clustertest.Ctx(t), clustertest.Pool(t, cfg.Catalog))
 	require.NoError(t, err)
 	counts := map[string]int{}
 	for _, s := range m.Shards {
@@ -46,23 +46,23 @@ func TestInitAndReinit(t *testing.T) {
 	// Every generator really works on its host.
 	for _, s := range m.Shards[20:24] {
 		var id int64
-		require.NoError(t, hostPool(t, cfg, s.Host).QueryRow(ctx(t), "SELECT "+s.Schema+".next_id()").Scan(&id))
+		require.NoError(t, clustertest.HostPool(t, cfg, s.Host).QueryRow(clustertest.Ctx(t), "SELECT "+s.Schema+".next_id()").Scan(&id))
 		require.Equal(t, s.ID, shardschema.ShardOf(m.Layout, id))
 	}
 
 	// Again: nothing changes.
-	res, err = Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{})
+	res, err = Init(clustertest.Ctx(t), clustertest.Handle(t, cfg), InitOptions{})
 	require.NoError(t, err)
 	require.False(t, res.Changed(), "%+v", res)
 	require.EqualValues(t, 1, res.Generation)
 	require.Equal(t, 64, res.Unchanged)
 
 	// A missing shard schema and a missing host record are finished.
-	_, err = hostPool(t, cfg, "pg2").Exec(ctx(t), "DROP SCHEMA shard_0030 CASCADE")
+	_, err = clustertest.HostPool(t, cfg, "pg2").Exec(clustertest.Ctx(t), "DROP SCHEMA shard_0030 CASCADE")
 	require.NoError(t, err)
-	_, err = hostPool(t, cfg, "pg3").Exec(ctx(t), "DELETE FROM shardid.local_shards WHERE shard = 50")
+	_, err = clustertest.HostPool(t, cfg, "pg3").Exec(clustertest.Ctx(t), "DELETE FROM shardid.local_shards WHERE shard = 50")
 	require.NoError(t, err)
-	res, err = Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{})
+	res, err = Init(clustertest.Ctx(t), clustertest.Handle(t, cfg), InitOptions{})
 	require.NoError(t, err)
 	require.Equal(t, 2, res.Installed)
 	require.EqualValues(t, 1, res.Generation)

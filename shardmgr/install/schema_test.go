@@ -31,21 +31,21 @@ func TestInitRefusesHostSchemaItDoesNotKnow(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			cfg := initCluster(t, 4)
-			_, err := hostPool(t, cfg, "pg2").Exec(ctx(t), tc.sql)
+			_, err := clustertest.HostPool(t, cfg, "pg2").Exec(clustertest.Ctx(t), tc.sql)
 			require.NoError(t, err)
 			gen := schematest.Generation(t, cfg.Catalog)
 			// Changes Init would make: a fourth host in the file, in a
 			// database it would create.
 			server := pgtest.Servers(t, 3)[1]
 			db := fmt.Sprintf("sm%d_pg4", clustertest.DBCounter.Add(1))
-			dropLater(t, server, db)
+			clustertest.DropLater(t, server, db)
 			cfg.Hosts = append(cfg.Hosts, shardmgr.Host{Name: "pg4", DSN: server.DSN(db)})
-			_, err = Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{})
+			_, err = Init(clustertest.Ctx(t), clustertest.Handle(t, cfg), InitOptions{})
 			require.ErrorIs(t, err, tc.want)
 			require.EqualError(t, err, tc.text)
 			require.Equal(t, gen, schematest.Generation(t, cfg.Catalog), "the catalog changed")
 			var created bool
-			require.NoError(t, pool(t, server.DSN("postgres")).QueryRow(ctx(t),
+			require.NoError(t, clustertest.Pool(t, server.DSN("postgres")).QueryRow(clustertest.Ctx(t),
 				`SELECT EXISTS (SELECT FROM pg_catalog.pg_database WHERE datname = $1)`, db).Scan(&created))
 			require.False(t, created, "init created a database")
 		})

@@ -31,19 +31,19 @@ func passwordServer(t *testing.T) *localpg.Server {
 	os.Unsetenv("PGPASSWORD")
 	t.Setenv("PGPASSFILE", filepath.Join(t.TempDir(), "none"))
 	s := pgtest.Own(t, localpg.Options{})
-	admin, err := pgx.Connect(ctx(t), s.DSN("postgres"))
+	admin, err := pgx.Connect(clustertest.Ctx(t), s.DSN("postgres"))
 	require.NoError(t, err)
 	defer admin.Close(context.Background())
-	_, err = admin.Exec(ctx(t), `CREATE ROLE shard_owner LOGIN SUPERUSER PASSWORD '`+hostSecret+`'`)
+	_, err = admin.Exec(clustertest.Ctx(t), `CREATE ROLE shard_owner LOGIN SUPERUSER PASSWORD '`+hostSecret+`'`)
 	require.NoError(t, err)
 	hba := filepath.Join(s.Dir, "data", "pg_hba.conf")
 	old, err := os.ReadFile(hba)
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(hba, append([]byte("host all shard_owner 127.0.0.1/32 scram-sha-256\n"), old...), 0o600))
-	_, err = admin.Exec(ctx(t), `SELECT pg_reload_conf()`)
+	_, err = admin.Exec(clustertest.Ctx(t), `SELECT pg_reload_conf()`)
 	require.NoError(t, err)
 	// The rule holds: without its password the role is refused.
-	c, err := pgx.Connect(ctx(t), fmt.Sprintf("postgres://shard_owner@127.0.0.1:%d/postgres?sslmode=disable", s.Port))
+	c, err := pgx.Connect(clustertest.Ctx(t), fmt.Sprintf("postgres://shard_owner@127.0.0.1:%d/postgres?sslmode=disable", s.Port))
 	if err == nil {
 		c.Close(context.Background())
 	}
@@ -57,7 +57,7 @@ func passwordServer(t *testing.T) *localpg.Server {
 // a router opened from the catalog alone with PGPASSWORD.
 func TestCatalogHoldsNoPasswords(t *testing.T) {
 	s := passwordServer(t)
-	n := dbCounter.Add(1)
+	n := clustertest.DBCounter.Add(1)
 	cfg := &shardmgr.Config{Cluster: fmt.Sprintf("c%d", n), Shards: 4, Path: "test.yaml",
 		Catalog: s.DSN(fmt.Sprintf("pw%d_catalog", n)),
 		Hosts: []shardmgr.Host{
@@ -65,17 +65,17 @@ func TestCatalogHoldsNoPasswords(t *testing.T) {
 			{Name: "pg2", DSN: fmt.Sprintf("host=127.0.0.1 port=%d dbname=pw%d_app2 user=shard_owner password='%s' sslmode=disable", s.Port, n, hostSecret)},
 		}}
 	require.NoError(t, cfg.ValidateCluster())
-	_, err := Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{})
+	_, err := Init(clustertest.Ctx(t), clustertest.Handle(t, cfg), InitOptions{})
 	require.NoError(t, err)
 
 	// A routing role as docs/upgrading.md sets it up, not a superuser.
-	cat := pool(t, cfg.Catalog)
-	_, err = cat.Exec(ctx(t), `CREATE ROLE router_app LOGIN;
+	cat := clustertest.Pool(t, cfg.Catalog)
+	_, err = cat.Exec(clustertest.Ctx(t), `CREATE ROLE router_app LOGIN;
 		GRANT USAGE ON SCHEMA shardid TO router_app;
 		GRANT SELECT ON shardid.cluster, shardid.hosts, shardid.shards, shardid.catalog_migrations, shardid.catalog_readers TO router_app`)
 	require.NoError(t, err)
 	routerCatalog := strings.Replace(cfg.Catalog, "postgres://postgres@", "postgres://router_app@", 1)
-	rows, err := pool(t, routerCatalog).Query(ctx(t), `SELECT name, dsn FROM shardid.hosts ORDER BY name`)
+	rows, err := clustertest.Pool(t, routerCatalog).Query(clustertest.Ctx(t), `SELECT name, dsn FROM shardid.hosts ORDER BY name`)
 	require.NoError(t, err)
 	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct{ Name, DSN string }])
 	require.NoError(t, err)
@@ -88,11 +88,11 @@ func TestCatalogHoldsNoPasswords(t *testing.T) {
 	// passwords of the cluster file.
 	rcfg := *cfg
 	rcfg.Catalog = routerCatalog
-	r, err := shardmgr.Open(ctx(t), &rcfg)
+	r, err := shardmgr.Open(clustertest.Ctx(t), &rcfg)
 	require.NoError(t, err)
 	defer r.Close()
 	for id := range cfg.Shards {
-		require.NoError(t, r.Tx(ctx(t), id, func(ctx context.Context, tx pgx.Tx, sh shardmgr.Shard) error {
+		require.NoError(t, r.Tx(clustertest.Ctx(t), id, func(ctx context.Context, tx pgx.Tx, sh shardmgr.Shard) error {
 			var user string
 			return tx.QueryRow(ctx, `SELECT current_user`).Scan(&user)
 		}), "shard %d", id)
@@ -102,19 +102,19 @@ func TestCatalogHoldsNoPasswords(t *testing.T) {
 		_, err := tx.Exec(ctx, `SELECT 1`)
 		return err
 	}
-	r2, err := shardmgr.OpenCatalog(ctx(t), routerCatalog)
+	r2, err := shardmgr.OpenCatalog(clustertest.Ctx(t), routerCatalog)
 	require.NoError(t, err)
-	require.ErrorContains(t, r2.Tx(ctx(t), 0, selectOne), "password", "the catalog gave the router a password")
+	require.ErrorContains(t, r2.Tx(clustertest.Ctx(t), 0, selectOne), "password", "the catalog gave the router a password")
 	r2.Close()
 	t.Setenv("PGPASSWORD", hostSecret)
-	r2, err = shardmgr.OpenCatalog(ctx(t), routerCatalog)
+	r2, err = shardmgr.OpenCatalog(clustertest.Ctx(t), routerCatalog)
 	require.NoError(t, err)
-	require.NoError(t, r2.Tx(ctx(t), 0, selectOne))
+	require.NoError(t, r2.Tx(clustertest.Ctx(t), 0, selectOne))
 	r2.Close()
 
 	// init again finds the catalog as the file says: nothing to change.
 	gen := readGeneration(t, cfg)
-	_, err = Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{})
+	_, err = Init(clustertest.Ctx(t), clustertest.Handle(t, cfg), InitOptions{})
 	require.NoError(t, err)
 	require.Equal(t, gen, readGeneration(t, cfg))
 }
@@ -122,7 +122,7 @@ func TestCatalogHoldsNoPasswords(t *testing.T) {
 func readGeneration(t *testing.T, cfg *shardmgr.Config) int64 {
 	t.Helper()
 	var gen int64
-	require.NoError(t, pool(t, cfg.Catalog).QueryRow(ctx(t), `SELECT generation FROM shardid.cluster`).Scan(&gen))
+	require.NoError(t, clustertest.Pool(t, cfg.Catalog).QueryRow(clustertest.Ctx(t), `SELECT generation FROM shardid.cluster`).Scan(&gen))
 	return gen
 }
 
@@ -131,8 +131,8 @@ func readGeneration(t *testing.T, cfg *shardmgr.Config) int64 {
 // StripPassword strips for the spellings people write.
 func TestCatalogUpgradeStripsPasswords(t *testing.T) {
 	cfg := initCluster(t, 4)
-	cat := pool(t, cfg.Catalog)
-	require.NoError(t, migrations.To(ctx(t), cfg.Catalog, migrations.Catalog, 12))
+	cat := clustertest.Pool(t, cfg.Catalog)
+	require.NoError(t, migrations.To(clustertest.Ctx(t), cfg.Catalog, migrations.Catalog, 12))
 	dsns := []string{
 		"postgres://app:" + hostSecret + "@db1:5432/a1?sslmode=disable",
 		"postgresql://app:" + hostSecret + "@db1,db2:5433/a2",
@@ -149,28 +149,28 @@ func TestCatalogUpgradeStripsPasswords(t *testing.T) {
 		"host=db1 dbname=a13 passfile=/p",
 	}
 	for i, dsn := range dsns {
-		_, err := cat.Exec(ctx(t), `INSERT INTO shardid.hosts (name, dsn, added_generation) VALUES ($1, $2, 1)`, fmt.Sprintf("x%d", i), dsn)
+		_, err := cat.Exec(clustertest.Ctx(t), `INSERT INTO shardid.hosts (name, dsn, added_generation) VALUES ($1, $2, 1)`, fmt.Sprintf("x%d", i), dsn)
 		require.NoError(t, err)
 	}
 	for _, h := range cfg.Hosts { // as the old init wrote them
-		_, err := cat.Exec(ctx(t), `UPDATE shardid.hosts SET dsn = $2 WHERE name = $1`, h.Name,
+		_, err := cat.Exec(clustertest.Ctx(t), `UPDATE shardid.hosts SET dsn = $2 WHERE name = $1`, h.Name,
 			strings.Replace(h.DSN, "postgres://postgres@", "postgres://postgres:"+hostSecret+"@", 1))
 		require.NoError(t, err)
 	}
-	require.NoError(t, migrations.Up(ctx(t), cfg.Catalog, migrations.Catalog))
+	require.NoError(t, migrations.Up(clustertest.Ctx(t), cfg.Catalog, migrations.Catalog))
 	for i, dsn := range dsns {
 		var got string
-		require.NoError(t, cat.QueryRow(ctx(t), `SELECT dsn FROM shardid.hosts WHERE name = $1`, fmt.Sprintf("x%d", i)).Scan(&got))
+		require.NoError(t, cat.QueryRow(clustertest.Ctx(t), `SELECT dsn FROM shardid.hosts WHERE name = $1`, fmt.Sprintf("x%d", i)).Scan(&got))
 		require.Equal(t, pg.StripPassword(dsn), got, dsn)
 	}
-	_, err := cat.Exec(ctx(t), `DELETE FROM shardid.hosts WHERE name LIKE 'x%'`)
+	_, err := cat.Exec(clustertest.Ctx(t), `DELETE FROM shardid.hosts WHERE name LIKE 'x%'`)
 	require.NoError(t, err)
 	var leaked int
-	require.NoError(t, cat.QueryRow(ctx(t), `SELECT count(*) FROM shardid.hosts WHERE strpos(dsn, $1) > 0`, hostSecret).Scan(&leaked))
+	require.NoError(t, cat.QueryRow(clustertest.Ctx(t), `SELECT count(*) FROM shardid.hosts WHERE strpos(dsn, $1) > 0`, hostSecret).Scan(&leaked))
 	require.Zero(t, leaked)
 	// What the migration left is what init records: nothing to change.
 	gen := readGeneration(t, cfg)
-	_, err = Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{})
+	_, err = Init(clustertest.Ctx(t), clustertest.Handle(t, cfg), InitOptions{})
 	require.NoError(t, err)
 	require.Equal(t, gen, readGeneration(t, cfg))
 }
@@ -179,19 +179,19 @@ func TestCatalogUpgradeStripsPasswords(t *testing.T) {
 // of them could hold the catalog's locks), and stops saying so once
 // CONNECT is PUBLIC's no more.
 func TestInitWarnsWhenPublicMayConnectToCatalog(t *testing.T) {
-	cfg := testCluster(t, 2, false)
-	res, err := Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{})
+	cfg := clustertest.Cluster(t, 2, false)
+	res, err := Init(clustertest.Ctx(t), clustertest.Handle(t, cfg), InitOptions{})
 	require.NoError(t, err)
-	cat := pool(t, cfg.Catalog)
+	cat := clustertest.Pool(t, cfg.Catalog)
 	var db string
-	require.NoError(t, cat.QueryRow(ctx(t), `SELECT current_database()`).Scan(&db))
+	require.NoError(t, cat.QueryRow(clustertest.Ctx(t), `SELECT current_database()`).Scan(&db))
 	require.Len(t, res.Warnings, 1)
 	require.Contains(t, res.Warnings[0], "every role may connect to the catalog database "+db)
 	require.Contains(t, res.Warnings[0], "REVOKE CONNECT ON DATABASE "+pgx.Identifier{db}.Sanitize()+" FROM PUBLIC")
 
-	_, err = cat.Exec(ctx(t), "REVOKE CONNECT ON DATABASE "+pgx.Identifier{db}.Sanitize()+" FROM PUBLIC")
+	_, err = cat.Exec(clustertest.Ctx(t), "REVOKE CONNECT ON DATABASE "+pgx.Identifier{db}.Sanitize()+" FROM PUBLIC")
 	require.NoError(t, err)
-	res, err = Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{})
+	res, err = Init(clustertest.Ctx(t), clustertest.Handle(t, cfg), InitOptions{})
 	require.NoError(t, err)
 	require.Empty(t, res.Warnings)
 }

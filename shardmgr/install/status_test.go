@@ -17,9 +17,9 @@ import (
 func TestStatusJSONShape(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 5)
-	_, err := catalog.SetShardState(ctx(t), pool(t, cfg.Catalog), 3, shardmgr.StateReadOnly, 1)
+	_, err := catalog.SetShardState(clustertest.Ctx(t), clustertest.Pool(t, cfg.Catalog), 3, shardmgr.StateReadOnly, 1)
 	require.NoError(t, err)
-	st, err := ClusterStatus(ctx(t), clustertest.Handle(t, cfg))
+	st, err := ClusterStatus(clustertest.Ctx(t), clustertest.Handle(t, cfg))
 	require.NoError(t, err)
 	b, err := json.Marshal(st)
 	require.NoError(t, err)
@@ -37,7 +37,7 @@ func TestStatusJSONShape(t *testing.T) {
 func TestStatusMovesInProgress(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 5)
-	cat := pool(t, cfg.Catalog)
+	cat := clustertest.Pool(t, cfg.Catalog)
 	// Journal rows as apply writes them: one running, one stopped by an
 	// error, one finished and one aborted (neither of those is listed).
 	for _, row := range []struct {
@@ -50,11 +50,11 @@ func TestStatusMovesInProgress(t *testing.T) {
 		{0, "pg1", "pg3", "aborted", ""},
 		{2, "pg2", "pg3", "catchup", "replication: slot lost"},
 	} {
-		_, err := cat.Exec(ctx(t), `INSERT INTO shardid.moves (shard, from_host, to_host, mode, phase, repl_name, schema_name, bytes, rows_copied, error)
+		_, err := cat.Exec(clustertest.Ctx(t), `INSERT INTO shardid.moves (shard, from_host, to_host, mode, phase, repl_name, schema_name, bytes, rows_copied, error)
 			VALUES ($1, $2, $3, 'online', $4, $6, $7, 8192, 42, $5)`, row.shard, row.from, row.to, row.phase, row.err, fmt.Sprintf("test-%d", row.shard), fmt.Sprintf("shard_%04d", row.shard))
 		require.NoError(t, err)
 	}
-	st, err := ClusterStatus(ctx(t), clustertest.Handle(t, cfg))
+	st, err := ClusterStatus(clustertest.Ctx(t), clustertest.Handle(t, cfg))
 	require.NoError(t, err)
 	require.Len(t, st.Moves, 2)
 	require.Equal(t, MoveStatus{ID: st.Moves[0].ID, Shard: 4, From: "pg3", To: "pg1", Mode: "online", Phase: "copy", Bytes: 8192, Rows: 42, Started: st.Moves[0].Started}, st.Moves[0])
@@ -67,8 +67,8 @@ func TestStatusMovesInProgress(t *testing.T) {
 
 func TestStatusBeforeInit(t *testing.T) {
 	t.Parallel()
-	cfg := testCluster(t, 4, true)
-	_, err := ClusterStatus(ctx(t), clustertest.Handle(t, cfg))
+	cfg := clustertest.Cluster(t, 4, true)
+	_, err := ClusterStatus(clustertest.Ctx(t), clustertest.Handle(t, cfg))
 	require.ErrorIs(t, err, shardmgr.ErrNotInitialized)
 }
 
@@ -84,10 +84,10 @@ func TestInitRefusesAContradictingFile(t *testing.T) {
 		c := *cfg
 		c.Hosts = append([]shardmgr.Host(nil), cfg.Hosts...)
 		change(&c)
-		_, err := Init(ctx(t), clustertest.Handle(t, &c), InitOptions{})
+		_, err := Init(clustertest.Ctx(t), clustertest.Handle(t, &c), InitOptions{})
 		require.ErrorIs(t, err, shardmgr.ErrClusterMismatch)
 	}
-	gen, err := catalog.Generation(ctx(t), pool(t, cfg.Catalog))
+	gen, err := catalog.Generation(clustertest.Ctx(t), clustertest.Pool(t, cfg.Catalog))
 	require.NoError(t, err)
 	require.EqualValues(t, 1, gen, "nothing changed")
 }
@@ -95,17 +95,17 @@ func TestInitRefusesAContradictingFile(t *testing.T) {
 func TestInitAddsAHost(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 4)
-	extra := testCluster(t, 4, false).Hosts[0] // a fresh database on the first server
+	extra := clustertest.Cluster(t, 4, false).Hosts[0] // a fresh database on the first server
 	extra.Name = "pg4"
 	cfg.Hosts = append(cfg.Hosts, extra)
-	res, err := Init(ctx(t), clustertest.Handle(t, cfg), InitOptions{})
+	res, err := Init(clustertest.Ctx(t), clustertest.Handle(t, cfg), InitOptions{})
 	require.NoError(t, err)
 	require.Equal(t, []string{"add host pg4"}, res.CatalogChanges)
 	require.EqualValues(t, 2, res.Generation)
-	st, err := ClusterStatus(ctx(t), clustertest.Handle(t, cfg))
+	st, err := ClusterStatus(clustertest.Ctx(t), clustertest.Handle(t, cfg))
 	require.NoError(t, err)
 	require.Equal(t, HostStatus{Name: "pg4", Shards: []int{}}, st.Hosts[3])
-	rep, err := verify.Verify(ctx(t), clustertest.Handle(t, cfg), verify.Options{})
+	rep, err := verify.Verify(clustertest.Ctx(t), clustertest.Handle(t, cfg), verify.Options{})
 	require.NoError(t, err)
 	require.True(t, rep.OK, "%v", rep.Problems)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+	"github.com/shardid/shardid/shardmgr/internal/installtest"
 	"github.com/shardid/shardid/shardmgr/migrate"
 )
 
@@ -26,15 +27,15 @@ import (
 //	go test ./shardmgr/migrate -run '^$' -bench Migrate1024 -benchtime 3x
 func BenchmarkMigrate1024Shards(b *testing.B) {
 	const shards, rowsPerShard = 1024, 10_000
-	cfg := initCluster(b, shards)
+	cfg := installtest.Cluster(b, shards)
 	set := sampleSet(b)
 	workers := []int{1, 2, 4, 8}
 
 	start := time.Now()
-	_, err := migrate.Migrate(ctx(b), clustertest.Handle(b, cfg), set, migrate.Options{To: 1})
+	_, err := migrate.Migrate(clustertest.Ctx(b), clustertest.Handle(b, cfg), set, migrate.Options{To: 1})
 	require.NoError(b, err)
 	b.Logf("first run (create table and each shard's version tables), %d workers per host: %.2fs", migrate.DefaultMigrateWorkers, time.Since(start).Seconds())
-	_, err = migrate.Migrate(ctx(b), clustertest.Handle(b, cfg), set, migrate.Options{Direction: migrate.Down, To: 0, Workers: 8})
+	_, err = migrate.Migrate(clustertest.Ctx(b), clustertest.Handle(b, cfg), set, migrate.Options{Direction: migrate.Down, To: 0, Workers: 8})
 	require.NoError(b, err)
 
 	run := func(b *testing.B, w, up, down int, only []int) {
@@ -42,11 +43,11 @@ func BenchmarkMigrate1024Shards(b *testing.B) {
 		n := 0
 		for b.Loop() {
 			start := time.Now()
-			res, err := migrate.Migrate(ctx(b), clustertest.Handle(b, cfg), set, migrate.Options{To: up, Workers: w, Shards: only})
+			res, err := migrate.Migrate(clustertest.Ctx(b), clustertest.Handle(b, cfg), set, migrate.Options{To: up, Workers: w, Shards: only})
 			total += time.Since(start)
 			n += len(res.Shards)
 			require.NoError(b, err)
-			_, err = migrate.Migrate(ctx(b), clustertest.Handle(b, cfg), set, migrate.Options{Direction: migrate.Down, To: down, Workers: 8, Shards: only})
+			_, err = migrate.Migrate(clustertest.Ctx(b), clustertest.Handle(b, cfg), set, migrate.Options{Direction: migrate.Down, To: down, Workers: 8, Shards: only})
 			require.NoError(b, err)
 		}
 		b.ReportMetric(total.Seconds()/float64(b.N), "s/up")
@@ -57,15 +58,15 @@ func BenchmarkMigrate1024Shards(b *testing.B) {
 	}
 	// The same on the shards of one host alone, the other two idle: what
 	// parallelism within a host gives when the host has the CPUs to itself.
-	pg1 := clusterMap(b, cfg).ShardsOn("pg1")
+	pg1 := clustertest.ClusterMap(b, cfg).ShardsOn("pg1")
 	for _, w := range workers {
 		b.Run(fmt.Sprintf("create_table_one_host/workers=%d", w), func(b *testing.B) { run(b, w, 1, 0, pg1) })
 	}
 
 	// The index migration runs on tables of rowsPerShard rows each.
-	_, err = migrate.Migrate(ctx(b), clustertest.Handle(b, cfg), set, migrate.Options{To: 1, Workers: 8})
+	_, err = migrate.Migrate(clustertest.Ctx(b), clustertest.Handle(b, cfg), set, migrate.Options{To: 1, Workers: 8})
 	require.NoError(b, err)
-	m := clusterMap(b, cfg)
+	m := clustertest.ClusterMap(b, cfg)
 	start = time.Now()
 	var wg sync.WaitGroup
 	for _, h := range cfg.Hosts {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+	"github.com/shardid/shardid/shardmgr/internal/installtest"
 	"github.com/shardid/shardid/shardmgr/migrate"
 	shsql "github.com/shardid/shardid/sql"
 )
@@ -23,24 +24,24 @@ import (
 // ids, and the shard keeps handing out ids above every genuine one.
 func TestUpgradeGeneratorsDoesNotCarryForgedIDs(t *testing.T) {
 	t.Parallel()
-	cfg := initCluster(t, 2)
-	m := clusterMap(t, cfg)
+	cfg := installtest.Cluster(t, 2)
+	m := clustertest.ClusterMap(t, cfg)
 	p := shardPool(t, cfg, m, 1)
 	want, err := shsql.Marker(catalog.GeneratorParams(m, 1))
 	require.NoError(t, err)
 	old := strings.Replace(want, fmt.Sprintf("generator v%d ", shsql.Version), fmt.Sprintf("generator v%d ", shsql.Version-1), 1)
 	forged := int64(math.MaxInt64)&^(1<<23-1) | 1<<10 | 9
-	near := futureID(1, 20*time.Minute, 4) // ahead, but within the margin: a genuine burst
-	_, err = p.Exec(ctx(t), fmt.Sprintf(`COMMENT ON FUNCTION shard_0001.next_id() IS '%s';
+	near := clustertest.FutureID(1, 20*time.Minute, 4) // ahead, but within the margin: a genuine burst
+	_, err = p.Exec(clustertest.Ctx(t), fmt.Sprintf(`COMMENT ON FUNCTION shard_0001.next_id() IS '%s';
 		CREATE TABLE shard_0001.likes (id bigint PRIMARY KEY DEFAULT shard_0001.next_id(), user_id bigint, post_id bigint)`, old))
 	require.NoError(t, err)
 	insertLikes(t, p, "shard_0001", 20)
-	_, err = p.Exec(ctx(t), `INSERT INTO shard_0001.likes (id, user_id, post_id) VALUES ($1, 1, 1), ($2, 1, 2)`, forged, near)
+	_, err = p.Exec(clustertest.Ctx(t), `INSERT INTO shard_0001.likes (id, user_id, post_id) VALUES ($1, 1, 1), ($2, 1, 2)`, forged, near)
 	require.NoError(t, err)
-	_, err = p.Exec(ctx(t), `SELECT setval('shard_0001.next_id_counter', 1)`)
+	_, err = p.Exec(clustertest.Ctx(t), `SELECT setval('shard_0001.next_id_counter', 1)`)
 	require.NoError(t, err)
 
-	res, err := migrate.UpgradeGenerators(ctx(t), clustertest.Handle(t, cfg), migrate.GeneratorOptions{Shards: []int{1}})
+	res, err := migrate.UpgradeGenerators(clustertest.Ctx(t), clustertest.Handle(t, cfg), migrate.GeneratorOptions{Shards: []int{1}})
 	require.NoError(t, err)
 	require.Len(t, res.Shards, 1)
 	r := res.Shards[0]
@@ -55,7 +56,7 @@ func TestUpgradeGeneratorsDoesNotCarryForgedIDs(t *testing.T) {
 		require.Less(t, id, forged)
 	}
 	var last, max int64
-	require.NoError(t, p.QueryRow(ctx(t), `SELECT last_value, (SELECT seqmax FROM pg_sequence WHERE seqrelid = 'shard_0001.next_id_counter'::regclass)
+	require.NoError(t, p.QueryRow(clustertest.Ctx(t), `SELECT last_value, (SELECT seqmax FROM pg_sequence WHERE seqrelid = 'shard_0001.next_id_counter'::regclass)
 		FROM shard_0001.next_id_counter`).Scan(&last, &max))
 	require.Less(t, last, max/2, "the counter is nowhere near its maximum")
 }

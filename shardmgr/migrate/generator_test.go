@@ -16,21 +16,14 @@ import (
 	"github.com/shardid/shardid/shardmgr/install"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+	"github.com/shardid/shardid/shardmgr/internal/installtest"
 	"github.com/shardid/shardid/shardmgr/migrate"
 	shsql "github.com/shardid/shardid/sql"
 )
 
-// futureID is an id of shard made at now+ahead, sequence seq: stored ids
-// can be ahead of the clock (bursts, a clock that stepped back), and an
-// upgrade must still never hand out an id at or below them.
-func futureID(shard int, ahead time.Duration, seq int64) int64 {
-	ms := time.Now().Add(ahead).UnixMilli() - shsql.DefaultEpoch
-	return ms<<(shsql.DefaultShardBits+shsql.DefaultSeqBits) | int64(shard)<<shsql.DefaultSeqBits | seq
-}
-
 func insertLikes(t testing.TB, p *pgxpool.Pool, schema string, n int) []int64 {
 	t.Helper()
-	rows, err := p.Query(ctx(t), fmt.Sprintf(`INSERT INTO %s.likes (user_id, post_id) SELECT 1, g FROM generate_series(1, %d) g RETURNING id`, schema, n))
+	rows, err := p.Query(clustertest.Ctx(t), fmt.Sprintf(`INSERT INTO %s.likes (user_id, post_id) SELECT 1, g FROM generate_series(1, %d) g RETURNING id`, schema, n))
 	require.NoError(t, err)
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	require.NoError(t, err)
@@ -40,22 +33,22 @@ func insertLikes(t testing.TB, p *pgxpool.Pool, schema string, n int) []int64 {
 func maxID(t testing.TB, p *pgxpool.Pool, table string) int64 {
 	t.Helper()
 	var mx int64
-	require.NoError(t, p.QueryRow(ctx(t), `SELECT max(id) FROM `+table).Scan(&mx))
+	require.NoError(t, p.QueryRow(clustertest.Ctx(t), `SELECT max(id) FROM `+table).Scan(&mx))
 	return mx
 }
 
 func marker(t testing.TB, p *pgxpool.Pool, schema string) string {
 	t.Helper()
 	var m string
-	require.NoError(t, p.QueryRow(ctx(t), `SELECT coalesce(obj_description(($1 || '.next_id()')::regprocedure, 'pg_proc'), '')`, schema).Scan(&m))
+	require.NoError(t, p.QueryRow(clustertest.Ctx(t), `SELECT coalesce(obj_description(($1 || '.next_id()')::regprocedure, 'pg_proc'), '')`, schema).Scan(&m))
 	return m
 }
 
 func TestUpgradeGenerators(t *testing.T) {
 	t.Parallel()
-	cfg := initCluster(t, 6)
-	m := clusterMap(t, cfg)
-	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
+	cfg := installtest.Cluster(t, 6)
+	m := clustertest.ClusterMap(t, cfg)
+	_, err := migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	want := func(id int) string {
 		s, err := shsql.Marker(catalog.GeneratorParams(m, id))
@@ -64,7 +57,7 @@ func TestUpgradeGenerators(t *testing.T) {
 	}
 
 	// Nothing to do on a fresh cluster.
-	res, err := migrate.UpgradeGenerators(ctx(t), clustertest.Handle(t, cfg), migrate.GeneratorOptions{})
+	res, err := migrate.UpgradeGenerators(clustertest.Ctx(t), clustertest.Handle(t, cfg), migrate.GeneratorOptions{})
 	require.NoError(t, err)
 	up, unchanged, failed := res.Counts()
 	require.Equal(t, [3]int{0, 6, 0}, [3]int{up, unchanged, failed})
@@ -77,35 +70,35 @@ func TestUpgradeGenerators(t *testing.T) {
 	insta.Variant = shsql.Instagram
 	ddl, err := shsql.Render(insta)
 	require.NoError(t, err)
-	_, err = p1.Exec(ctx(t), `DROP FUNCTION shard_0001.next_id() CASCADE`)
+	_, err = p1.Exec(clustertest.Ctx(t), `DROP FUNCTION shard_0001.next_id() CASCADE`)
 	require.NoError(t, err)
-	_, err = p1.Exec(ctx(t), ddl, pgx.QueryExecModeSimpleProtocol)
+	_, err = p1.Exec(clustertest.Ctx(t), ddl, pgx.QueryExecModeSimpleProtocol)
 	require.NoError(t, err)
-	_, err = p1.Exec(ctx(t), `ALTER TABLE shard_0001.likes ALTER COLUMN id SET DEFAULT shard_0001.next_id()`)
+	_, err = p1.Exec(clustertest.Ctx(t), `ALTER TABLE shard_0001.likes ALTER COLUMN id SET DEFAULT shard_0001.next_id()`)
 	require.NoError(t, err)
 	insertLikes(t, p1, "shard_0001", 500)
-	_, err = p1.Exec(ctx(t), `INSERT INTO shard_0001.likes (id, user_id, post_id) VALUES ($1, 1, 1)`, futureID(1, time.Minute, 1023))
+	_, err = p1.Exec(clustertest.Ctx(t), `INSERT INTO shard_0001.likes (id, user_id, post_id) VALUES ($1, 1, 1)`, clustertest.FutureID(1, time.Minute, 1023))
 	require.NoError(t, err)
 	old1 := marker(t, p1, "shard_0001")
 	require.Contains(t, old1, "variant=instagram")
 
 	old2 := want(2)
 	old2 = "shardid generator v0" + old2[len("shardid generator v1"):]
-	_, err = p2.Exec(ctx(t), fmt.Sprintf(`COMMENT ON FUNCTION shard_0002.next_id() IS '%s'`, old2))
+	_, err = p2.Exec(clustertest.Ctx(t), fmt.Sprintf(`COMMENT ON FUNCTION shard_0002.next_id() IS '%s'`, old2))
 	require.NoError(t, err)
 	insertLikes(t, p2, "shard_0002", 500)
-	_, err = p2.Exec(ctx(t), `INSERT INTO shard_0002.likes (id, user_id, post_id) VALUES ($1, 1, 1)`, futureID(2, 2*time.Minute, 7))
+	_, err = p2.Exec(clustertest.Ctx(t), `INSERT INTO shard_0002.likes (id, user_id, post_id) VALUES ($1, 1, 1)`, clustertest.FutureID(2, 2*time.Minute, 7))
 	require.NoError(t, err)
 	before1, before2 := maxID(t, p1, "shard_0001.likes"), maxID(t, p2, "shard_0002.likes")
 
 	// A dry run changes nothing.
-	res, err = migrate.UpgradeGenerators(ctx(t), clustertest.Handle(t, cfg), migrate.GeneratorOptions{DryRun: true})
+	res, err = migrate.UpgradeGenerators(clustertest.Ctx(t), clustertest.Handle(t, cfg), migrate.GeneratorOptions{DryRun: true})
 	require.NoError(t, err)
 	up, _, _ = res.Counts()
 	require.Equal(t, 2, up)
 	require.Equal(t, old1, marker(t, p1, "shard_0001"))
 
-	res, err = migrate.UpgradeGenerators(ctx(t), clustertest.Handle(t, cfg), migrate.GeneratorOptions{})
+	res, err = migrate.UpgradeGenerators(clustertest.Ctx(t), clustertest.Handle(t, cfg), migrate.GeneratorOptions{})
 	require.NoError(t, err)
 	up, unchanged, failed = res.Counts()
 	require.Equal(t, [3]int{2, 4, 0}, [3]int{up, unchanged, failed})
@@ -131,11 +124,11 @@ func TestUpgradeGenerators(t *testing.T) {
 	}
 
 	// Again: nothing to do; init agrees with the new markers.
-	res, err = migrate.UpgradeGenerators(ctx(t), clustertest.Handle(t, cfg), migrate.GeneratorOptions{})
+	res, err = migrate.UpgradeGenerators(clustertest.Ctx(t), clustertest.Handle(t, cfg), migrate.GeneratorOptions{})
 	require.NoError(t, err)
 	up, _, _ = res.Counts()
 	require.Zero(t, up)
-	_, err = install.Init(ctx(t), clustertest.Handle(t, cfg), install.InitOptions{})
+	_, err = install.Init(clustertest.Ctx(t), clustertest.Handle(t, cfg), install.InitOptions{})
 	require.NoError(t, err)
 
 	// A generator for another epoch is not the same generator: refused.
@@ -144,9 +137,9 @@ func TestUpgradeGenerators(t *testing.T) {
 	fm, err := shsql.Marker(foreign)
 	require.NoError(t, err)
 	p3 := shardPool(t, cfg, m, 3)
-	_, err = p3.Exec(ctx(t), fmt.Sprintf(`COMMENT ON FUNCTION shard_0003.next_id() IS '%s'`, fm))
+	_, err = p3.Exec(clustertest.Ctx(t), fmt.Sprintf(`COMMENT ON FUNCTION shard_0003.next_id() IS '%s'`, fm))
 	require.NoError(t, err)
-	res, err = migrate.UpgradeGenerators(ctx(t), clustertest.Handle(t, cfg), migrate.GeneratorOptions{})
+	res, err = migrate.UpgradeGenerators(clustertest.Ctx(t), clustertest.Handle(t, cfg), migrate.GeneratorOptions{})
 	var gerr *shardmgr.ShardErrors
 	require.ErrorAs(t, err, &gerr)
 	require.Len(t, gerr.Errs, 1)
@@ -165,10 +158,10 @@ func TestUpgradeGenerators(t *testing.T) {
 // again, which takes it away, and keeps the counter.
 func TestUpgradeGeneratorsRevokesPublicAdvance(t *testing.T) {
 	t.Parallel()
-	cfg := initCluster(t, 2)
-	m := clusterMap(t, cfg)
+	cfg := installtest.Cluster(t, 2)
+	m := clustertest.ClusterMap(t, cfg)
 	p := shardPool(t, cfg, m, 1)
-	_, err := p.Exec(ctx(t), `CREATE FUNCTION shard_0001.next_id_advance(min_id bigint) RETURNS bigint
+	_, err := p.Exec(clustertest.Ctx(t), `CREATE FUNCTION shard_0001.next_id_advance(min_id bigint) RETURNS bigint
 		LANGUAGE sql SECURITY DEFINER AS 'SELECT pg_catalog.setval(''shard_0001.next_id_counter'', min_id >> 13)';
 		GRANT EXECUTE ON FUNCTION shard_0001.next_id_advance(bigint, boolean) TO PUBLIC;
 		CREATE TABLE shard_0001.likes (id bigint PRIMARY KEY DEFAULT shard_0001.next_id(), user_id bigint, post_id bigint)`)
@@ -176,32 +169,32 @@ func TestUpgradeGeneratorsRevokesPublicAdvance(t *testing.T) {
 	before := insertLikes(t, p, "shard_0001", 10)
 
 	role := fmt.Sprintf("use_%d", time.Now().UnixNano())
-	_, err = p.Exec(ctx(t), fmt.Sprintf(`CREATE ROLE %[1]s LOGIN; GRANT USAGE ON SCHEMA shard_0001 TO %[1]s`, role))
+	_, err = p.Exec(clustertest.Ctx(t), fmt.Sprintf(`CREATE ROLE %[1]s LOGIN; GRANT USAGE ON SCHEMA shard_0001 TO %[1]s`, role))
 	require.NoError(t, err)
 	t.Cleanup(func() { p.Exec(context.Background(), "DROP OWNED BY "+role+"; DROP ROLE "+role) })
 	h, _ := cfg.Host(m.Shards[1].Host)
 	rc, err := pgx.ParseConfig(h.DSN)
 	require.NoError(t, err)
 	rc.User = role
-	conn, err := pgx.ConnectConfig(ctx(t), rc)
+	conn, err := pgx.ConnectConfig(clustertest.Ctx(t), rc)
 	require.NoError(t, err)
 	defer conn.Close(context.Background())
-	_, err = conn.Exec(ctx(t), `SELECT shard_0001.next_id_advance(1, false)`)
+	_, err = conn.Exec(clustertest.Ctx(t), `SELECT shard_0001.next_id_advance(1, false)`)
 	require.NoError(t, err, "the old installation lets PUBLIC advance")
 
-	res, err := migrate.UpgradeGenerators(ctx(t), clustertest.Handle(t, cfg), migrate.GeneratorOptions{})
+	res, err := migrate.UpgradeGenerators(clustertest.Ctx(t), clustertest.Handle(t, cfg), migrate.GeneratorOptions{})
 	require.NoError(t, err)
 	up, unchanged, failed := res.Counts()
 	require.Equal(t, [3]int{0, 2, 0}, [3]int{up, unchanged, failed})
 
 	for _, q := range []string{`SELECT shard_0001.next_id_advance(1, false)`, `SELECT shard_0001.next_id_advance(1, true)`} {
-		_, err = conn.Exec(ctx(t), q)
+		_, err = conn.Exec(clustertest.Ctx(t), q)
 		var pe *pgconn.PgError
 		require.ErrorAs(t, err, &pe, q)
 		require.Equal(t, pgerrcode.InsufficientPrivilege, pe.Code, q)
 	}
 	var oneArg bool
-	require.NoError(t, p.QueryRow(ctx(t), `SELECT to_regprocedure('shard_0001.next_id_advance(bigint)') IS NOT NULL`).Scan(&oneArg))
+	require.NoError(t, p.QueryRow(clustertest.Ctx(t), `SELECT to_regprocedure('shard_0001.next_id_advance(bigint)') IS NOT NULL`).Scan(&oneArg))
 	require.False(t, oneArg, "the one-argument form is dropped")
 	after := insertLikes(t, p, "shard_0001", 10)
 	require.Greater(t, after[0], before[len(before)-1], "the counter is kept")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+	"github.com/shardid/shardid/shardmgr/internal/installtest"
 	"github.com/shardid/shardid/shardmgr/migrate"
 	shsql "github.com/shardid/shardid/sql"
 )
@@ -18,17 +19,17 @@ import (
 // shards are judged as usual.
 func TestUpgradeGeneratorsRefusesNewerGenerator(t *testing.T) {
 	t.Parallel()
-	cfg := initCluster(t, 4)
-	m := clusterMap(t, cfg)
+	cfg := installtest.Cluster(t, 4)
+	m := clustertest.ClusterMap(t, cfg)
 	p := shardPool(t, cfg, m, 1)
 	cur, err := shsql.Marker(catalog.GeneratorParams(m, 1))
 	require.NoError(t, err)
 	newer := strings.Replace(cur, fmt.Sprintf("generator v%d ", shsql.Version), fmt.Sprintf("generator v%d ", shsql.Version+1), 1)
 	require.NotEqual(t, cur, newer)
-	_, err = p.Exec(ctx(t), fmt.Sprintf(`COMMENT ON FUNCTION shard_0001.next_id() IS '%s'`, newer))
+	_, err = p.Exec(clustertest.Ctx(t), fmt.Sprintf(`COMMENT ON FUNCTION shard_0001.next_id() IS '%s'`, newer))
 	require.NoError(t, err)
 
-	res, err := migrate.UpgradeGenerators(ctx(t), clustertest.Handle(t, cfg), migrate.GeneratorOptions{})
+	res, err := migrate.UpgradeGenerators(clustertest.Ctx(t), clustertest.Handle(t, cfg), migrate.GeneratorOptions{})
 	require.ErrorIs(t, err, migrate.ErrGeneratorTooNew)
 	require.ErrorContains(t, err, fmt.Sprintf("is generator v%d; this binary writes v%d", shsql.Version+1, shsql.Version))
 	up, unchanged, failed := res.Counts()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+	"github.com/shardid/shardid/shardmgr/internal/installtest"
 	"github.com/shardid/shardid/shardmgr/migrate"
 )
 
@@ -20,21 +21,21 @@ import (
 // the lock is gone.
 func TestMigrateLockWaitIsBounded(t *testing.T) {
 	t.Parallel()
-	cfg := initCluster(t, 2)
-	set, err := migrate.LoadMigrationDir(sampleMigrations)
+	cfg := installtest.Cluster(t, 2)
+	set, err := migrate.LoadMigrationDir(clustertest.SampleMigrations)
 	require.NoError(t, err)
 	m := clustertest.ClusterMap(t, cfg)
 	h, _ := cfg.Host(m.Shards[1].Host)
 	conn, role := clustertest.Outsider(t, h.DSN, "squatter")
-	_, err = conn.Exec(ctx(t), `SELECT pg_advisory_lock($1, 1)`, int32(0x73686d67))
+	_, err = conn.Exec(clustertest.Ctx(t), `SELECT pg_advisory_lock($1, 1)`, int32(0x73686d67))
 	require.NoError(t, err)
 	var pid int32
-	require.NoError(t, conn.QueryRow(ctx(t), `SELECT pg_backend_pid()`).Scan(&pid))
+	require.NoError(t, conn.QueryRow(clustertest.Ctx(t), `SELECT pg_backend_pid()`).Scan(&pid))
 
 	const wait = 2 * time.Second
 	start := time.Now()
 	var waited []migrate.LockWait
-	_, err = migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{LockWait: wait, Waiting: func(w migrate.LockWait) { waited = append(waited, w) }})
+	_, err = migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{LockWait: wait, Waiting: func(w migrate.LockWait) { waited = append(waited, w) }})
 	require.Less(t, time.Since(start), time.Minute, "bounded by LockWait, not by the holder")
 	require.ErrorIs(t, err, shardmgr.ErrLockWait)
 	require.ErrorContains(t, err, "shard 1")
@@ -43,6 +44,6 @@ func TestMigrateLockWaitIsBounded(t *testing.T) {
 	require.True(t, clustertest.TableExists(t, clustertest.HostPool(t, cfg, m.Shards[0].Host), "shard_0000.likes"))
 
 	require.NoError(t, conn.Close(context.Background()))
-	_, err = migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{LockWait: wait})
+	_, err = migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{LockWait: wait})
 	require.NoError(t, err)
 }

@@ -23,13 +23,14 @@ import (
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+	"github.com/shardid/shardid/shardmgr/internal/installtest"
 	"github.com/shardid/shardid/shardmgr/migrate"
 	shsql "github.com/shardid/shardid/sql"
 )
 
 func sampleSet(t testing.TB) *migrate.MigrationSet {
 	t.Helper()
-	set, err := migrate.LoadMigrationDir(sampleMigrations)
+	set, err := migrate.LoadMigrationDir(clustertest.SampleMigrations)
 	require.NoError(t, err)
 	return set
 }
@@ -56,20 +57,12 @@ DROP TABLE {{.schema}}.likes;`
 
 // shardPool returns a pool on the host that holds shard id.
 func shardPool(t testing.TB, cfg *shardmgr.Config, m *shardmgr.ShardMap, id int) *pgxpool.Pool {
-	return hostPool(t, cfg, m.Shards[id].Host)
-}
-
-func clusterMap(t testing.TB, cfg *shardmgr.Config) *shardmgr.ShardMap {
-	return clustertest.ClusterMap(t, cfg)
-}
-
-func tableExists(t testing.TB, p *pgxpool.Pool, name string) bool {
-	return clustertest.TableExists(t, p, name)
+	return clustertest.HostPool(t, cfg, m.Shards[id].Host)
 }
 
 func statusVersions(t testing.TB, cfg *shardmgr.Config, set *migrate.MigrationSet) (*migrate.MigrationStatus, map[int]int) {
 	t.Helper()
-	st, err := migrate.ReadMigrationStatus(ctx(t), clustertest.Handle(t, cfg), set)
+	st, err := migrate.ReadMigrationStatus(clustertest.Ctx(t), clustertest.Handle(t, cfg), set)
 	require.NoError(t, err)
 	got := map[int]int{}
 	for _, s := range st.Shards {
@@ -138,15 +131,15 @@ func TestMigrationSetBadInput(t *testing.T) {
 
 func TestMigrateUpDownStatus(t *testing.T) {
 	t.Parallel()
-	cfg := initCluster(t, 12)
-	m := clusterMap(t, cfg)
+	cfg := installtest.Cluster(t, 12)
+	m := clustertest.ClusterMap(t, cfg)
 	set := sampleSet(t)
 
 	var (
 		mu       sync.Mutex
 		progress = map[string]migrate.HostProgress{}
 	)
-	res, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{Progress: func(p migrate.HostProgress) {
+	res, err := migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{Progress: func(p migrate.HostProgress) {
 		mu.Lock()
 		defer mu.Unlock()
 		progress[p.Host] = p
@@ -167,18 +160,18 @@ func TestMigrateUpDownStatus(t *testing.T) {
 	for _, s := range m.Shards {
 		p := shardPool(t, cfg, m, s.ID)
 		var id int64
-		require.NoError(t, p.QueryRow(ctx(t), fmt.Sprintf(`INSERT INTO %s.likes (user_id, post_id) VALUES (1, 2) RETURNING id`, s.Schema)).Scan(&id))
+		require.NoError(t, p.QueryRow(clustertest.Ctx(t), fmt.Sprintf(`INSERT INTO %s.likes (user_id, post_id) VALUES (1, 2) RETURNING id`, s.Schema)).Scan(&id))
 		require.Equal(t, s.ID, defaultShardOf(id))
-		require.True(t, tableExists(t, p, s.Schema+".likes_post_id_idx"))
+		require.True(t, clustertest.TableExists(t, p, s.Schema+".likes_post_id_idx"))
 	}
 
 	// tern itself agrees on the version.
-	conn, err := pgx.Connect(ctx(t), mustHost(t, cfg, m.Shards[5].Host).DSN)
+	conn, err := pgx.Connect(clustertest.Ctx(t), mustHost(t, cfg, m.Shards[5].Host).DSN)
 	require.NoError(t, err)
-	defer conn.Close(ctx(t))
-	tm, err := ternmigrate.NewMigrator(ctx(t), conn, "shard_0005.schema_version")
+	defer conn.Close(clustertest.Ctx(t))
+	tm, err := ternmigrate.NewMigrator(clustertest.Ctx(t), conn, "shard_0005.schema_version")
 	require.NoError(t, err)
-	v, err := tm.GetCurrentVersion(ctx(t))
+	v, err := tm.GetCurrentVersion(clustertest.Ctx(t))
 	require.NoError(t, err)
 	require.EqualValues(t, 2, v)
 
@@ -191,46 +184,46 @@ func TestMigrateUpDownStatus(t *testing.T) {
 	require.Empty(t, sum.Failed)
 
 	// Again: nothing to do.
-	res, err = migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{})
+	res, err = migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{})
 	require.NoError(t, err)
 	changed, unchanged, failed, stopped := res.Counts()
 	require.Equal(t, [4]int{0, 12, 0, 0}, [4]int{changed, unchanged, failed, stopped})
 
 	// Down one step on some shards, then all the way on all.
-	res, err = migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{Direction: migrate.Down, To: 1, Shards: []int{3, 4}})
+	res, err = migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{Direction: migrate.Down, To: 1, Shards: []int{3, 4}})
 	require.NoError(t, err)
 	require.Len(t, res.Shards, 2)
-	require.False(t, tableExists(t, shardPool(t, cfg, m, 3), "shard_0003.likes_post_id_idx"))
-	require.True(t, tableExists(t, shardPool(t, cfg, m, 3), "shard_0003.likes"))
+	require.False(t, clustertest.TableExists(t, shardPool(t, cfg, m, 3), "shard_0003.likes_post_id_idx"))
+	require.True(t, clustertest.TableExists(t, shardPool(t, cfg, m, 3), "shard_0003.likes"))
 	st, versions = statusVersions(t, cfg, set)
 	require.Equal(t, map[int]int{2: 10, 1: 2}, versions)
 	require.Equal(t, []int{3, 4}, st.Summary().Behind)
 
 	// Up never moves a shard down: --to 1 leaves the shards at 2 alone.
-	res, err = migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{To: 1})
+	res, err = migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{To: 1})
 	require.NoError(t, err)
 	changed, unchanged, _, _ = res.Counts()
 	require.Equal(t, [2]int{0, 12}, [2]int{changed, unchanged})
 
-	res, err = migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{Direction: migrate.Down, To: 0})
+	res, err = migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{Direction: migrate.Down, To: 0})
 	require.NoError(t, err)
 	changed, _, _, _ = res.Counts()
 	require.Equal(t, 12, changed)
 	_, versions = statusVersions(t, cfg, set)
 	require.Equal(t, map[int]int{0: 12}, versions)
 	for _, s := range m.Shards {
-		require.False(t, tableExists(t, shardPool(t, cfg, m, s.ID), s.Schema+".likes"))
+		require.False(t, clustertest.TableExists(t, shardPool(t, cfg, m, s.ID), s.Schema+".likes"))
 	}
 
 	// init --dir: Shards brings shards to the version of the others.
-	_, err = migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{To: 1, Shards: []int{0, 1, 2}})
+	_, err = migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{To: 1, Shards: []int{0, 1, 2}})
 	require.NoError(t, err)
-	res, err = migrate.Shards(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), []int{9, 10, 11}, migrate.Options{})
+	res, err = migrate.Shards(clustertest.Ctx(t), clustertest.Handle(t, cfg), sampleSet(t), []int{9, 10, 11}, migrate.Options{})
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Target)
 	_, versions = statusVersions(t, cfg, set)
 	require.Equal(t, map[int]int{1: 6, 0: 6}, versions)
-	res, err = migrate.Shards(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), nil, migrate.Options{})
+	res, err = migrate.Shards(clustertest.Ctx(t), clustertest.Handle(t, cfg), sampleSet(t), nil, migrate.Options{})
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Target)
 	_, versions = statusVersions(t, cfg, set)
@@ -250,12 +243,12 @@ func mustHost(t testing.TB, cfg *shardmgr.Config, name string) shardmgr.Host {
 
 func TestMigrateBadInputChangesNothing(t *testing.T) {
 	t.Parallel()
-	cfg := initCluster(t, 6)
-	m := clusterMap(t, cfg)
+	cfg := installtest.Cluster(t, 6)
+	m := clustertest.ClusterMap(t, cfg)
 	noVersionTables := func() {
 		t.Helper()
 		for _, s := range m.Shards {
-			require.False(t, tableExists(t, shardPool(t, cfg, m, s.ID), s.Schema+"."+migrate.VersionTable), "shard %d", s.ID)
+			require.False(t, clustertest.TableExists(t, shardPool(t, cfg, m, s.ID), s.Schema+"."+migrate.VersionTable), "shard %d", s.ID)
 		}
 	}
 
@@ -264,25 +257,25 @@ func TestMigrateBadInputChangesNothing(t *testing.T) {
 		"001_likes.sql": createLikes,
 		"002_bad.sql":   "SELECT 1{{if eq .shard_id 4}}{{.nope}}{{end}};",
 	})
-	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{})
+	_, err := migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{})
 	require.ErrorIs(t, err, migrate.ErrMigrationSet)
 	require.ErrorContains(t, err, "shard 4")
 	noVersionTables()
 
-	_, err = migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{Shards: []int{1, 6}})
+	_, err = migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{Shards: []int{1, 6}})
 	require.ErrorIs(t, err, shardmgr.ErrUnknownShard)
 	noVersionTables()
 
-	_, err = migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{To: 3})
+	_, err = migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{To: 3})
 	require.ErrorContains(t, err, "outside 0..2")
-	_, err = migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{Direction: "sideways"})
+	_, err = migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{Direction: "sideways"})
 	require.ErrorContains(t, err, "unknown direction")
 	noVersionTables()
 
 	// A shard whose schema is gone fails alone, with a clear error.
-	_, err = shardPool(t, cfg, m, 2).Exec(ctx(t), `DROP SCHEMA shard_0002 CASCADE`)
+	_, err = shardPool(t, cfg, m, 2).Exec(clustertest.Ctx(t), `DROP SCHEMA shard_0002 CASCADE`)
 	require.NoError(t, err)
-	res, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
+	res, err := migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	var perr *shardmgr.ShardErrors
 	require.ErrorAs(t, err, &perr)
 	require.Len(t, migrationErrors(t, perr), 1)
@@ -321,11 +314,11 @@ ALTER TABLE {{.schema}}.likes DROP COLUMN note;`,
 
 func TestMigrateFailureOnOneShardThenRerun(t *testing.T) {
 	t.Parallel()
-	cfg := initCluster(t, 12)
-	m := clusterMap(t, cfg)
+	cfg := installtest.Cluster(t, 12)
+	m := clustertest.ClusterMap(t, cfg)
 	set := failingSet(t, 7)
 
-	res, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{})
+	res, err := migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{})
 	var perr *shardmgr.ShardErrors
 	require.ErrorAs(t, err, &perr)
 	require.Len(t, migrationErrors(t, perr), 1)
@@ -350,9 +343,9 @@ func TestMigrateFailureOnOneShardThenRerun(t *testing.T) {
 		}
 	}
 	p := shardPool(t, cfg, m, 7)
-	require.True(t, tableExists(t, p, "shard_0007.likes"))
-	require.False(t, tableExists(t, p, "shard_0007.trace"))
-	require.False(t, tableExists(t, p, "shard_0007.likes_post_idx"))
+	require.True(t, clustertest.TableExists(t, p, "shard_0007.likes"))
+	require.False(t, clustertest.TableExists(t, p, "shard_0007.trace"))
+	require.False(t, clustertest.TableExists(t, p, "shard_0007.likes_post_idx"))
 
 	// status says so.
 	st, versions := statusVersions(t, cfg, set)
@@ -368,13 +361,13 @@ func TestMigrateFailureOnOneShardThenRerun(t *testing.T) {
 	require.Equal(t, []int{7}, sum.Behind)
 
 	// Running the broken set again fails the same way and changes nothing else.
-	_, err = migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{})
+	_, err = migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{})
 	require.ErrorAs(t, err, &perr)
 	require.Len(t, migrationErrors(t, perr), 1)
 
 	// After the fix, up finishes the rest and clears the failure.
 	fixed := setOf(t, fixedSet)
-	res, err = migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), fixed, migrate.Options{})
+	res, err = migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), fixed, migrate.Options{})
 	require.NoError(t, err)
 	changed, unchanged, _, _ := res.Counts()
 	require.Equal(t, [2]int{1, 11}, [2]int{changed, unchanged})
@@ -386,11 +379,11 @@ func TestMigrateFailureOnOneShardThenRerun(t *testing.T) {
 
 func TestMigrateFailFast(t *testing.T) {
 	t.Parallel()
-	cfg := initCluster(t, 12)
-	m := clusterMap(t, cfg)
+	cfg := installtest.Cluster(t, 12)
+	m := clustertest.ClusterMap(t, cfg)
 	set := failingSet(t, 0) // pg1 holds 0..3; with one worker 0 runs first there
 
-	res, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{FailFast: true, Workers: 1})
+	res, err := migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{FailFast: true, Workers: 1})
 	var perr *shardmgr.ShardErrors
 	require.ErrorAs(t, err, &perr)
 	require.Len(t, migrationErrors(t, perr), 1)
@@ -405,11 +398,11 @@ func TestMigrateFailFast(t *testing.T) {
 	require.Equal(t, 1, failed)
 	require.Equal(t, perr.Stopped, stopped)
 	for _, id := range []int{1, 2, 3} {
-		require.False(t, tableExists(t, shardPool(t, cfg, m, id), m.Shards[id].Schema+".likes"))
+		require.False(t, clustertest.TableExists(t, shardPool(t, cfg, m, id), m.Shards[id].Schema+".likes"))
 	}
 
 	// Without --fail-fast after the fix, everything gets there.
-	_, err = migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), setOf(t, fixedSet), migrate.Options{})
+	_, err = migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), setOf(t, fixedSet), migrate.Options{})
 	require.NoError(t, err)
 	_, versions := statusVersions(t, cfg, set)
 	require.Equal(t, map[int]int{3: 12}, versions)
@@ -417,8 +410,8 @@ func TestMigrateFailFast(t *testing.T) {
 
 func TestMigrateDisableTx(t *testing.T) {
 	t.Parallel()
-	cfg := initCluster(t, 6)
-	m := clusterMap(t, cfg)
+	cfg := installtest.Cluster(t, 6)
+	m := clustertest.ClusterMap(t, cfg)
 	set := setOf(t, map[string]string{
 		"001_likes.sql": createLikes,
 		"002_concurrently.sql": `---- tern: disable-tx ----
@@ -430,7 +423,7 @@ CREATE TABLE {{.schema}}.trace (x int);
 DROP INDEX CONCURRENTLY {{.schema}}.likes_post_idx;
 DROP TABLE {{.schema}}.trace;`,
 	})
-	res, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{LockTimeout: 5 * time.Second})
+	res, err := migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{LockTimeout: 5 * time.Second})
 	var perr *shardmgr.ShardErrors
 	require.ErrorAs(t, err, &perr)
 	require.Len(t, migrationErrors(t, perr), 1)
@@ -444,9 +437,9 @@ DROP TABLE {{.schema}}.trace;`,
 	// The index really was built concurrently on the others, and status
 	// shows that shard 3 is half way, not just behind.
 	for _, s := range m.Shards {
-		require.True(t, tableExists(t, shardPool(t, cfg, m, s.ID), s.Schema+".likes_post_idx"))
+		require.True(t, clustertest.TableExists(t, shardPool(t, cfg, m, s.ID), s.Schema+".likes_post_idx"))
 	}
-	st, err := migrate.ReadMigrationStatus(ctx(t), clustertest.Handle(t, cfg), set)
+	st, err := migrate.ReadMigrationStatus(clustertest.Ctx(t), clustertest.Handle(t, cfg), set)
 	require.NoError(t, err)
 	require.Equal(t, 1, st.Shards[3].Version)
 	require.NotNil(t, st.Shards[3].Failure)
@@ -455,25 +448,25 @@ DROP TABLE {{.schema}}.trace;`,
 
 	// A disable-tx migration killed half way shows as interrupted.
 	p := shardPool(t, cfg, m, 4)
-	_, err = p.Exec(ctx(t), `INSERT INTO shard_0004.schema_version_failure (version, migration, direction, state, partial, sqlstate, message)
+	_, err = p.Exec(clustertest.Ctx(t), `INSERT INTO shard_0004.schema_version_failure (version, migration, direction, state, partial, sqlstate, message)
 		VALUES (2, '003_x.sql', 'up', 'running', true, '', 'running')`)
 	require.NoError(t, err)
-	st, err = migrate.ReadMigrationStatus(ctx(t), clustertest.Handle(t, cfg), set)
+	st, err = migrate.ReadMigrationStatus(clustertest.Ctx(t), clustertest.Handle(t, cfg), set)
 	require.NoError(t, err)
 	require.Equal(t, "interrupted", st.Shards[4].Failure.State)
-	_, err = p.Exec(ctx(t), `DELETE FROM shard_0004.schema_version_failure`)
+	_, err = p.Exec(clustertest.Ctx(t), `DELETE FROM shard_0004.schema_version_failure`)
 	require.NoError(t, err)
 
 	// Down runs statement by statement too.
-	_, err = migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{Direction: migrate.Down, To: 1, Shards: []int{0, 1}})
+	_, err = migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{Direction: migrate.Down, To: 1, Shards: []int{0, 1}})
 	require.NoError(t, err)
-	require.False(t, tableExists(t, shardPool(t, cfg, m, 0), "shard_0000.likes_post_idx"))
+	require.False(t, clustertest.TableExists(t, shardPool(t, cfg, m, 0), "shard_0000.likes_post_idx"))
 }
 
 func TestMigrateConcurrentRunsDoNotInterleave(t *testing.T) {
 	t.Parallel()
-	cfg := initCluster(t, 6)
-	m := clusterMap(t, cfg)
+	cfg := installtest.Cluster(t, 6)
+	m := clustertest.ClusterMap(t, cfg)
 	// Each step sleeps so that the two runs overlap on every shard, and
 	// would collide ("already exists") if they interleaved.
 	set := setOf(t, map[string]string{
@@ -490,7 +483,7 @@ func TestMigrateConcurrentRunsDoNotInterleave(t *testing.T) {
 	)
 	for i := range 2 {
 		wg.Go(func() {
-			res[i], errs[i] = migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{Workers: 2, Waiting: func(w migrate.LockWait) {
+			res[i], errs[i] = migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{Workers: 2, Waiting: func(w migrate.LockWait) {
 				mu.Lock()
 				defer mu.Unlock()
 				waits = append(waits, w)
@@ -530,7 +523,7 @@ func TestRenderFormatsApplyWithTernAndGolangMigrate(t *testing.T) {
 		dsn := pgtest.NewDB(t, server)
 		ddl, err := shsql.Render(shsql.Params{Shard: 5})
 		require.NoError(t, err)
-		_, err = pool(t, dsn).Exec(ctx(t), ddl, pgx.QueryExecModeSimpleProtocol)
+		_, err = clustertest.Pool(t, dsn).Exec(clustertest.Ctx(t), ddl, pgx.QueryExecModeSimpleProtocol)
 		require.NoError(t, err)
 		return dsn
 	}
@@ -559,13 +552,13 @@ func TestRenderFormatsApplyWithTernAndGolangMigrate(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, dirty)
 		require.EqualValues(t, 2, v)
-		p := pool(t, dsn)
+		p := clustertest.Pool(t, dsn)
 		var id int64
-		require.NoError(t, p.QueryRow(ctx(t), `INSERT INTO shard_0005.likes (user_id, post_id) VALUES (1, 2) RETURNING id`).Scan(&id))
+		require.NoError(t, p.QueryRow(clustertest.Ctx(t), `INSERT INTO shard_0005.likes (user_id, post_id) VALUES (1, 2) RETURNING id`).Scan(&id))
 		require.Equal(t, 5, defaultShardOf(id))
-		require.True(t, tableExists(t, p, "shard_0005.likes_post_id_idx"))
+		require.True(t, clustertest.TableExists(t, p, "shard_0005.likes_post_id_idx"))
 		require.NoError(t, gm.Down())
-		require.False(t, tableExists(t, p, "shard_0005.likes"))
+		require.False(t, clustertest.TableExists(t, p, "shard_0005.likes"))
 	})
 
 	t.Run("tern", func(t *testing.T) {
@@ -578,17 +571,17 @@ func TestRenderFormatsApplyWithTernAndGolangMigrate(t *testing.T) {
 		require.NotContains(t, string(body), "{{")
 
 		dsn := newShardDB()
-		conn, err := pgx.Connect(ctx(t), dsn)
+		conn, err := pgx.Connect(clustertest.Ctx(t), dsn)
 		require.NoError(t, err)
-		defer conn.Close(ctx(t))
-		tm, err := ternmigrate.NewMigrator(ctx(t), conn, "shard_0005.schema_version")
+		defer conn.Close(clustertest.Ctx(t))
+		tm, err := ternmigrate.NewMigrator(clustertest.Ctx(t), conn, "shard_0005.schema_version")
 		require.NoError(t, err)
 		require.NoError(t, tm.LoadMigrations(os.DirFS(out)))
-		require.NoError(t, tm.Migrate(ctx(t)))
-		p := pool(t, dsn)
-		require.True(t, tableExists(t, p, "shard_0005.likes_post_id_idx"))
+		require.NoError(t, tm.Migrate(clustertest.Ctx(t)))
+		p := clustertest.Pool(t, dsn)
+		require.True(t, clustertest.TableExists(t, p, "shard_0005.likes_post_id_idx"))
 		// shardid reads the version tern wrote.
-		v, fail, err := migrate.ReadShardVersion(ctx(t), p, "shard_0005")
+		v, fail, err := migrate.ReadShardVersion(clustertest.Ctx(t), p, "shard_0005")
 		require.NoError(t, err)
 		require.Equal(t, 2, v)
 		require.Nil(t, fail)
@@ -601,25 +594,25 @@ func TestMigrateShardOn(t *testing.T) {
 	dsn := pgtest.NewDB(t, pgtest.Servers(t, 1)[0])
 	ddl, err := shsql.Render(shsql.Params{Shard: 9})
 	require.NoError(t, err)
-	_, err = pool(t, dsn).Exec(ctx(t), ddl, pgx.QueryExecModeSimpleProtocol)
+	_, err = clustertest.Pool(t, dsn).Exec(clustertest.Ctx(t), ddl, pgx.QueryExecModeSimpleProtocol)
 	require.NoError(t, err)
-	conn, err := pgx.Connect(ctx(t), dsn)
+	conn, err := pgx.Connect(clustertest.Ctx(t), dsn)
 	require.NoError(t, err)
-	defer conn.Close(ctx(t))
-	res, err := migrate.ShardOn(ctx(t), conn, "new", sampleSet(t), shardmgr.Shard{ID: 9, Schema: "shard_0009"}, migrate.Options{To: 1})
+	defer conn.Close(clustertest.Ctx(t))
+	res, err := migrate.ShardOn(clustertest.Ctx(t), conn, "new", sampleSet(t), shardmgr.Shard{ID: 9, Schema: "shard_0009"}, migrate.Options{To: 1})
 	require.NoError(t, err)
 	require.Equal(t, migrate.ShardMigration{ID: 9, Host: "new", From: 0, To: 1, Applied: 1}, res)
-	v, _, err := migrate.ReadShardVersion(ctx(t), conn, "shard_0009")
+	v, _, err := migrate.ReadShardVersion(clustertest.Ctx(t), conn, "shard_0009")
 	require.NoError(t, err)
 	require.Equal(t, 1, v)
 }
 
 func TestMigrateUnreachableHostAndMovingShard(t *testing.T) {
 	t.Parallel()
-	cfg := initCluster(t, 6)
-	m := clusterMap(t, cfg)
+	cfg := installtest.Cluster(t, 6)
+	m := clustertest.ClusterMap(t, cfg)
 	set := sampleSet(t)
-	_, err := catalog.SetShardState(ctx(t), pool(t, cfg.Catalog), 1, shardmgr.StateMoving, 0)
+	_, err := catalog.SetShardState(clustertest.Ctx(t), clustertest.Pool(t, cfg.Catalog), 1, shardmgr.StateMoving, 0)
 	require.NoError(t, err)
 
 	// pg3 goes away: its shards fail with the connection error, the other
@@ -627,7 +620,7 @@ func TestMigrateUnreachableHostAndMovingShard(t *testing.T) {
 	down := *cfg
 	down.Hosts = append([]shardmgr.Host(nil), cfg.Hosts...)
 	down.Hosts[2].DSN = "postgres://postgres@127.0.0.1:1/nope?sslmode=disable&connect_timeout=2"
-	res, err := migrate.Migrate(ctx(t), clustertest.Handle(t, &down), set, migrate.Options{})
+	res, err := migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, &down), set, migrate.Options{})
 	var perr *shardmgr.ShardErrors
 	require.ErrorAs(t, err, &perr)
 	failed := map[int]*migrate.MigrationError{}
@@ -644,16 +637,16 @@ func TestMigrateUnreachableHostAndMovingShard(t *testing.T) {
 		require.Equal(t, 2, res.Shards[id].To)
 	}
 
-	st, err := migrate.ReadMigrationStatus(ctx(t), clustertest.Handle(t, &down), set)
+	st, err := migrate.ReadMigrationStatus(clustertest.Ctx(t), clustertest.Handle(t, &down), set)
 	require.NoError(t, err)
 	require.Equal(t, []int{4, 5}, st.Summary().Unreadable)
 	require.Equal(t, -1, st.Shards[4].Version)
 	require.ErrorContains(t, st.Shards[4].Err, "connect to host pg3")
 
 	// Back to normal: the move is over and pg3 answers; up finishes.
-	_, err = catalog.SetShardState(ctx(t), pool(t, cfg.Catalog), 1, shardmgr.StateActive, 0)
+	_, err = catalog.SetShardState(clustertest.Ctx(t), clustertest.Pool(t, cfg.Catalog), 1, shardmgr.StateActive, 0)
 	require.NoError(t, err)
-	_, err = migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{})
+	_, err = migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{})
 	require.NoError(t, err)
 	_, versions := statusVersions(t, cfg, set)
 	require.Equal(t, map[int]int{2: 6}, versions)
@@ -661,7 +654,7 @@ func TestMigrateUnreachableHostAndMovingShard(t *testing.T) {
 
 func TestMigrateInterrupted(t *testing.T) {
 	t.Parallel()
-	cfg := initCluster(t, 12)
+	cfg := installtest.Cluster(t, 12)
 	set := setOf(t, map[string]string{
 		"001_likes.sql": createLikes,
 		"002_slow.sql":  `CREATE TABLE {{.schema}}.slow (x int); SELECT pg_sleep(0.2);`,
@@ -669,7 +662,7 @@ func TestMigrateInterrupted(t *testing.T) {
 	// Interrupted once the first shard is done, whatever the machine's
 	// speed (a fixed deadline ran out before the run began on a loaded
 	// machine): the others are in the middle of a step or not started.
-	c, cancel := context.WithCancel(ctx(t))
+	c, cancel := context.WithCancel(clustertest.Ctx(t))
 	defer cancel()
 	res, err := migrate.Migrate(c, clustertest.Handle(t, cfg), set, migrate.Options{Workers: 1, Progress: func(p migrate.HostProgress) {
 		if p.Done > 0 {
@@ -683,14 +676,14 @@ func TestMigrateInterrupted(t *testing.T) {
 
 	// Every shard is cleanly before or after each step: the step that was
 	// running rolled back, and nothing is recorded as failed.
-	st, err := migrate.ReadMigrationStatus(ctx(t), clustertest.Handle(t, cfg), set)
+	st, err := migrate.ReadMigrationStatus(clustertest.Ctx(t), clustertest.Handle(t, cfg), set)
 	require.NoError(t, err)
-	m := clusterMap(t, cfg)
+	m := clustertest.ClusterMap(t, cfg)
 	for _, s := range st.Shards {
 		require.Nil(t, s.Failure, "shard %d", s.ID)
-		require.Equal(t, s.Version >= 2, tableExists(t, shardPool(t, cfg, m, s.ID), m.Shards[s.ID].Schema+".slow"), "shard %d", s.ID)
+		require.Equal(t, s.Version >= 2, clustertest.TableExists(t, shardPool(t, cfg, m, s.ID), m.Shards[s.ID].Schema+".slow"), "shard %d", s.ID)
 	}
-	_, err = migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{})
+	_, err = migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{})
 	require.NoError(t, err)
 	_, versions := statusVersions(t, cfg, set)
 	require.Equal(t, map[int]int{2: 12}, versions)
@@ -698,29 +691,29 @@ func TestMigrateInterrupted(t *testing.T) {
 
 func TestMigrateLockTimeout(t *testing.T) {
 	t.Parallel()
-	cfg := initCluster(t, 6)
-	m := clusterMap(t, cfg)
+	cfg := installtest.Cluster(t, 6)
+	m := clustertest.ClusterMap(t, cfg)
 	set := setOf(t, fixedSet)
-	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{To: 2})
+	_, err := migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{To: 2})
 	require.NoError(t, err)
 
 	// A long transaction reads shard 2's table: 003's ALTER TABLE would
 	// wait for it, and every writer would queue behind the ALTER.
-	tx, err := shardPool(t, cfg, m, 2).Begin(ctx(t))
+	tx, err := shardPool(t, cfg, m, 2).Begin(clustertest.Ctx(t))
 	require.NoError(t, err)
-	_, err = tx.Exec(ctx(t), `SELECT count(*) FROM shard_0002.likes`)
+	_, err = tx.Exec(clustertest.Ctx(t), `SELECT count(*) FROM shard_0002.likes`)
 	require.NoError(t, err)
-	res, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{LockTimeout: 200 * time.Millisecond})
+	res, err := migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{LockTimeout: 200 * time.Millisecond})
 	var perr *shardmgr.ShardErrors
 	require.ErrorAs(t, err, &perr)
 	require.Len(t, migrationErrors(t, perr), 1)
 	require.Equal(t, 2, migrationErrors(t, perr)[0].Shard)
 	require.Equal(t, "55P03", migrationErrors(t, perr)[0].SQLState) // lock_not_available
 	require.Equal(t, 2, res.Shards[2].To)
-	require.NoError(t, tx.Rollback(ctx(t)))
+	require.NoError(t, tx.Rollback(clustertest.Ctx(t)))
 
 	// The setting does not leak into the session: later work is unaffected.
-	_, err = migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{})
+	_, err = migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{})
 	require.NoError(t, err)
 	_, versions := statusVersions(t, cfg, set)
 	require.Equal(t, map[int]int{3: 6}, versions)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardid/shardid/internal/localpg/pgtest"
+	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 	"github.com/shardid/shardid/shardmgr/migrate"
 	shsql "github.com/shardid/shardid/sql"
 )
@@ -77,19 +78,19 @@ DROP TABLE {{.schema}}.grid;
 		dsn := pgtest.NewDB(t, server)
 		ddl, err := shsql.Render(shsql.Params{Shard: 5})
 		require.NoError(t, err)
-		_, err = pool(t, dsn).Exec(ctx(t), ddl, pgx.QueryExecModeSimpleProtocol)
+		_, err = clustertest.Pool(t, dsn).Exec(clustertest.Ctx(t), ddl, pgx.QueryExecModeSimpleProtocol)
 		require.NoError(t, err)
 		return dsn
 	}
 	check := func(dsn string) {
 		t.Helper()
-		p := pool(t, dsn)
+		p := clustertest.Pool(t, dsn)
 		var cells, comment string
 		var id int64
-		require.NoError(t, p.QueryRow(ctx(t), `INSERT INTO shard_0005.grid DEFAULT VALUES RETURNING id, cells::text`).Scan(&id, &cells))
+		require.NoError(t, p.QueryRow(clustertest.Ctx(t), `INSERT INTO shard_0005.grid DEFAULT VALUES RETURNING id, cells::text`).Scan(&id, &cells))
 		require.Equal(t, "{{1,2}}", cells)
 		require.Equal(t, 5, defaultShardOf(id))
-		require.NoError(t, p.QueryRow(ctx(t), `SELECT obj_description('shard_0005.grid'::regclass, 'pg_class')`).Scan(&comment))
+		require.NoError(t, p.QueryRow(clustertest.Ctx(t), `SELECT obj_description('shard_0005.grid'::regclass, 'pg_class')`).Scan(&comment))
 		require.Equal(t, "starts at {{{1}}} and {{.schema}}", comment)
 	}
 
@@ -100,11 +101,11 @@ DROP TABLE {{.schema}}.grid;
 		dsn := newShardDB()
 		runCLI(t, tern, "migrate", "--migrations", out, "--conn-string", dsn, "--version-table", "shard_0005.schema_version")
 		check(dsn)
-		v, _, err := migrate.ReadShardVersion(ctx(t), pool(t, dsn), "shard_0005")
+		v, _, err := migrate.ReadShardVersion(clustertest.Ctx(t), clustertest.Pool(t, dsn), "shard_0005")
 		require.NoError(t, err)
 		require.Equal(t, 1, v)
 		runCLI(t, tern, "migrate", "--migrations", out, "--conn-string", dsn, "--version-table", "shard_0005.schema_version", "--destination", "0")
-		require.False(t, tableExists(t, pool(t, dsn), "shard_0005.grid"))
+		require.False(t, clustertest.TableExists(t, clustertest.Pool(t, dsn), "shard_0005.grid"))
 	})
 
 	t.Run("golang-migrate", func(t *testing.T) {
@@ -118,9 +119,9 @@ DROP TABLE {{.schema}}.grid;
 		url := dsn + "&x-migrations-table=%22shard_0005%22.%22schema_migrations%22&x-migrations-table-quoted=1"
 		runCLI(t, gm, "-path", out, "-database", url, "up")
 		check(dsn)
-		require.True(t, tableExists(t, pool(t, dsn), "shard_0005.schema_migrations"))
-		require.False(t, tableExists(t, pool(t, dsn), "public.schema_migrations"))
+		require.True(t, clustertest.TableExists(t, clustertest.Pool(t, dsn), "shard_0005.schema_migrations"))
+		require.False(t, clustertest.TableExists(t, clustertest.Pool(t, dsn), "public.schema_migrations"))
 		runCLI(t, gm, "-path", out, "-database", url, "down", "-all")
-		require.False(t, tableExists(t, pool(t, dsn), "shard_0005.grid"))
+		require.False(t, clustertest.TableExists(t, clustertest.Pool(t, dsn), "shard_0005.grid"))
 	})
 }

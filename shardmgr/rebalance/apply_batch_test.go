@@ -19,7 +19,7 @@ func applyBounded(t *testing.T, cfg *shardmgr.Config, limit time.Duration) (*App
 
 func applyParallel(t *testing.T, cfg *shardmgr.Config, parallel int, limit time.Duration) (*ApplyResult, error) {
 	t.Helper()
-	c, cancel := context.WithTimeout(ctx(t), limit)
+	c, cancel := context.WithTimeout(clustertest.Ctx(t), limit)
 	defer cancel()
 	return Apply(c, clustertest.Handle(t, cfg), ApplyOptions{Parallel: parallel, Move: MoveOptions{Migrations: sampleSet(t), Keep: new(time.Duration)}})
 }

@@ -28,10 +28,10 @@ func TestTwoAppliesAtOnce(t *testing.T) {
 	)
 	go func() {
 		defer close(done)
-		resA, errA = Apply(ctx(t), clustertest.Handle(t, cfg), first)
+		resA, errA = Apply(clustertest.Ctx(t), clustertest.Handle(t, cfg), first)
 	}()
 	<-started
-	resB, errB := Apply(ctx(t), clustertest.Handle(t, cfg), ApplyOptions{Move: MoveOptions{Migrations: sampleSet(t)}})
+	resB, errB := Apply(clustertest.Ctx(t), clustertest.Handle(t, cfg), ApplyOptions{Move: MoveOptions{Migrations: sampleSet(t)}})
 	<-done
 	require.NoError(t, errA)
 	require.NoError(t, errB)
@@ -42,7 +42,7 @@ func TestTwoAppliesAtOnce(t *testing.T) {
 	require.Empty(t, resB.Moves, "the first apply left nothing to do")
 	require.Positive(t, resB.Waited)
 	require.Equal(t, 0, resB.Resumed)
-	counts := hostCounts(clusterMap(t, cfg))
+	counts := hostCounts(clustertest.ClusterMap(t, cfg))
 	require.Len(t, counts, 4)
 	requireVerifyOK(t, cfg)
 }
@@ -66,11 +66,11 @@ func TestApplyWaitsForAMoveRunByAnotherManager(t *testing.T) {
 		// Each step's progress report takes a while, so that the move is
 		// still running when apply gets to it (a move of a few rows takes
 		// well under a second).
-		moved, moveErr = MoveShard(ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Migrations: sampleSet(t),
+		moved, moveErr = MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Migrations: sampleSet(t),
 			Progress: func(MoveProgress) { once.Do(func() { close(started) }); time.Sleep(300 * time.Millisecond) }})
 	}()
 	<-started
-	res, err := Apply(ctx(t), clustertest.Handle(t, cfg), ApplyOptions{Move: MoveOptions{Migrations: sampleSet(t)}})
+	res, err := Apply(clustertest.Ctx(t), clustertest.Handle(t, cfg), ApplyOptions{Move: MoveOptions{Migrations: sampleSet(t)}})
 	<-done
 	require.NoError(t, moveErr)
 	require.NoError(t, err)
@@ -79,7 +79,7 @@ func TestApplyWaitsForAMoveRunByAnotherManager(t *testing.T) {
 	require.Equal(t, PhaseCleaned, res.Moves[0].Phase)
 	require.NoError(t, res.Moves[0].Err)
 	require.Positive(t, res.Waited)
-	require.Equal(t, "pg4", clusterMap(t, cfg).Shards[0].Host)
+	require.Equal(t, "pg4", clustertest.ClusterMap(t, cfg).Shards[0].Host)
 	requireVerifyOK(t, cfg)
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 	"github.com/shardid/shardid/shardmgr/internal/fence"
 	"github.com/shardid/shardid/shardmgr/internal/grants"
+	"github.com/shardid/shardid/shardmgr/internal/installtest"
 	"github.com/shardid/shardid/shardmgr/migrate"
 	"github.com/shardid/shardid/shardmgr/verify"
 )
@@ -31,7 +32,7 @@ func grantsSet(t *testing.T) *migrate.MigrationSet {
 	files := map[string]string{"003_touch.sql": `CREATE FUNCTION {{.schema}}.touch() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN NEW.created_at := coalesce(NEW.created_at, now()); RETURN NEW; END $$;`}
 	for _, name := range []string{"001_create_likes.sql", "002_add_likes_post_index.sql"} {
-		b, err := os.ReadFile(filepath.Join(sampleMigrations, name))
+		b, err := os.ReadFile(filepath.Join(clustertest.SampleMigrations, name))
 		require.NoError(t, err)
 		files[name] = string(b)
 	}
@@ -46,9 +47,9 @@ BEGIN NEW.created_at := coalesce(NEW.created_at, now()); RETURN NEW; END $$;`}
 func grantApp(t *testing.T, cfg *shardmgr.Config, app, owner string) {
 	t.Helper()
 	qa, qo := pgx.Identifier{app}.Sanitize(), pgx.Identifier{owner}.Sanitize()
-	for _, s := range clusterMap(t, cfg).Shards {
+	for _, s := range clustertest.ClusterMap(t, cfg).Shards {
 		qs := pgx.Identifier{s.Schema}.Sanitize()
-		_, err := hostPool(t, cfg, s.Host).Exec(ctx(t), strings.NewReplacer("{s}", qs, "{app}", qa, "{owner}", qo).Replace(`
+		_, err := clustertest.HostPool(t, cfg, s.Host).Exec(clustertest.Ctx(t), strings.NewReplacer("{s}", qs, "{app}", qa, "{owner}", qo).Replace(`
 			GRANT USAGE ON SCHEMA {s} TO {app};
 			GRANT SELECT, INSERT ON {s}.likes TO {app};
 			GRANT UPDATE (post_id) ON {s}.likes TO {app};
@@ -132,7 +133,7 @@ func (w *appWriters) counts() (ok, refused int, failures []error) {
 // readGrants reads what shard's copy named schema on host carries.
 func readGrants(t *testing.T, cfg *shardmgr.Config, host, schema string) *grants.Schema {
 	t.Helper()
-	g, err := grants.ReadDB(ctx(t), hostPool(t, cfg, host), schema, shardToolkit)
+	g, err := grants.ReadDB(clustertest.Ctx(t), clustertest.HostPool(t, cfg, host), schema, shardToolkit)
 	require.NoError(t, err)
 	return g
 }
@@ -147,9 +148,9 @@ func readGrants(t *testing.T, cfg *shardmgr.Config, host, schema string) *grants
 // privileges of the shard with its retired copy and names a difference.
 func TestMoveKeepsGrants(t *testing.T) {
 	t.Parallel()
-	cfg := initCluster(t, 8)
+	cfg := installtest.Cluster(t, 8)
 	set := grantsSet(t)
-	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{})
+	_, err := migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{})
 	require.NoError(t, err)
 	app := clustertest.Role(t, cfg, "app")
 	owner := clustertest.Role(t, cfg, "likes_owner")
@@ -163,7 +164,7 @@ func TestMoveKeepsGrants(t *testing.T) {
 		shard int
 	}{{MoveOnline, 7}, {MoveOffline, 6}} {
 		t.Run(string(tc.mode), func(t *testing.T) {
-			m := clusterMap(t, cfg)
+			m := clustertest.ClusterMap(t, cfg)
 			schema, home := m.Shards[tc.shard].Schema, m.Shards[tc.shard].Host
 			away := "pg3"
 			if home == away {
@@ -183,7 +184,7 @@ func TestMoveKeepsGrants(t *testing.T) {
 			}
 			waitWrites("the start")
 			opts := MoveOptions{Mode: tc.mode, Migrations: set, Keep: &keep}
-			_, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), tc.shard, away, opts)
+			_, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), tc.shard, away, opts)
 			require.NoError(t, err)
 			waitWrites("the move away")
 			require.Empty(t, grants.Compare(want, readGrants(t, cfg, away, schema)), "the copy on %s", away)
@@ -192,7 +193,7 @@ func TestMoveKeepsGrants(t *testing.T) {
 			require.Equal(t, want.Triggers, got.Triggers)
 			require.Equal(t, want.Comments, got.Comments)
 
-			_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), tc.shard, home, opts)
+			_, err = MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), tc.shard, home, opts)
 			require.NoError(t, err)
 			waitWrites("the move back")
 			w.stop()
@@ -204,14 +205,14 @@ func TestMoveKeepsGrants(t *testing.T) {
 	}
 
 	// verify compares the shard's privileges with its retired copy's.
-	rep, err := verify.Verify(ctx(t), clustertest.Handle(t, cfg), verify.Options{})
+	rep, err := verify.Verify(clustertest.Ctx(t), clustertest.Handle(t, cfg), verify.Options{})
 	require.NoError(t, err)
 	require.True(t, rep.OK, "verify: %v", rep.Problems)
-	m := clusterMap(t, cfg)
-	_, err = hostPool(t, cfg, m.Shards[7].Host).Exec(ctx(t), fmt.Sprintf(`REVOKE INSERT ON %s FROM %s`,
+	m := clustertest.ClusterMap(t, cfg)
+	_, err = clustertest.HostPool(t, cfg, m.Shards[7].Host).Exec(clustertest.Ctx(t), fmt.Sprintf(`REVOKE INSERT ON %s FROM %s`,
 		pgx.Identifier{m.Shards[7].Schema, "likes"}.Sanitize(), pgx.Identifier{app}.Sanitize()))
 	require.NoError(t, err)
-	rep, err = verify.Verify(ctx(t), clustertest.Handle(t, cfg), verify.Options{})
+	rep, err = verify.Verify(clustertest.Ctx(t), clustertest.Handle(t, cfg), verify.Options{})
 	require.NoError(t, err)
 	require.False(t, rep.OK)
 	var found []string
@@ -232,26 +233,26 @@ func TestMoveMissingRoleRefused(t *testing.T) {
 	t.Parallel()
 	cfg := moveCluster(t, 4) // pg4 is a server of this test's own
 	app := clustertest.Role(t, cfg, "app")
-	m := clusterMap(t, cfg)
+	m := clustertest.ClusterMap(t, cfg)
 	s := m.Shards[1]
-	_, err := hostPool(t, cfg, s.Host).Exec(ctx(t), fmt.Sprintf(`GRANT USAGE ON SCHEMA %s TO %s`,
+	_, err := clustertest.HostPool(t, cfg, s.Host).Exec(clustertest.Ctx(t), fmt.Sprintf(`GRANT USAGE ON SCHEMA %s TO %s`,
 		pgx.Identifier{s.Schema}.Sanitize(), pgx.Identifier{app}.Sanitize()))
 	require.NoError(t, err)
 	h, _ := cfg.Host("pg4")
 	u, err := url.Parse(h.DSN)
 	require.NoError(t, err)
 	u.Path = "/postgres" // pg4's database is made by the move
-	_, err = pool(t, u.String()).Exec(ctx(t), `DROP ROLE `+pgx.Identifier{app}.Sanitize())
+	_, err = clustertest.Pool(t, u.String()).Exec(clustertest.Ctx(t), `DROP ROLE `+pgx.Identifier{app}.Sanitize())
 	require.NoError(t, err)
-	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
+	_, err = MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
 	require.ErrorIs(t, err, ErrMissingRole)
 	require.ErrorContains(t, err, app)
 	var made bool
-	require.NoError(t, hostPool(t, cfg, "pg4").QueryRow(ctx(t), `SELECT to_regnamespace($1) IS NOT NULL`, s.Schema).Scan(&made))
+	require.NoError(t, clustertest.HostPool(t, cfg, "pg4").QueryRow(clustertest.Ctx(t), `SELECT to_regnamespace($1) IS NOT NULL`, s.Schema).Scan(&made))
 	require.False(t, made, "the refused move built its target")
-	_, err = AbortMove(ctx(t), clustertest.Handle(t, cfg), []int{1})
+	_, err = AbortMove(clustertest.Ctx(t), clustertest.Handle(t, cfg), []int{1})
 	require.NoError(t, err)
-	require.Equal(t, s.Host, clusterMap(t, cfg).Shards[1].Host)
+	require.Equal(t, s.Host, clustertest.ClusterMap(t, cfg).Shards[1].Host)
 }
 
 // An application role is refused by an incoming copy and by a retired one
@@ -259,14 +260,14 @@ func TestMoveMissingRoleRefused(t *testing.T) {
 // its connection string), though it holds INSERT on both.
 func TestFenceRefusesApplicationOnCopies(t *testing.T) {
 	t.Parallel()
-	cfg := initCluster(t, 4)
-	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
+	cfg := installtest.Cluster(t, 4)
+	_, err := migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	app := clustertest.Role(t, cfg, "app")
 	qa := pgx.Identifier{app}.Sanitize()
-	m := clusterMap(t, cfg)
+	m := clustertest.ClusterMap(t, cfg)
 	for _, s := range m.Shards {
-		_, err := hostPool(t, cfg, s.Host).Exec(ctx(t), fmt.Sprintf(`GRANT USAGE ON SCHEMA %[1]s TO %[2]s; GRANT SELECT, INSERT ON %[1]s.likes TO %[2]s`,
+		_, err := clustertest.HostPool(t, cfg, s.Host).Exec(clustertest.Ctx(t), fmt.Sprintf(`GRANT USAGE ON SCHEMA %[1]s TO %[2]s; GRANT SELECT, INSERT ON %[1]s.likes TO %[2]s`,
 			pgx.Identifier{s.Schema}.Sanitize(), qa))
 		require.NoError(t, err)
 	}
@@ -280,26 +281,26 @@ func TestFenceRefusesApplicationOnCopies(t *testing.T) {
 		require.True(t, ok)
 		dsn := clustertest.AsRole(t, h.DSN, app)
 		insert := func(dsn string, pre string) error {
-			conn, err := pgx.Connect(ctx(t), dsn)
+			conn, err := pgx.Connect(clustertest.Ctx(t), dsn)
 			require.NoError(t, err)
-			defer conn.Close(ctx(t))
+			defer conn.Close(clustertest.Ctx(t))
 			if pre != "" {
-				_, err := conn.Exec(ctx(t), pre)
+				_, err := conn.Exec(clustertest.Ctx(t), pre)
 				require.NoError(t, err)
 			}
 			var on string
-			require.NoError(t, conn.QueryRow(ctx(t), `SELECT coalesce(current_setting('shardid.fence_bypass', true), '')`).Scan(&on))
+			require.NoError(t, conn.QueryRow(clustertest.Ctx(t), `SELECT coalesce(current_setting('shardid.fence_bypass', true), '')`).Scan(&on))
 			require.Equal(t, "on", on, "%s: the setting took", what)
-			_, err = conn.Exec(ctx(t), fmt.Sprintf(`INSERT INTO %s (id, user_id, post_id) VALUES (1, 1, 1)`, pgx.Identifier{schema, "likes"}.Sanitize()))
+			_, err = conn.Exec(clustertest.Ctx(t), fmt.Sprintf(`INSERT INTO %s (id, user_id, post_id) VALUES (1, 1, 1)`, pgx.Identifier{schema, "likes"}.Sanitize()))
 			return err
 		}
 		err := insert(dsn, `SET shardid.fence_bypass = on`)
 		require.True(t, fence.IsFenceError(err), "%s, SET: %v", what, err)
 		err = insert(dsn+"&options=-c%20shardid.fence_bypass%3Don", "")
 		require.True(t, fence.IsFenceError(err), "%s, options: %v", what, err)
-		_, err = hostPool(t, cfg, host).Exec(ctx(t), `ALTER ROLE `+qa+` SET shardid.fence_bypass = on`)
+		_, err = clustertest.HostPool(t, cfg, host).Exec(clustertest.Ctx(t), `ALTER ROLE `+qa+` SET shardid.fence_bypass = on`)
 		require.NoError(t, err)
-		defer hostPool(t, cfg, host).Exec(ctx(t), `ALTER ROLE `+qa+` RESET shardid.fence_bypass`)
+		defer clustertest.HostPool(t, cfg, host).Exec(clustertest.Ctx(t), `ALTER ROLE `+qa+` RESET shardid.fence_bypass`)
 		err = insert(dsn, "")
 		require.True(t, fence.IsFenceError(err), "%s, ALTER ROLE SET: %v", what, err)
 	}
@@ -307,14 +308,14 @@ func TestFenceRefusesApplicationOnCopies(t *testing.T) {
 		keep := time.Hour
 		opts := MoveOptions{Mode: mode, Migrations: sampleSet(t), Keep: &keep}
 		opts.stopAfter = PhaseCopy
-		_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 2, away, opts)
+		_, err = MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 2, away, opts)
 		require.ErrorIs(t, err, errStopped)
 		tryAll(away, s.Schema, string(mode)+" incoming copy")
 		opts.stopAfter = ""
-		_, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 2, away, opts)
+		_, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 2, away, opts)
 		require.NoError(t, err)
 		var retired string
-		require.NoError(t, hostPool(t, cfg, home).QueryRow(ctx(t), `SELECT nspname FROM pg_namespace WHERE nspname LIKE $1 ORDER BY oid DESC LIMIT 1`,
+		require.NoError(t, clustertest.HostPool(t, cfg, home).QueryRow(clustertest.Ctx(t), `SELECT nspname FROM pg_namespace WHERE nspname LIKE $1 ORDER BY oid DESC LIMIT 1`,
 			s.Schema+`\_moved\_g%`).Scan(&retired))
 		tryAll(home, retired, string(mode)+" retired copy")
 		home, away = away, home
@@ -324,13 +325,13 @@ func TestFenceRefusesApplicationOnCopies(t *testing.T) {
 	// write through on the setting) is named by verify.
 	requireVerifyOK(t, cfg)
 	var retired string
-	require.NoError(t, hostPool(t, cfg, away).QueryRow(ctx(t), `SELECT nspname FROM pg_namespace WHERE nspname LIKE $1 ORDER BY oid DESC LIMIT 1`,
+	require.NoError(t, clustertest.HostPool(t, cfg, away).QueryRow(clustertest.Ctx(t), `SELECT nspname FROM pg_namespace WHERE nspname LIKE $1 ORDER BY oid DESC LIMIT 1`,
 		s.Schema+`\_moved\_g%`).Scan(&retired))
-	_, err = hostPool(t, cfg, away).Exec(ctx(t), fmt.Sprintf(`CREATE OR REPLACE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql SECURITY INVOKER AS $$
+	_, err = clustertest.HostPool(t, cfg, away).Exec(clustertest.Ctx(t), fmt.Sprintf(`CREATE OR REPLACE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql SECURITY INVOKER AS $$
 BEGIN IF current_setting('shardid.fence_bypass', true) = 'on' THEN RETURN NULL; END IF; RAISE EXCEPTION USING ERRCODE = 'SIDFN'; END $$`,
 		pgx.Identifier{retired, "shardid_fence"}.Sanitize()))
 	require.NoError(t, err)
-	rep, err := verify.Verify(ctx(t), clustertest.Handle(t, cfg), verify.Options{})
+	rep, err := verify.Verify(clustertest.Ctx(t), clustertest.Handle(t, cfg), verify.Options{})
 	require.NoError(t, err)
 	require.Len(t, rep.Problems, 1, "%v", rep.Problems)
 	require.Equal(t, verify.CheckPlacement, rep.Problems[0].Check)
@@ -343,37 +344,37 @@ BEGIN IF current_setting('shardid.fence_bypass', true) = 'on' THEN RETURN NULL; 
 // shard stays where it is; an abort leaves it serving.
 func TestMoveRefusesForeignFenceFunction(t *testing.T) {
 	t.Parallel()
-	cfg := initCluster(t, 2)
-	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
+	cfg := installtest.Cluster(t, 2)
+	_, err := migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	migrator := clustertest.Role(t, cfg, "migrator")
-	s := clusterMap(t, cfg).Shards[0]
-	src := hostPool(t, cfg, s.Host)
-	_, err = src.Exec(ctx(t), fmt.Sprintf(`GRANT USAGE, CREATE ON SCHEMA %s TO %s`, pgx.Identifier{s.Schema}.Sanitize(), pgx.Identifier{migrator}.Sanitize()))
+	s := clustertest.ClusterMap(t, cfg).Shards[0]
+	src := clustertest.HostPool(t, cfg, s.Host)
+	_, err = src.Exec(clustertest.Ctx(t), fmt.Sprintf(`GRANT USAGE, CREATE ON SCHEMA %s TO %s`, pgx.Identifier{s.Schema}.Sanitize(), pgx.Identifier{migrator}.Sanitize()))
 	require.NoError(t, err)
 	h, _ := cfg.Host(s.Host)
-	conn, err := pgx.Connect(ctx(t), clustertest.AsRole(t, h.DSN, migrator))
+	conn, err := pgx.Connect(clustertest.Ctx(t), clustertest.AsRole(t, h.DSN, migrator))
 	require.NoError(t, err)
-	defer conn.Close(ctx(t))
+	defer conn.Close(clustertest.Ctx(t))
 	away := "pg3"
 	if s.Host == away {
 		away = "pg2"
 	}
 	for _, mode := range []MoveMode{MoveOnline, MoveOffline} {
 		// (An abort drops the fence function, whoever made it.)
-		_, err = conn.Exec(ctx(t), fmt.Sprintf(`CREATE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$`,
+		_, err = conn.Exec(clustertest.Ctx(t), fmt.Sprintf(`CREATE FUNCTION %s() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$`,
 			pgx.Identifier{s.Schema, "shardid_fence"}.Sanitize()))
 		require.NoError(t, err)
-		_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 0, away, MoveOptions{Mode: mode, Migrations: sampleSet(t)})
+		_, err = MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 0, away, MoveOptions{Mode: mode, Migrations: sampleSet(t)})
 		require.ErrorIs(t, err, ErrForeignOwner, mode)
 		var used bool
-		require.NoError(t, src.QueryRow(ctx(t), `SELECT EXISTS (SELECT FROM pg_trigger WHERE tgfoid = to_regprocedure($1))`,
+		require.NoError(t, src.QueryRow(clustertest.Ctx(t), `SELECT EXISTS (SELECT FROM pg_trigger WHERE tgfoid = to_regprocedure($1))`,
 			s.Schema+".shardid_fence()").Scan(&used))
 		require.False(t, used, "%s: a trigger calls the foreign function", mode)
 		require.ErrorContains(t, err, s.Schema+".shardid_fence()")
 		require.ErrorContains(t, err, migrator)
-		_, err = AbortMove(ctx(t), clustertest.Handle(t, cfg), []int{0})
+		_, err = AbortMove(clustertest.Ctx(t), clustertest.Handle(t, cfg), []int{0})
 		require.NoError(t, err)
-		require.Equal(t, s.Host, clusterMap(t, cfg).Shards[0].Host)
+		require.Equal(t, s.Host, clustertest.ClusterMap(t, cfg).Shards[0].Host)
 	}
 }

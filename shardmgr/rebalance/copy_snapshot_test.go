@@ -11,6 +11,7 @@ import (
 
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+	"github.com/shardid/shardid/shardmgr/internal/installtest"
 	"github.com/shardid/shardid/shardmgr/migrate"
 )
 
@@ -26,7 +27,7 @@ func TestMoveCopiesAtSnapshotWithOneWorker(t *testing.T) {
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(20*time.Millisecond))
 	routeLikes(t, r, 0, 20_000)
 	indexes := func(host string) []indexDef {
-		defs, err := deferredIndexes(ctx(t), hostPool(t, cfg, host), "shard_0000", []string{"likes"})
+		defs, err := deferredIndexes(clustertest.Ctx(t), clustertest.HostPool(t, cfg, host), "shard_0000", []string{"likes"})
 		require.NoError(t, err)
 		return defs
 	}
@@ -35,7 +36,7 @@ func TestMoveCopiesAtSnapshotWithOneWorker(t *testing.T) {
 
 	stop := make(chan struct{})
 	w, wg := runWriters(t, r, []int{0}, 2, stop)
-	res, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Migrations: sampleSet(t), CatchupTimeout: 40 * time.Second, Keep: new(time.Duration)})
+	res, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Migrations: sampleSet(t), CatchupTimeout: 40 * time.Second, Keep: new(time.Duration)})
 	time.Sleep(100 * time.Millisecond) // writes after the flip, on the target
 	close(stop)
 	wg.Wait()
@@ -44,7 +45,7 @@ func TestMoveCopiesAtSnapshotWithOneWorker(t *testing.T) {
 	require.Empty(t, w.dups)
 	require.Positive(t, w.rows[0])
 	require.GreaterOrEqual(t, res.Rows, int64(20_000))
-	require.Equal(t, "pg4", clusterMap(t, cfg).Shards[0].Host)
+	require.Equal(t, "pg4", clustertest.ClusterMap(t, cfg).Shards[0].Host)
 	require.Len(t, likeIDs(t, cfg, 0), 20_000+w.rows[0])
 	require.Equal(t, want, indexes("pg4"))
 	requireVerifyOK(t, cfg)
@@ -55,28 +56,28 @@ func TestMoveCopiesAtSnapshotWithOneWorker(t *testing.T) {
 // cover every row, and the move keeps every row and id under writes.
 func TestMoveCopiesBigTablesInRanges(t *testing.T) {
 	t.Parallel()
-	cfg := initCluster(t, 3)
-	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
+	cfg := installtest.Cluster(t, 3)
+	_, err := migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(20*time.Millisecond))
 	routeLikes(t, r, 0, 20_000)
-	home := clusterMap(t, cfg).Shards[0].Host
-	src := hostPool(t, cfg, home)
-	_, err = src.Exec(ctx(t), `ANALYZE shard_0000.likes`)
+	home := clustertest.ClusterMap(t, cfg).Shards[0].Host
+	src := clustertest.HostPool(t, cfg, home)
+	_, err = src.Exec(clustertest.Ctx(t), `ANALYZE shard_0000.likes`)
 	require.NoError(t, err)
 
-	ranges, err := copyRangesOf(ctx(t), src, "shard_0000", "likes", 1)
+	ranges, err := copyRangesOf(clustertest.Ctx(t), src, "shard_0000", "likes", 1)
 	require.NoError(t, err)
 	require.Len(t, ranges, copyRanges)
 	var sum int64
 	for _, where := range ranges {
 		var n int64
-		require.NoError(t, src.QueryRow(ctx(t), `SELECT count(*) FROM shard_0000.likes WHERE `+where).Scan(&n))
+		require.NoError(t, src.QueryRow(clustertest.Ctx(t), `SELECT count(*) FROM shard_0000.likes WHERE `+where).Scan(&n))
 		require.Positive(t, n, where)
 		sum += n
 	}
 	require.EqualValues(t, 20_000, sum, "the ranges cover every row once")
-	small, err := copyRangesOf(ctx(t), src, "shard_0000", "likes", rangeCopyMinBytes)
+	small, err := copyRangesOf(clustertest.Ctx(t), src, "shard_0000", "likes", rangeCopyMinBytes)
 	require.NoError(t, err)
 	require.Nil(t, small, "a small table is one COPY")
 
@@ -90,7 +91,7 @@ func TestMoveCopiesBigTablesInRanges(t *testing.T) {
 	log := &benchLines{}
 	opts := MoveOptions{Migrations: sampleSet(t), Keep: new(time.Duration), Logger: log.logger()}
 	opts.rangeCopyMinBytes = 1
-	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 0, to, opts)
+	_, err = MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 0, to, opts)
 	time.Sleep(100 * time.Millisecond)
 	close(stop)
 	wg.Wait()

@@ -21,6 +21,7 @@ import (
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 	"github.com/shardid/shardid/shardmgr/internal/fence"
+	"github.com/shardid/shardid/shardmgr/internal/installtest"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 	"github.com/shardid/shardid/shardmgr/migrate"
 )
@@ -72,9 +73,9 @@ DROP TABLE {{.schema}}.metrics;
 // partitionedMigrations, with pg4 added to the cluster file.
 func partitionCluster(t *testing.T, shards int) (*shardmgr.Config, *migrate.MigrationSet) {
 	t.Helper()
-	cfg := initCluster(t, shards)
+	cfg := installtest.Cluster(t, shards)
 	set := setOf(t, partitionedMigrations)
-	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{})
+	_, err := migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{})
 	require.NoError(t, err)
 	addHost(t, cfg, "pg4", "100ms")
 	return cfg, set
@@ -91,20 +92,20 @@ func partitionCluster(t *testing.T, shards int) (*shardmgr.Config, *migrate.Migr
 // subject).
 func appRole(t *testing.T, cfg *shardmgr.Config) map[string]*pgxpool.Pool {
 	t.Helper()
-	role := fmt.Sprintf("part_app_%d", dbCounter.Add(1))
+	role := fmt.Sprintf("part_app_%d", clustertest.DBCounter.Add(1))
 	qr := pgx.Identifier{role}.Sanitize()
 	pools := map[string]*pgxpool.Pool{}
 	for _, h := range cfg.Hosts {
 		// A host new to the cluster gets its database now (a move would
 		// create it), so that it has the default privileges before.
-		_, err := pgdatabase.Ensure(ctx(t), h.DSN)
+		_, err := pgdatabase.Ensure(clustertest.Ctx(t), h.DSN)
 		require.NoError(t, err)
-		admin := hostPool(t, cfg, h.Name)
+		admin := clustertest.HostPool(t, cfg, h.Name)
 		var mover string
-		require.NoError(t, admin.QueryRow(ctx(t), `SELECT current_user`).Scan(&mover))
-		_, err = admin.Exec(ctx(t), fmt.Sprintf(`DO $$ BEGIN CREATE ROLE %s LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$`, qr))
+		require.NoError(t, admin.QueryRow(clustertest.Ctx(t), `SELECT current_user`).Scan(&mover))
+		_, err = admin.Exec(clustertest.Ctx(t), fmt.Sprintf(`DO $$ BEGIN CREATE ROLE %s LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$`, qr))
 		require.NoError(t, err)
-		rows, err := admin.Query(ctx(t), `SELECT nspname FROM pg_namespace WHERE nspname ~ '^shard_[0-9]{4}$'`)
+		rows, err := admin.Query(clustertest.Ctx(t), `SELECT nspname FROM pg_namespace WHERE nspname ~ '^shard_[0-9]{4}$'`)
 		require.NoError(t, err)
 		schemas, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		require.NoError(t, err)
@@ -117,7 +118,7 @@ func appRole(t *testing.T, cfg *shardmgr.Config) map[string]*pgxpool.Pool {
 		for _, s := range schemas {
 			grants += fmt.Sprintf(`GRANT USAGE ON SCHEMA %[2]s TO %[1]s; GRANT SELECT, INSERT ON ALL TABLES IN SCHEMA %[2]s TO %[1]s;`, qr, pgx.Identifier{s}.Sanitize())
 		}
-		_, err = admin.Exec(ctx(t), grants)
+		_, err = admin.Exec(clustertest.Ctx(t), grants)
 		require.NoError(t, err)
 		t.Cleanup(func() {
 			c, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -127,7 +128,7 @@ func appRole(t *testing.T, cfg *shardmgr.Config) map[string]*pgxpool.Pool {
 		u, err := url.Parse(h.DSN)
 		require.NoError(t, err)
 		u.User = url.User(role)
-		p, err := pg.OpenPool(ctx(t), u.String(), 4)
+		p, err := pg.OpenPool(clustertest.Ctx(t), u.String(), 4)
 		require.NoError(t, err)
 		t.Cleanup(p.Close)
 		pools[h.Name] = p
@@ -241,9 +242,9 @@ func partitionWriters(r *shardmgr.Router, app map[string]*pgxpool.Pool, shard in
 // partitions' rows) of shard on the host the catalog places it on.
 func treeIDs(t *testing.T, cfg *shardmgr.Config, shard int, table string) []int64 {
 	t.Helper()
-	m := clusterMap(t, cfg)
-	p := hostPool(t, cfg, m.Shards[shard].Host)
-	rows, err := p.Query(ctx(t), fmt.Sprintf(`SELECT id FROM %s ORDER BY id`, pgx.Identifier{m.Shards[shard].Schema, table}.Sanitize()))
+	m := clustertest.ClusterMap(t, cfg)
+	p := clustertest.HostPool(t, cfg, m.Shards[shard].Host)
+	rows, err := p.Query(clustertest.Ctx(t), fmt.Sprintf(`SELECT id FROM %s ORDER BY id`, pgx.Identifier{m.Shards[shard].Schema, table}.Sanitize()))
 	require.NoError(t, err)
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	require.NoError(t, err)
@@ -254,7 +255,7 @@ func treeIDs(t *testing.T, cfg *shardmgr.Config, shard int, table string) []int6
 // it is valid and backs a constraint, and the index it is attached to.
 func indexTree(t *testing.T, db *pgxpool.Pool, schema string) []string {
 	t.Helper()
-	rows, err := db.Query(ctx(t), `SELECT pg_catalog.format('%s %s valid=%s constraint=%s parent=%s', c.relname, ic.relname, i.indisvalid,
+	rows, err := db.Query(clustertest.Ctx(t), `SELECT pg_catalog.format('%s %s valid=%s constraint=%s parent=%s', c.relname, ic.relname, i.indisvalid,
 			coalesce((SELECT k.contype::text FROM pg_constraint k WHERE k.conindid = i.indexrelid AND k.conrelid = c.oid), '-'),
 			coalesce((SELECT p.relname FROM pg_inherits h JOIN pg_class p ON p.oid = h.inhparent WHERE h.inhrelid = ic.oid), '-'))
 		FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid JOIN pg_class c ON c.oid = i.indrelid
@@ -270,7 +271,7 @@ func indexTree(t *testing.T, db *pgxpool.Pool, schema string) []string {
 // its plain table, through r.
 func seedPartitions(t *testing.T, r *shardmgr.Router, shard, n int) {
 	t.Helper()
-	require.NoError(t, r.Tx(ctx(t), shard, func(ctx context.Context, tx pgx.Tx, s shardmgr.Shard) error {
+	require.NoError(t, r.Tx(clustertest.Ctx(t), shard, func(ctx context.Context, tx pgx.Tx, s shardmgr.Shard) error {
 		for _, sql := range []string{
 			`INSERT INTO %s (day, payload) SELECT date '2010-01-01' + (g * 7), 'seed ' || g FROM generate_series(1, $1) g`,
 			`INSERT INTO %s (kind, at, v) SELECT g %% 3, date '2015-01-01' + (g * 5), g FROM generate_series(1, $1) g`,
@@ -301,7 +302,7 @@ func TestMovePartitionedTablesUnderWrites(t *testing.T) {
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(20*time.Millisecond))
 	for i, mode := range []MoveMode{MoveOffline, MoveOnline} {
 		shard := i
-		from := clusterMap(t, cfg).Shards[shard].Host
+		from := clustertest.ClusterMap(t, cfg).Shards[shard].Host
 		seedPartitions(t, r, shard, 400)
 		before := map[string][]int64{}
 		for _, tbl := range []string{"events", "metrics", "notes"} {
@@ -312,13 +313,13 @@ func TestMovePartitionedTablesUnderWrites(t *testing.T) {
 		stop := make(chan struct{})
 		w, wg := partitionWriters(r, app, shard, stop)
 		time.Sleep(300 * time.Millisecond)
-		res, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), shard, "pg4", MoveOptions{Mode: mode, Migrations: set, Logger: testLogger(t)})
+		res, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), shard, "pg4", MoveOptions{Mode: mode, Migrations: set, Logger: testLogger(t)})
 		time.Sleep(500 * time.Millisecond)
 		close(stop)
 		wg.Wait()
 		require.NoError(t, err, "%s", mode)
 		require.Equal(t, PhaseCleaned, res.Phase)
-		require.Equal(t, "pg4", clusterMap(t, cfg).Shards[shard].Host)
+		require.Equal(t, "pg4", clustertest.ClusterMap(t, cfg).Shards[shard].Host)
 		require.Empty(t, w.failures, "%s: writers saw only the typed refusal", mode)
 		require.Positive(t, w.stored["router"], mode)
 		require.Positive(t, w.stored["leaf"], mode)
@@ -335,19 +336,19 @@ func TestMovePartitionedTablesUnderWrites(t *testing.T) {
 
 		// The new copy has the source's indexes, each valid and attached
 		// to its parent's as the source's are.
-		src := hostPool(t, cfg, from)
-		require.Equal(t, indexTree(t, src, res.RetiredSchema), indexTree(t, hostPool(t, cfg, "pg4"), clusterMap(t, cfg).Shards[shard].Schema), mode)
+		src := clustertest.HostPool(t, cfg, from)
+		require.Equal(t, indexTree(t, src, res.RetiredSchema), indexTree(t, clustertest.HostPool(t, cfg, "pg4"), clustertest.ClusterMap(t, cfg).Shards[shard].Schema), mode)
 
 		// The retired copy refuses a write into a leaf, even from its
 		// owner.
-		_, err = src.Exec(ctx(t), fmt.Sprintf(`INSERT INTO %s (id, day) VALUES (1, '2030-01-01')`, pgx.Identifier{res.RetiredSchema, "events_p1"}.Sanitize()))
+		_, err = src.Exec(clustertest.Ctx(t), fmt.Sprintf(`INSERT INTO %s (id, day) VALUES (1, '2030-01-01')`, pgx.Identifier{res.RetiredSchema, "events_p1"}.Sanitize()))
 		require.True(t, fence.IsFenceError(err), "%s: %v", mode, err)
-		_, err = src.Exec(ctx(t), fmt.Sprintf(`INSERT INTO %s (id, kind, at) VALUES (1, 0, '2030-01-01')`, pgx.Identifier{res.RetiredSchema, "metrics_k0_new"}.Sanitize()))
+		_, err = src.Exec(clustertest.Ctx(t), fmt.Sprintf(`INSERT INTO %s (id, kind, at) VALUES (1, 0, '2030-01-01')`, pgx.Identifier{res.RetiredSchema, "metrics_k0_new"}.Sanitize()))
 		require.True(t, fence.IsFenceError(err), "%s: %v", mode, err)
 		// The new copy takes writes into the parent and into a leaf.
 		seedPartitions(t, r, shard, 1)
-		s := clusterMap(t, cfg).Shards[shard]
-		_, err = app["pg4"].Exec(ctx(t), fmt.Sprintf(`INSERT INTO %s (day) VALUES ('2030-01-01')`, pgx.Identifier{s.Schema, "events_p1"}.Sanitize()))
+		s := clustertest.ClusterMap(t, cfg).Shards[shard]
+		_, err = app["pg4"].Exec(clustertest.Ctx(t), fmt.Sprintf(`INSERT INTO %s (day) VALUES ('2030-01-01')`, pgx.Identifier{s.Schema, "events_p1"}.Sanitize()))
 		require.NoError(t, err)
 		require.Zero(t, replicationLeftovers(t, cfg, moveRecord(t, cfg, res.ID).replName))
 	}
@@ -365,42 +366,42 @@ func TestAbortPartitionedMove(t *testing.T) {
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	for shard, phase := range []Phase{PhaseCopy, PhaseCatchup, PhaseFenced, PhaseCopy} {
 		seedPartitions(t, r, shard, 50)
-		before := clusterMap(t, cfg).Shards[shard]
+		before := clustertest.ClusterMap(t, cfg).Shards[shard]
 		want := treeIDs(t, cfg, shard, "events")
 		opts := MoveOptions{Migrations: set}
 		opts.stopAfter = phase
-		res, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), shard, "pg4", opts)
+		res, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), shard, "pg4", opts)
 		require.ErrorIs(t, err, errStopped)
-		src := hostPool(t, cfg, before.Host)
+		src := clustertest.HostPool(t, cfg, before.Host)
 		rec := moveRecord(t, cfg, res.ID)
 		if shard == 3 {
 			// The publication as an older mover made it: the parents.
 			var members []string
-			rows, err := src.Query(ctx(t), `SELECT pg_catalog.quote_ident(schemaname) || '.' || pg_catalog.quote_ident(tablename)
+			rows, err := src.Query(clustertest.Ctx(t), `SELECT pg_catalog.quote_ident(schemaname) || '.' || pg_catalog.quote_ident(tablename)
 				FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2`, rec.replName, before.Schema)
 			require.NoError(t, err)
 			members, err = pgx.CollectRows(rows, pgx.RowTo[string])
 			require.NoError(t, err)
 			q := func(t string) string { return pgx.Identifier{before.Schema, t}.Sanitize() }
-			_, err = src.Exec(ctx(t), fmt.Sprintf(`ALTER PUBLICATION %s DROP TABLE %s; ALTER PUBLICATION %s ADD TABLE %s, %s`,
+			_, err = src.Exec(clustertest.Ctx(t), fmt.Sprintf(`ALTER PUBLICATION %s DROP TABLE %s; ALTER PUBLICATION %s ADD TABLE %s, %s`,
 				pgx.Identifier{rec.replName}.Sanitize(), strings.Join(members, ", "), pgx.Identifier{rec.replName}.Sanitize(), q("events"), q("metrics")))
 			require.NoError(t, err)
 		}
-		_, err = AbortMove(ctx(t), clustertest.Handle(t, cfg), []int{shard})
+		_, err = AbortMove(clustertest.Ctx(t), clustertest.Handle(t, cfg), []int{shard})
 		require.NoError(t, err, "abort after %s", phase)
-		after := clusterMap(t, cfg).Shards[shard]
+		after := clustertest.ClusterMap(t, cfg).Shards[shard]
 		require.Equal(t, before.Host, after.Host)
 		require.Equal(t, shardmgr.StateActive, after.State)
 		require.Zero(t, replicationLeftovers(t, cfg, rec.replName))
-		require.False(t, clustertest.TableExists(t, hostPool(t, cfg, "pg4"), before.Schema+".events"), "the target's copy is gone")
+		require.False(t, clustertest.TableExists(t, clustertest.HostPool(t, cfg, "pg4"), before.Schema+".events"), "the target's copy is gone")
 		require.Equal(t, want, treeIDs(t, cfg, shard, "events"))
 		// Writes straight into a partition and through the parent work.
-		_, err = src.Exec(ctx(t), fmt.Sprintf(`INSERT INTO %s (day) VALUES ('2030-01-01'); INSERT INTO %s (kind, at) VALUES (0, '2030-01-01')`,
+		_, err = src.Exec(clustertest.Ctx(t), fmt.Sprintf(`INSERT INTO %s (day) VALUES ('2030-01-01'); INSERT INTO %s (kind, at) VALUES (0, '2030-01-01')`,
 			pgx.Identifier{before.Schema, "events_p1"}.Sanitize(), pgx.Identifier{before.Schema, "metrics_k0_new"}.Sanitize()))
 		require.NoError(t, err, "after %s", phase)
 		seedPartitions(t, r, shard, 1)
 		var fences int
-		require.NoError(t, src.QueryRow(ctx(t), `SELECT count(*) FROM pg_trigger tg JOIN pg_class c ON c.oid = tg.tgrelid
+		require.NoError(t, src.QueryRow(clustertest.Ctx(t), `SELECT count(*) FROM pg_trigger tg JOIN pg_class c ON c.oid = tg.tgrelid
 			JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND tg.tgname = 'shardid_fence'`, before.Schema).Scan(&fences))
 		require.Zero(t, fences, "the fence is gone from every table")
 	}
@@ -413,16 +414,16 @@ func TestAbortPartitionedMove(t *testing.T) {
 func TestPreflightRefusesUnmovableTables(t *testing.T) {
 	t.Parallel()
 	cfg, set := partitionCluster(t, 3)
-	s := clusterMap(t, cfg).Shards[1]
-	src := hostPool(t, cfg, s.Host)
-	other := fmt.Sprintf("elsewhere_%d", dbCounter.Add(1))
-	_, err := src.Exec(ctx(t), fmt.Sprintf(`CREATE FOREIGN DATA WRAPPER %[3]s; CREATE SERVER %[3]s FOREIGN DATA WRAPPER %[3]s;
+	s := clustertest.ClusterMap(t, cfg).Shards[1]
+	src := clustertest.HostPool(t, cfg, s.Host)
+	other := fmt.Sprintf("elsewhere_%d", clustertest.DBCounter.Add(1))
+	_, err := src.Exec(clustertest.Ctx(t), fmt.Sprintf(`CREATE FOREIGN DATA WRAPPER %[3]s; CREATE SERVER %[3]s FOREIGN DATA WRAPPER %[3]s;
 		CREATE FOREIGN TABLE %[1]s.remote (id bigint) SERVER %[3]s;
 		CREATE SCHEMA %[2]s; CREATE TABLE %[2]s.events_2100 PARTITION OF %[1]s.events FOR VALUES FROM ('2100-01-01') TO ('2200-01-01')`,
 		pgx.Identifier{s.Schema}.Sanitize(), pgx.Identifier{other}.Sanitize(), pgx.Identifier{other + "_fdw"}.Sanitize()))
 	require.NoError(t, err)
 	for _, mode := range []MoveMode{MoveOffline, MoveOnline, MoveAuto} {
-		_, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Mode: mode, Migrations: set})
+		_, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Mode: mode, Migrations: set})
 		require.ErrorIs(t, err, ErrPreflight, mode)
 		require.ErrorIs(t, err, ErrUnmovable, mode)
 		require.ErrorContains(t, err, s.Schema+".remote is a foreign table", mode)
@@ -431,10 +432,10 @@ func TestPreflightRefusesUnmovableTables(t *testing.T) {
 	}
 	// Online, a partitioned table without a key is named by its leaves,
 	// which are what PostgreSQL publishes and asks an identity of.
-	_, err = src.Exec(ctx(t), fmt.Sprintf(`CREATE TABLE %[1]s.nokey (id bigint, day date) PARTITION BY RANGE (day);
+	_, err = src.Exec(clustertest.Ctx(t), fmt.Sprintf(`CREATE TABLE %[1]s.nokey (id bigint, day date) PARTITION BY RANGE (day);
 		CREATE TABLE %[1]s.nokey_all PARTITION OF %[1]s.nokey FOR VALUES FROM (MINVALUE) TO (MAXVALUE)`, pgx.Identifier{s.Schema}.Sanitize()))
 	require.NoError(t, err)
-	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Migrations: set})
+	_, err = MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Migrations: set})
 	require.ErrorIs(t, err, ErrNoReplicaIdentity)
 	var pe *PreflightError
 	require.ErrorAs(t, err, &pe)
@@ -447,7 +448,7 @@ func TestPreflightRefusesUnmovableTables(t *testing.T) {
 	require.Equal(t, "ALTER TABLE "+pgx.Identifier{s.Schema, "nokey_all"}.Sanitize()+" REPLICA IDENTITY FULL", fix,
 		"the leaf, not its parent (which holds no rows), nor the trees with a key on each leaf")
 
-	recs, err := Moves(ctx(t), clustertest.Handle(t, cfg), true)
+	recs, err := Moves(clustertest.Ctx(t), clustertest.Handle(t, cfg), true)
 	require.NoError(t, err)
 	require.Empty(t, recs, "nothing journaled")
 }
@@ -462,29 +463,29 @@ func TestMoveRefusesTargetWithoutItsKeys(t *testing.T) {
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	const shard = 2
 	seedPartitions(t, r, shard, 20)
-	s := clusterMap(t, cfg).Shards[shard]
+	s := clustertest.ClusterMap(t, cfg).Shards[shard]
 	opts := MoveOptions{Migrations: set}
 	opts.stopAfter = PhaseSchema
-	_, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), shard, "pg4", opts)
+	_, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), shard, "pg4", opts)
 	require.ErrorIs(t, err, errStopped)
 	q := pgx.Identifier{s.Schema, "events"}.Sanitize()
-	_, err = hostPool(t, cfg, "pg4").Exec(ctx(t), fmt.Sprintf(`ALTER TABLE %[1]s DROP CONSTRAINT events_pkey;
+	_, err = clustertest.HostPool(t, cfg, "pg4").Exec(clustertest.Ctx(t), fmt.Sprintf(`ALTER TABLE %[1]s DROP CONSTRAINT events_pkey;
 		CREATE UNIQUE INDEX events_pkey ON ONLY %[1]s (id, day)`, q))
 	require.NoError(t, err)
 
-	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), shard, "pg4", MoveOptions{Migrations: set})
+	_, err = MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), shard, "pg4", MoveOptions{Migrations: set})
 	require.ErrorIs(t, err, ErrMoveCheck)
 	require.ErrorContains(t, err, "events_p0_pkey is missing")
 	require.ErrorContains(t, err, "events_pkey is not valid")
-	after := clusterMap(t, cfg).Shards[shard]
+	after := clustertest.ClusterMap(t, cfg).Shards[shard]
 	require.Equal(t, s.Host, after.Host)
 	require.Equal(t, shardmgr.StateActive, after.State)
 	seedPartitions(t, r, shard, 1)
 
-	_, err = AbortMove(ctx(t), clustertest.Handle(t, cfg), []int{shard})
+	_, err = AbortMove(clustertest.Ctx(t), clustertest.Handle(t, cfg), []int{shard})
 	require.NoError(t, err)
-	res, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), shard, "pg4", MoveOptions{Migrations: set})
+	res, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), shard, "pg4", MoveOptions{Migrations: set})
 	require.NoError(t, err)
-	require.Equal(t, indexTree(t, hostPool(t, cfg, s.Host), res.RetiredSchema), indexTree(t, hostPool(t, cfg, "pg4"), s.Schema))
+	require.Equal(t, indexTree(t, clustertest.HostPool(t, cfg, s.Host), res.RetiredSchema), indexTree(t, clustertest.HostPool(t, cfg, "pg4"), s.Schema))
 	require.Len(t, treeIDs(t, cfg, shard, "events"), 21)
 }

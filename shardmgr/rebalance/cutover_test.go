@@ -17,6 +17,7 @@ import (
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 	"github.com/shardid/shardid/shardmgr/internal/fence"
+	"github.com/shardid/shardid/shardmgr/internal/installtest"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 	shsql "github.com/shardid/shardid/sql"
 )
@@ -52,7 +53,7 @@ func requireAllOnHome(t *testing.T, cfg *shardmgr.Config, shard int, want []int6
 		}
 	}
 	require.Zero(t, len(lost), "%s: %d ids acknowledged by a host and not on the shard's host %s, among them %v",
-		what, len(lost), clusterMap(t, cfg).Shards[shard].Host, lost[:min(len(lost), 5)])
+		what, len(lost), clustertest.ClusterMap(t, cfg).Shards[shard].Host, lost[:min(len(lost), 5)])
 }
 
 // TestCutoverInterruptedKeepsAcknowledgedRows interrupts a move at each
@@ -98,15 +99,15 @@ func TestCutoverInterruptedKeepsAcknowledgedRows(t *testing.T) {
 			shard := i
 			routeLikes(t, r, shard, 50)
 			before := likeIDs(t, cfg, shard)
-			m := clusterMap(t, cfg)
+			m := clustertest.ClusterMap(t, cfg)
 			schema := m.Shards[shard].Schema
-			pools := []*pgxpool.Pool{hostPool(t, cfg, m.Shards[shard].Host), hostPool(t, cfg, "pg4")}
+			pools := []*pgxpool.Pool{clustertest.HostPool(t, cfg, m.Shards[shard].Host), clustertest.HostPool(t, cfg, "pg4")}
 			h := hammerShard(t, cfg, schema, []string{"likes"}, 1)
 			var p probe
-			at := func() { p.write(ctx(t), pools, schema) }
+			at := func() { p.write(clustertest.Ctx(t), pools, schema) }
 			opts := MoveOptions{Migrations: sampleSet(t)}
 			tc.set(&opts, at)
-			_, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), shard, "pg4", opts)
+			_, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), shard, "pg4", opts)
 			if tc.wantFirst == nil {
 				require.ErrorContains(t, err, "catalog unreachable")
 			} else {
@@ -117,19 +118,19 @@ func TestCutoverInterruptedKeepsAcknowledgedRows(t *testing.T) {
 			at()
 
 			if tc.abort {
-				_, err = AbortMove(ctx(t), clustertest.Handle(t, cfg), []int{shard})
+				_, err = AbortMove(clustertest.Ctx(t), clustertest.Handle(t, cfg), []int{shard})
 				if tc.abortErr == nil {
 					require.NoError(t, err)
-					require.Equal(t, m.Shards[shard].Host, clusterMap(t, cfg).Shards[shard].Host)
+					require.Equal(t, m.Shards[shard].Host, clustertest.ClusterMap(t, cfg).Shards[shard].Host)
 				} else {
 					require.ErrorIs(t, err, tc.abortErr)
 				}
 			}
 			if !tc.abort || tc.abortErr != nil {
-				res, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), shard, "pg4", MoveOptions{Migrations: sampleSet(t)})
+				res, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), shard, "pg4", MoveOptions{Migrations: sampleSet(t)})
 				require.NoError(t, err)
 				require.Equal(t, PhaseCleaned, res.Phase)
-				require.Equal(t, "pg4", clusterMap(t, cfg).Shards[shard].Host)
+				require.Equal(t, "pg4", clustertest.ClusterMap(t, cfg).Shards[shard].Host)
 			}
 			at()
 			routeLikes(t, r, shard, 5)
@@ -157,8 +158,8 @@ func TestCleanupFailureKeepsNewHomeServing(t *testing.T) {
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	const shard = 1
 	routeLikes(t, r, shard, 50)
-	from := clusterMap(t, cfg).Shards[shard].Host
-	dst := hostPool(t, cfg, "pg4")
+	from := clustertest.ClusterMap(t, cfg).Shards[shard].Host
+	dst := clustertest.HostPool(t, cfg, "pg4")
 	var reader pgx.Tx
 	opts := MoveOptions{Migrations: sampleSet(t), LockTimeout: 50 * time.Millisecond}
 	opts.flipCatalog = func() error {
@@ -166,14 +167,14 @@ func TestCleanupFailureKeepsNewHomeServing(t *testing.T) {
 			return nil
 		}
 		var err error
-		if reader, err = dst.Begin(ctx(t)); err != nil {
+		if reader, err = dst.Begin(clustertest.Ctx(t)); err != nil {
 			return err
 		}
 		t.Cleanup(func() { reader.Rollback(context.Background()) })
-		_, err = reader.Exec(ctx(t), `SET application_name = 'nightly report'; SELECT count(*) FROM shard_0001.likes`)
+		_, err = reader.Exec(clustertest.Ctx(t), `SET application_name = 'nightly report'; SELECT count(*) FROM shard_0001.likes`)
 		return err
 	}
-	res, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), shard, "pg4", opts)
+	res, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), shard, "pg4", opts)
 	t.Logf("the move: %v", err)
 	require.ErrorIs(t, err, ErrNotCleaned)
 	require.Equal(t, PhaseFlipped, res.Phase)
@@ -185,22 +186,22 @@ func TestCleanupFailureKeepsNewHomeServing(t *testing.T) {
 	require.Contains(t, rec.Error, "nightly report", "the journal records why")
 
 	// The new home serves: through the map, and its generator runs.
-	require.Equal(t, "pg4", clusterMap(t, cfg).Shards[shard].Host)
+	require.Equal(t, "pg4", clustertest.ClusterMap(t, cfg).Shards[shard].Host)
 	routeLikes(t, r, shard, 5)
-	_, err = dst.Exec(ctx(t), `SELECT shard_0001.next_id()`)
+	_, err = dst.Exec(clustertest.Ctx(t), `SELECT shard_0001.next_id()`)
 	require.NoError(t, err)
 
-	require.NoError(t, reader.Rollback(ctx(t)))
-	cl, err := Cleanup(ctx(t), clustertest.Handle(t, cfg), CleanupOptions{})
+	require.NoError(t, reader.Rollback(clustertest.Ctx(t)))
+	cl, err := Cleanup(clustertest.Ctx(t), clustertest.Handle(t, cfg), CleanupOptions{})
 	require.NoError(t, err)
 	require.Equal(t, []MoveRef{res.MoveRef}, cl.Finished)
 	require.Equal(t, PhaseCleaned, moveRecord(t, cfg, res.ID).Phase)
 	routeLikes(t, r, shard, 5)
-	_, err = dst.Exec(ctx(t), `SELECT shard_0001.next_id()`)
+	_, err = dst.Exec(clustertest.Ctx(t), `SELECT shard_0001.next_id()`)
 	require.NoError(t, err)
 
 	// No clamp travels on: the shard moves back and serves there.
-	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), shard, from, MoveOptions{Migrations: sampleSet(t)})
+	_, err = MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), shard, from, MoveOptions{Migrations: sampleSet(t)})
 	require.NoError(t, err)
 	routeLikes(t, r, shard, 5)
 	require.Len(t, likeIDs(t, cfg, shard), 65)
@@ -219,18 +220,18 @@ func TestFlipIgnoresOutsidersAdvisoryLocks(t *testing.T) {
 	routeLikes(t, r, 1, 50)
 	opts := MoveOptions{Migrations: sampleSet(t)}
 	opts.stopAfter = PhaseVerified
-	_, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", opts)
+	_, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 1, "pg4", opts)
 	require.ErrorIs(t, err, errStopped)
 
 	conn, _ := clustertest.Outsider(t, cfg.Catalog, "squatter")
-	_, err = conn.Exec(ctx(t), `SELECT pg_advisory_lock($1, 0), pg_advisory_lock($1, 1)`, catalog.LockClass)
+	_, err = conn.Exec(clustertest.Ctx(t), `SELECT pg_advisory_lock($1, 0), pg_advisory_lock($1, 1)`, catalog.LockClass)
 	require.NoError(t, err)
 	const hold = time.Minute
 	released := time.AfterFunc(hold, func() { conn.Close(context.Background()) })
 	defer released.Stop()
 	opts.stopAfter = ""
 	start := time.Now()
-	res, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", opts)
+	res, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 1, "pg4", opts)
 	took := time.Since(start)
 	require.NoError(t, err)
 	t.Logf("the cut-over's end took %s, writes refused for %s in all, while an outsider held the catalog's advisory locks", took, res.Refused)
@@ -250,22 +251,22 @@ func TestFlipGivesUpOnHeldCatalog(t *testing.T) {
 	routeLikes(t, r, 1, 50)
 	opts := MoveOptions{Migrations: sampleSet(t)}
 	opts.stopAfter = PhaseVerified
-	_, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", opts)
+	_, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 1, "pg4", opts)
 	require.ErrorIs(t, err, errStopped)
 
-	holder, err := pool(t, cfg.Catalog).Begin(ctx(t))
+	holder, err := clustertest.Pool(t, cfg.Catalog).Begin(clustertest.Ctx(t))
 	require.NoError(t, err)
-	_, err = holder.Exec(ctx(t), `SET application_name = 'forgotten psql'; SELECT * FROM shardid.cluster FOR UPDATE`)
+	_, err = holder.Exec(clustertest.Ctx(t), `SET application_name = 'forgotten psql'; SELECT * FROM shardid.cluster FOR UPDATE`)
 	require.NoError(t, err)
 	var pid int32
-	require.NoError(t, holder.QueryRow(ctx(t), `SELECT pg_backend_pid()`).Scan(&pid))
+	require.NoError(t, holder.QueryRow(clustertest.Ctx(t), `SELECT pg_backend_pid()`).Scan(&pid))
 	const hold = 2 * time.Minute
 	released := time.AfterFunc(flipLockWait+5*time.Second, func() { holder.Rollback(context.Background()) })
 	defer released.Stop()
 
 	start := time.Now()
 	opts.stopAfter = ""
-	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", opts)
+	_, err = MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 1, "pg4", opts)
 	took := time.Since(start)
 	require.ErrorIs(t, err, shardmgr.ErrLockWait)
 	require.ErrorContains(t, err, fmt.Sprintf("pid %d", pid))
@@ -276,11 +277,11 @@ func TestFlipGivesUpOnHeldCatalog(t *testing.T) {
 	require.GreaterOrEqual(t, lw.Waited, flipLockWait-time.Second)
 
 	// The give-back waited for the row too, and got it once released.
-	m := clusterMap(t, cfg)
+	m := clustertest.ClusterMap(t, cfg)
 	require.Equal(t, shardmgr.StateActive, m.Shards[1].State)
 	require.NotEqual(t, "pg4", m.Shards[1].Host)
 	routeLikes(t, r, 1, 5)
-	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
+	_, err = MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
 	require.NoError(t, err)
 	require.Len(t, likeIDs(t, cfg, 1), 55)
 }
@@ -289,11 +290,11 @@ func TestFlipGivesUpOnHeldCatalog(t *testing.T) {
 // Wait and then names the session.
 func TestApplyBusyNamesHolder(t *testing.T) {
 	t.Parallel()
-	cfg := initCluster(t, 2)
+	cfg := installtest.Cluster(t, 2)
 	conn, role := clustertest.Outsider(t, cfg.Catalog, "squatter")
-	_, err := conn.Exec(ctx(t), `SELECT pg_advisory_lock($1, 0)`, applyLockClass)
+	_, err := conn.Exec(clustertest.Ctx(t), `SELECT pg_advisory_lock($1, 0)`, applyLockClass)
 	require.NoError(t, err)
-	_, err = Apply(ctx(t), clustertest.Handle(t, cfg), ApplyOptions{Wait: time.Second})
+	_, err = Apply(clustertest.Ctx(t), clustertest.Handle(t, cfg), ApplyOptions{Wait: time.Second})
 	require.ErrorIs(t, err, ErrApplyBusy)
 	require.ErrorContains(t, err, fmt.Sprintf("(role %s, application %q", role, "squatter"))
 }
@@ -309,22 +310,22 @@ func TestAbortRefusesOpenedTarget(t *testing.T) {
 	routeLikes(t, r, 1, 20)
 	opts := MoveOptions{Migrations: sampleSet(t)}
 	opts.stopAfter = PhaseVerified
-	res, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", opts)
+	res, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 1, "pg4", opts)
 	require.ErrorIs(t, err, errStopped)
 	rec := moveRecord(t, cfg, res.ID)
-	dst := hostPool(t, cfg, "pg4")
-	require.NoError(t, pgx.BeginFunc(ctx(t), dst, func(tx pgx.Tx) error {
-		if err := fence.Func(ctx(t), tx, rec.Schema, false); err != nil {
+	dst := clustertest.HostPool(t, cfg, "pg4")
+	require.NoError(t, pgx.BeginFunc(clustertest.Ctx(t), dst, func(tx pgx.Tx) error {
+		if err := fence.Func(clustertest.Ctx(t), tx, rec.Schema, false); err != nil {
 			return err
 		}
-		return fence.UnclampCounter(ctx(t), tx, rec.Schema, *rec.counterMax)
+		return fence.UnclampCounter(clustertest.Ctx(t), tx, rec.Schema, *rec.counterMax)
 	}))
 	var id int64
-	require.NoError(t, dst.QueryRow(ctx(t), `INSERT INTO shard_0001.likes (user_id, post_id) VALUES (1, 1) RETURNING id`).Scan(&id))
+	require.NoError(t, dst.QueryRow(clustertest.Ctx(t), `INSERT INTO shard_0001.likes (user_id, post_id) VALUES (1, 1) RETURNING id`).Scan(&id))
 
-	_, err = AbortMove(ctx(t), clustertest.Handle(t, cfg), []int{1})
+	_, err = AbortMove(clustertest.Ctx(t), clustertest.Handle(t, cfg), []int{1})
 	require.ErrorIs(t, err, ErrTargetOpen)
-	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
+	_, err = MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
 	require.NoError(t, err)
 	require.Contains(t, likeIDs(t, cfg, 1), id)
 }
@@ -340,12 +341,12 @@ func TestCarryGivesUpOnOutsidersGeneratorLock(t *testing.T) {
 	routeLikes(t, r, 1, 20)
 	opts := MoveOptions{Migrations: sampleSet(t), LockTimeout: 100 * time.Millisecond}
 	opts.stopAfter = PhaseFenced
-	_, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", opts)
+	_, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 1, "pg4", opts)
 	require.ErrorIs(t, err, errStopped)
 
 	h, _ := cfg.Host("pg4")
 	conn, role := clustertest.Outsider(t, h.DSN, "squatter")
-	_, err = conn.Exec(ctx(t), `SELECT pg_advisory_lock($1, 1)`, int64(shsql.LockClass))
+	_, err = conn.Exec(clustertest.Ctx(t), `SELECT pg_advisory_lock($1, 1)`, int64(shsql.LockClass))
 	require.NoError(t, err)
 	const hold = 2 * time.Minute
 	released := time.AfterFunc(hold, func() { conn.Close(context.Background()) })
@@ -353,17 +354,17 @@ func TestCarryGivesUpOnOutsidersGeneratorLock(t *testing.T) {
 
 	opts.stopAfter = ""
 	start := time.Now()
-	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", opts)
+	_, err = MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 1, "pg4", opts)
 	require.Less(t, time.Since(start), hold/2, "bounded, not the holder's hold")
 	require.ErrorIs(t, err, shardmgr.ErrLockWait)
 	require.ErrorContains(t, err, fmt.Sprintf("(role %s, application %q", role, "squatter"))
-	m := clusterMap(t, cfg)
+	m := clustertest.ClusterMap(t, cfg)
 	require.Equal(t, shardmgr.StateActive, m.Shards[1].State)
 	require.NotEqual(t, "pg4", m.Shards[1].Host)
 	routeLikes(t, r, 1, 5)
 
 	require.NoError(t, conn.Close(context.Background()))
-	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
+	_, err = MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
 	require.NoError(t, err)
 	require.Len(t, likeIDs(t, cfg, 1), 25)
 }

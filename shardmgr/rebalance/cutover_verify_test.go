@@ -17,12 +17,12 @@ func TestVerifyNamesUnfinishedMove(t *testing.T) {
 	cfg := moveCluster(t, 4)
 	opts := ApplyOptions{Move: MoveOptions{Migrations: sampleSet(t)}}
 	opts.Move.stopAfter = PhaseCopy
-	res, err := Apply(ctx(t), clustertest.Handle(t, cfg), opts)
+	res, err := Apply(clustertest.Ctx(t), clustertest.Handle(t, cfg), opts)
 	require.ErrorIs(t, err, errStopped)
 	require.Len(t, res.Moves, 1)
 	mv := res.Moves[0]
 
-	rep, err := verify.Verify(ctx(t), clustertest.Handle(t, cfg), verify.Options{})
+	rep, err := verify.Verify(clustertest.Ctx(t), clustertest.Handle(t, cfg), verify.Options{})
 	require.NoError(t, err)
 	require.False(t, rep.OK)
 	var placement []string
@@ -35,7 +35,7 @@ func TestVerifyNamesUnfinishedMove(t *testing.T) {
 	require.Equal(t, []string{fmt.Sprintf("placement shard %d on %s: copy on %s belongs to unfinished move %d",
 		mv.Shard, mv.To, mv.To, mv.ID)}, placement, "%v", rep.Problems)
 
-	_, err = AbortMove(ctx(t), clustertest.Handle(t, cfg), []int{mv.Shard})
+	_, err = AbortMove(clustertest.Ctx(t), clustertest.Handle(t, cfg), []int{mv.Shard})
 	require.NoError(t, err)
 	requireVerifyOK(t, cfg)
 }

@@ -19,11 +19,11 @@ import (
 func TestMoveDoesNotCarryTheCounterToAForgedID(t *testing.T) {
 	t.Parallel()
 	cfg := moveCluster(t, 3)
-	m := clusterMap(t, cfg)
+	m := clustertest.ClusterMap(t, cfg)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	routeLikes(t, r, 1, 50)
 	forged := int64(math.MaxInt64)&^(1<<23-1) | 1<<10 | 3
-	_, err := hostPool(t, cfg, m.Shards[1].Host).Exec(ctx(t), `INSERT INTO shard_0001.likes (id, user_id, post_id) VALUES ($1, 1, 1)`, forged)
+	_, err := clustertest.HostPool(t, cfg, m.Shards[1].Host).Exec(clustertest.Ctx(t), `INSERT INTO shard_0001.likes (id, user_id, post_id) VALUES ($1, 1, 1)`, forged)
 	require.NoError(t, err)
 	genuine := likeIDs(t, cfg, 1)
 	require.Equal(t, forged, genuine[len(genuine)-1])
@@ -34,7 +34,7 @@ func TestMoveDoesNotCarryTheCounterToAForgedID(t *testing.T) {
 		if mode == MoveOffline {
 			to = m.Shards[1].Host
 		}
-		_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, to, MoveOptions{Mode: mode, Migrations: sampleSet(t)})
+		_, err = MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 1, to, MoveOptions{Mode: mode, Migrations: sampleSet(t)})
 		require.NoError(t, err, mode)
 		before := likeIDs(t, cfg, 1)
 		routeLikes(t, r, 1, 20)

@@ -17,6 +17,7 @@ import (
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 	"github.com/shardid/shardid/shardmgr/internal/fence"
+	"github.com/shardid/shardid/shardmgr/internal/installtest"
 	"github.com/shardid/shardid/shardmgr/migrate"
 )
 
@@ -36,7 +37,7 @@ func hammerShard(t *testing.T, cfg *shardmgr.Config, schema string, tables []str
 	c, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for _, host := range cfg.Hosts {
-		p := hostPool(t, cfg, host.Name)
+		p := clustertest.HostPool(t, cfg, host.Name)
 		for i := range perHost {
 			wg.Go(func() {
 				for j := 0; c.Err() == nil; j++ {
@@ -70,7 +71,7 @@ func hammerShard(t *testing.T, cfg *shardmgr.Config, schema string, tables []str
 // acknowledged and then wiped by the move.
 func TestMoveIncomingCopyRefusesWrites(t *testing.T) {
 	t.Parallel()
-	cfg := initCluster(t, 8)
+	cfg := installtest.Cluster(t, 8)
 	// The sample migrations, and a table made by a migration that runs
 	// without a transaction, with random ids (which no clamp of the
 	// generator stops).
@@ -78,12 +79,12 @@ func TestMoveIncomingCopyRefusesWrites(t *testing.T) {
 CREATE TABLE {{.schema}}.tags (id bigint PRIMARY KEY DEFAULT (random() * 9e18)::bigint, user_id bigint NOT NULL, post_id bigint NOT NULL);
 CREATE INDEX CONCURRENTLY tags_post_idx ON {{.schema}}.tags (post_id);`}
 	for _, name := range []string{"001_create_likes.sql", "002_add_likes_post_index.sql"} {
-		b, err := os.ReadFile(filepath.Join(sampleMigrations, name))
+		b, err := os.ReadFile(filepath.Join(clustertest.SampleMigrations, name))
 		require.NoError(t, err)
 		files[name] = string(b)
 	}
 	set := setOf(t, files)
-	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{})
+	_, err := migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{})
 	require.NoError(t, err)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	for _, tc := range []struct {
@@ -93,7 +94,7 @@ CREATE INDEX CONCURRENTLY tags_post_idx ON {{.schema}}.tags (post_id);`}
 		t.Run(string(tc.mode), func(t *testing.T) {
 			routeLikes(t, r, tc.shard, 200)
 			before := likeIDs(t, cfg, tc.shard)
-			m := clusterMap(t, cfg)
+			m := clustertest.ClusterMap(t, cfg)
 			home := m.Shards[tc.shard].Host
 			away := "pg3"
 			if home == away {
@@ -101,13 +102,13 @@ CREATE INDEX CONCURRENTLY tags_post_idx ON {{.schema}}.tags (post_id);`}
 			}
 			h := hammerShard(t, cfg, m.Shards[tc.shard].Schema, []string{"likes", "tags"}, 2)
 			opts := MoveOptions{Mode: tc.mode, Migrations: set, Keep: new(time.Duration)}
-			_, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), tc.shard, away, opts)
+			_, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), tc.shard, away, opts)
 			require.NoError(t, err)
-			_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), tc.shard, home, opts)
+			_, err = MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), tc.shard, home, opts)
 			require.NoError(t, err)
 			h.stop()
 
-			require.Equal(t, home, clusterMap(t, cfg).Shards[tc.shard].Host)
+			require.Equal(t, home, clustertest.ClusterMap(t, cfg).Shards[tc.shard].Host)
 			got := append(likeIDs(t, cfg, tc.shard), shardIDs(t, cfg, tc.shard, "tags")...)
 			slices.Sort(got)
 			want := slices.Clone(before)
@@ -133,8 +134,8 @@ CREATE INDEX CONCURRENTLY tags_post_idx ON {{.schema}}.tags (post_id);`}
 // places it on.
 func shardIDs(t testing.TB, cfg *shardmgr.Config, shard int, table string) []int64 {
 	t.Helper()
-	m := clusterMap(t, cfg)
-	rows, err := hostPool(t, cfg, m.Shards[shard].Host).Query(ctx(t), `SELECT id FROM `+pgx.Identifier{m.Shards[shard].Schema, table}.Sanitize())
+	m := clustertest.ClusterMap(t, cfg)
+	rows, err := clustertest.HostPool(t, cfg, m.Shards[shard].Host).Query(clustertest.Ctx(t), `SELECT id FROM `+pgx.Identifier{m.Shards[shard].Schema, table}.Sanitize())
 	require.NoError(t, err)
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	require.NoError(t, err)
@@ -146,23 +147,23 @@ func shardIDs(t testing.TB, cfg *shardmgr.Config, shard int, table string) []int
 // was carried over; after the flip it serves.
 func TestMoveIncomingCopyHandsOutNoID(t *testing.T) {
 	t.Parallel()
-	cfg := initCluster(t, 3)
-	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
+	cfg := installtest.Cluster(t, 3)
+	_, err := migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	routeLikes(t, r, 1, 50)
-	dst := hostPool(t, cfg, "pg3")
+	dst := clustertest.HostPool(t, cfg, "pg3")
 	for _, phase := range []Phase{PhaseSchema, PhaseVerified} {
 		opts := MoveOptions{Migrations: sampleSet(t)}
 		opts.stopAfter = phase
-		_, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg3", opts)
+		_, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 1, "pg3", opts)
 		require.ErrorIs(t, err, errStopped)
-		_, err = dst.Exec(ctx(t), `SELECT shard_0001.next_id()`)
+		_, err = dst.Exec(clustertest.Ctx(t), `SELECT shard_0001.next_id()`)
 		require.ErrorContains(t, err, "maximum value", "after %s", phase)
-		_, err = dst.Exec(ctx(t), `INSERT INTO shard_0001.likes (id, user_id, post_id) VALUES (1, 1, 1)`)
+		_, err = dst.Exec(clustertest.Ctx(t), `INSERT INTO shard_0001.likes (id, user_id, post_id) VALUES (1, 1, 1)`)
 		require.True(t, fence.IsFenceError(err), "after %s: %v", phase, err)
 	}
-	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg3", MoveOptions{Migrations: sampleSet(t)})
+	_, err = MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 1, "pg3", MoveOptions{Migrations: sampleSet(t)})
 	require.NoError(t, err)
 	old := likeIDs(t, cfg, 1)
 	routeLikes(t, r, 1, 5)
@@ -176,32 +177,32 @@ func TestMoveIncomingCopyHandsOutNoID(t *testing.T) {
 // target again before the source is given back: never two writable copies.
 func TestFailedFlipFencesTargetAgain(t *testing.T) {
 	t.Parallel()
-	cfg := initCluster(t, 3)
-	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
+	cfg := installtest.Cluster(t, 3)
+	_, err := migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	routeLikes(t, r, 1, 50)
 	home, err := r.Shard(1)
 	require.NoError(t, err)
 	require.NotEqual(t, "pg3", home.Host)
-	src, dst := hostPool(t, cfg, home.Host), hostPool(t, cfg, "pg3")
+	src, dst := clustertest.HostPool(t, cfg, home.Host), clustertest.HostPool(t, cfg, "pg3")
 	for _, mode := range []MoveMode{MoveOnline, MoveOffline} {
 		opts := MoveOptions{Migrations: sampleSet(t), Mode: mode}
 		opts.flipCatalog = func() error { return errors.New("catalog lost") }
-		_, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg3", opts)
+		_, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 1, "pg3", opts)
 		require.ErrorContains(t, err, "catalog lost", mode)
 		// The source serves again; the target refuses writes and ids.
 		routeLikes(t, r, 1, 5)
-		_, err = dst.Exec(ctx(t), `SELECT shard_0001.next_id()`)
+		_, err = dst.Exec(clustertest.Ctx(t), `SELECT shard_0001.next_id()`)
 		require.ErrorContains(t, err, "maximum value", mode)
-		_, err = dst.Exec(ctx(t), `INSERT INTO shard_0001.likes (id, user_id, post_id) VALUES (1, 1, 1)`)
+		_, err = dst.Exec(clustertest.Ctx(t), `INSERT INTO shard_0001.likes (id, user_id, post_id) VALUES (1, 1, 1)`)
 		require.True(t, fence.IsFenceError(err), "%s: %v", mode, err)
-		_, err = src.Exec(ctx(t), `INSERT INTO shard_0001.likes (user_id, post_id) VALUES (1, 1)`)
+		_, err = src.Exec(clustertest.Ctx(t), `INSERT INTO shard_0001.likes (user_id, post_id) VALUES (1, 1)`)
 		require.NoError(t, err, mode)
-		_, err = AbortMove(ctx(t), clustertest.Handle(t, cfg), []int{1})
+		_, err = AbortMove(clustertest.Ctx(t), clustertest.Handle(t, cfg), []int{1})
 		require.NoError(t, err, mode)
 	}
-	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg3", MoveOptions{Migrations: sampleSet(t)})
+	_, err = MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 1, "pg3", MoveOptions{Migrations: sampleSet(t)})
 	require.NoError(t, err)
 	routeLikes(t, r, 1, 5)
 	requireVerifyOK(t, cfg)

@@ -20,6 +20,7 @@ import (
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 	"github.com/shardid/shardid/shardmgr/internal/fence"
+	"github.com/shardid/shardid/shardmgr/internal/installtest"
 	"github.com/shardid/shardid/shardmgr/internal/shardschema"
 	"github.com/shardid/shardid/shardmgr/migrate"
 	"github.com/shardid/shardid/shardmgr/verify"
@@ -39,8 +40,8 @@ func moveCluster(t testing.TB, shards int) *shardmgr.Config {
 // only, not yet applied to the catalog.
 func moveClusterFileOnly(t testing.TB, shards int) *shardmgr.Config {
 	t.Helper()
-	cfg := initCluster(t, shards)
-	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
+	cfg := installtest.Cluster(t, shards)
+	_, err := migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	addHostToFile(t, cfg, "pg4", "100ms")
 	return cfg
@@ -50,8 +51,8 @@ func moveClusterFileOnly(t testing.TB, shards int) *shardmgr.Config {
 // wal_retrieve_retry_interval set to retry.
 func moveClusterRetry(t testing.TB, shards int, retry string) *shardmgr.Config {
 	t.Helper()
-	cfg := initCluster(t, shards)
-	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
+	cfg := installtest.Cluster(t, shards)
+	_, err := migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	addHost(t, cfg, "pg4", retry)
 	return cfg
@@ -88,7 +89,7 @@ func likeIDs(t testing.TB, cfg *shardmgr.Config, shard int) []int64 {
 
 func requireVerifyOK(t testing.TB, cfg *shardmgr.Config) {
 	t.Helper()
-	rep, err := verify.Verify(ctx(t), clustertest.Handle(t, cfg), verify.Options{Deep: true})
+	rep, err := verify.Verify(clustertest.Ctx(t), clustertest.Handle(t, cfg), verify.Options{Deep: true})
 	require.NoError(t, err)
 	require.True(t, rep.OK, "verify: %v", rep.Problems)
 }
@@ -104,9 +105,9 @@ func replicationLeftovers(t testing.TB, cfg *shardmgr.Config, names ...string) i
 	}
 	n := 0
 	for _, h := range cfg.Hosts {
-		p := hostPool(t, cfg, h.Name)
+		p := clustertest.HostPool(t, cfg, h.Name)
 		var c int
-		require.NoError(t, p.QueryRow(ctx(t), `SELECT (SELECT count(*) FROM pg_publication WHERE pubname = ANY($1))
+		require.NoError(t, p.QueryRow(clustertest.Ctx(t), `SELECT (SELECT count(*) FROM pg_publication WHERE pubname = ANY($1))
 			+ (SELECT count(*) FROM pg_subscription WHERE subname = ANY($1))
 			+ (SELECT count(*) FROM pg_replication_slots WHERE slot_name = ANY($1))
 			+ (SELECT count(*) FROM pg_tables WHERE schemaname = 'shardid' AND tablename = ANY($2))
@@ -119,7 +120,7 @@ func replicationLeftovers(t testing.TB, cfg *shardmgr.Config, names ...string) i
 
 func moveRecord(t testing.TB, cfg *shardmgr.Config, id int64) *MoveRecord {
 	t.Helper()
-	recs, err := readMoves(ctx(t), pool(t, cfg.Catalog), `id = $1`, id)
+	recs, err := readMoves(clustertest.Ctx(t), clustertest.Pool(t, cfg.Catalog), `id = $1`, id)
 	require.NoError(t, err)
 	require.Len(t, recs, 1)
 	return recs[0]
@@ -132,12 +133,12 @@ func TestMoveOfflineThenOnlineBack(t *testing.T) {
 	routeLikes(t, r, 1, 500)
 	before := likeIDs(t, cfg, 1)
 
-	res, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Mode: MoveOffline, Migrations: sampleSet(t)})
+	res, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Mode: MoveOffline, Migrations: sampleSet(t)})
 	require.NoError(t, err)
 	require.Equal(t, PhaseCleaned, res.Phase)
 	require.EqualValues(t, 500, res.Rows)
 	require.Equal(t, "shard_0001_moved_g"+fmt.Sprint(res.Generation), res.RetiredSchema)
-	require.Equal(t, "pg4", clusterMap(t, cfg).Shards[1].Host)
+	require.Equal(t, "pg4", clustertest.ClusterMap(t, cfg).Shards[1].Host)
 	require.Equal(t, before, likeIDs(t, cfg, 1))
 	requireVerifyOK(t, cfg)
 
@@ -148,17 +149,17 @@ func TestMoveOfflineThenOnlineBack(t *testing.T) {
 	require.Greater(t, after[500], before[499])
 
 	// The retired copy refuses writes and ids.
-	src := hostPool(t, cfg, "pg1")
+	src := clustertest.HostPool(t, cfg, "pg1")
 	retired := pgx.Identifier{res.RetiredSchema, "likes"}.Sanitize()
-	_, err = src.Exec(ctx(t), fmt.Sprintf(`UPDATE %s SET post_id = 0`, retired))
+	_, err = src.Exec(clustertest.Ctx(t), fmt.Sprintf(`UPDATE %s SET post_id = 0`, retired))
 	require.True(t, fence.IsFenceError(err), "%v", err)
-	_, err = src.Exec(ctx(t), fmt.Sprintf(`INSERT INTO %s (id, user_id, post_id) VALUES (1, 1, 1)`, retired))
+	_, err = src.Exec(clustertest.Ctx(t), fmt.Sprintf(`INSERT INTO %s (id, user_id, post_id) VALUES (1, 1, 1)`, retired))
 	require.True(t, fence.IsFenceError(err), "%v", err)
-	_, err = src.Exec(ctx(t), fmt.Sprintf(`SELECT %s()`, pgx.Identifier{res.RetiredSchema, "next_id"}.Sanitize()))
+	_, err = src.Exec(clustertest.Ctx(t), fmt.Sprintf(`SELECT %s()`, pgx.Identifier{res.RetiredSchema, "next_id"}.Sanitize()))
 	require.Error(t, err, "the retired generator hands out no id")
 
 	// Back online: a move like any other.
-	back, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg1", MoveOptions{Migrations: sampleSet(t)})
+	back, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 1, "pg1", MoveOptions{Migrations: sampleSet(t)})
 	require.NoError(t, err)
 	require.Equal(t, PhaseCleaned, back.Phase)
 	require.EqualValues(t, 510, back.Rows)
@@ -166,7 +167,7 @@ func TestMoveOfflineThenOnlineBack(t *testing.T) {
 	require.Zero(t, replicationLeftovers(t, cfg, moveRecord(t, cfg, back.ID).replName))
 	requireVerifyOK(t, cfg)
 
-	cl, err := Cleanup(ctx(t), clustertest.Handle(t, cfg), CleanupOptions{All: true})
+	cl, err := Cleanup(clustertest.Ctx(t), clustertest.Handle(t, cfg), CleanupOptions{All: true})
 	require.NoError(t, err)
 	require.Len(t, cl.Dropped, 2)
 	requireVerifyOK(t, cfg)
@@ -242,7 +243,7 @@ func TestMoveOnlineUnderContinuousWrites(t *testing.T) {
 	w, wg := runWriters(t, r, []int{2, 2, 3, 4}, 6, stop)
 	time.Sleep(300 * time.Millisecond)
 	logs := &logLines{t: t}
-	res, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 2, "pg4", MoveOptions{Migrations: sampleSet(t), Logger: logs.logger()})
+	res, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 2, "pg4", MoveOptions{Migrations: sampleSet(t), Logger: logs.logger()})
 	time.Sleep(300 * time.Millisecond)
 	close(stop)
 	wg.Wait()
@@ -271,7 +272,7 @@ func TestMoveOnlineUnderContinuousWrites(t *testing.T) {
 	for _, s := range []int{3, 4} {
 		require.Len(t, likeIDs(t, cfg, s), w.rows[s])
 	}
-	require.Equal(t, "pg4", clusterMap(t, cfg).Shards[2].Host)
+	require.Equal(t, "pg4", clustertest.ClusterMap(t, cfg).Shards[2].Host)
 	requireVerifyOK(t, cfg)
 }
 
@@ -302,32 +303,32 @@ func TestMoveResumesAfterEachPhase(t *testing.T) {
 			}
 			routeLikes(t, r, shard, 100)
 			want := likeIDs(t, cfg, shard)
-			from := clusterMap(t, cfg).Shards[shard].Host
+			from := clustertest.ClusterMap(t, cfg).Shards[shard].Host
 			opts := MoveOptions{Mode: mode, Migrations: sampleSet(t), Keep: new(time.Duration), Logger: testLogger(t)}
 			opts.stopAfter = phase
-			res, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), shard, "pg4", opts)
+			res, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), shard, "pg4", opts)
 			require.ErrorIs(t, err, errStopped, "%s %s", mode, phase)
 			require.Equal(t, phase, res.Phase)
 
 			// While it is stopped the shard is where it was; after the
 			// fence, writes are refused with the typed error.
-			m := clusterMap(t, cfg)
+			m := clustertest.ClusterMap(t, cfg)
 			if phase.PastNoReturn() {
 				require.Equal(t, "pg4", m.Shards[shard].Host)
 			} else {
 				require.Equal(t, from, m.Shards[shard].Host)
 				if sourceFenced(mode, phase) {
 					require.Equal(t, shardmgr.StateMoving, m.Shards[shard].State)
-					err := r.Tx(ctx(t), shard, func(ctx context.Context, tx pgx.Tx, s shardmgr.Shard) error { return nil })
+					err := r.Tx(clustertest.Ctx(t), shard, func(ctx context.Context, tx pgx.Tx, s shardmgr.Shard) error { return nil })
 					require.ErrorIs(t, err, shardmgr.ErrShardMoving)
 				}
 			}
 
 			opts.stopAfter = ""
-			res, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), shard, "pg4", opts)
+			res, err = MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), shard, "pg4", opts)
 			require.NoError(t, err, "%s %s", mode, phase)
 			require.Equal(t, PhaseCleaned, res.Phase)
-			require.Equal(t, "pg4", clusterMap(t, cfg).Shards[shard].Host)
+			require.Equal(t, "pg4", clustertest.ClusterMap(t, cfg).Shards[shard].Host)
 			require.Equal(t, want, likeIDs(t, cfg, shard), "%s %s", mode, phase)
 			routeLikes(t, r, shard, 1)
 			require.Zero(t, replicationLeftovers(t, cfg, moveRecord(t, cfg, res.ID).replName))
@@ -341,7 +342,7 @@ func TestAbortMove(t *testing.T) {
 	t.Parallel()
 	cfg := moveCluster(t, 6)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
-	_, err := AbortMove(ctx(t), clustertest.Handle(t, cfg), nil)
+	_, err := AbortMove(clustertest.Ctx(t), clustertest.Handle(t, cfg), nil)
 	require.ErrorIs(t, err, ErrNoMove)
 
 	for i, tc := range []struct {
@@ -351,22 +352,22 @@ func TestAbortMove(t *testing.T) {
 		shard := i
 		routeLikes(t, r, shard, 50)
 		want := likeIDs(t, cfg, shard)
-		before := clusterMap(t, cfg).Shards[shard]
+		before := clustertest.ClusterMap(t, cfg).Shards[shard]
 		opts := MoveOptions{Mode: tc.mode, Migrations: sampleSet(t)}
 		opts.stopAfter = tc.phase
-		res, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), shard, "pg4", opts)
+		res, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), shard, "pg4", opts)
 		require.ErrorIs(t, err, errStopped)
 
-		ab, err := AbortMove(ctx(t), clustertest.Handle(t, cfg), []int{shard})
+		ab, err := AbortMove(clustertest.Ctx(t), clustertest.Handle(t, cfg), []int{shard})
 		require.NoError(t, err)
 		require.Equal(t, []AbortResult{{MoveRef: MoveRef{ID: res.ID, Shard: shard, From: before.Host, To: "pg4"}, Phase: tc.phase}}, ab)
 		require.Equal(t, PhaseAborted, moveRecord(t, cfg, res.ID).Phase)
-		after := clusterMap(t, cfg).Shards[shard]
+		after := clustertest.ClusterMap(t, cfg).Shards[shard]
 		require.Equal(t, before.Host, after.Host)
 		require.Equal(t, shardmgr.StateActive, after.State)
 		require.Zero(t, replicationLeftovers(t, cfg, moveRecord(t, cfg, res.ID).replName))
 		var has bool
-		require.NoError(t, hostPool(t, cfg, "pg4").QueryRow(ctx(t), `SELECT to_regnamespace($1) IS NOT NULL`, before.Schema).Scan(&has))
+		require.NoError(t, clustertest.HostPool(t, cfg, "pg4").QueryRow(clustertest.Ctx(t), `SELECT to_regnamespace($1) IS NOT NULL`, before.Schema).Scan(&has))
 		require.False(t, has, "the target's partial copy is gone")
 		// The source takes writes again, with its counter running.
 		routeLikes(t, r, shard, 5)
@@ -378,14 +379,14 @@ func TestAbortMove(t *testing.T) {
 	// moving back is a move like any other.
 	opts := MoveOptions{Migrations: sampleSet(t)}
 	opts.stopAfter = PhaseFlipped
-	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 5, "pg4", opts)
+	_, err = MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 5, "pg4", opts)
 	require.ErrorIs(t, err, errStopped)
-	_, err = AbortMove(ctx(t), clustertest.Handle(t, cfg), []int{5})
+	_, err = AbortMove(clustertest.Ctx(t), clustertest.Handle(t, cfg), []int{5})
 	require.ErrorIs(t, err, ErrMoveFlipped)
 	opts.stopAfter = ""
-	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 5, "pg4", opts)
+	_, err = MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 5, "pg4", opts)
 	require.NoError(t, err)
-	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 5, "pg3", opts)
+	_, err = MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 5, "pg3", opts)
 	require.NoError(t, err)
 	requireVerifyOK(t, cfg)
 }
@@ -397,35 +398,35 @@ func TestMoveFailedCutoverLeavesSourceServing(t *testing.T) {
 	cfg := moveCluster(t, 3)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	routeLikes(t, r, 1, 200)
-	_, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Migrations: sampleSet(t), CutoverTimeout: time.Nanosecond})
+	_, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Migrations: sampleSet(t), CutoverTimeout: time.Nanosecond})
 	require.Error(t, err)
-	recs, err := Moves(ctx(t), clustertest.Handle(t, cfg), false)
+	recs, err := Moves(clustertest.Ctx(t), clustertest.Handle(t, cfg), false)
 	require.NoError(t, err)
 	require.Len(t, recs, 1)
 	require.Equal(t, PhaseCatchup, recs[0].Phase)
 	require.Contains(t, recs[0].Error, "phase verified")
-	s := clusterMap(t, cfg).Shards[1]
+	s := clustertest.ClusterMap(t, cfg).Shards[1]
 	require.Equal(t, "pg2", s.Host)
 	require.Equal(t, shardmgr.StateActive, s.State)
 	routeLikes(t, r, 1, 10) // fence lifted, counter running
 
 	// While another manager holds the move, neither a second run nor an
 	// abort touches it.
-	conn, err := pgx.Connect(ctx(t), cfg.Catalog)
+	conn, err := pgx.Connect(clustertest.Ctx(t), cfg.Catalog)
 	require.NoError(t, err)
-	_, err = conn.Exec(ctx(t), `SELECT pg_advisory_lock($1, $2)`, moveLockClass, int32(recs[0].ID))
+	_, err = conn.Exec(clustertest.Ctx(t), `SELECT pg_advisory_lock($1, $2)`, moveLockClass, int32(recs[0].ID))
 	require.NoError(t, err)
-	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
+	_, err = MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
 	require.ErrorIs(t, err, ErrMoveBusy)
-	_, err = AbortMove(ctx(t), clustertest.Handle(t, cfg), []int{1})
+	_, err = AbortMove(clustertest.Ctx(t), clustertest.Handle(t, cfg), []int{1})
 	require.ErrorIs(t, err, ErrMoveBusy)
 	// Released before the close: a closed session's locks go only when its
 	// backend has exited, a moment after the client hung up.
-	_, err = conn.Exec(ctx(t), `SELECT pg_advisory_unlock($1, $2)`, moveLockClass, int32(recs[0].ID))
+	_, err = conn.Exec(clustertest.Ctx(t), `SELECT pg_advisory_unlock($1, $2)`, moveLockClass, int32(recs[0].ID))
 	require.NoError(t, err)
-	require.NoError(t, conn.Close(ctx(t)))
+	require.NoError(t, conn.Close(clustertest.Ctx(t)))
 
-	res, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
+	res, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
 	require.NoError(t, err)
 	require.EqualValues(t, 210, res.Rows)
 	requireVerifyOK(t, cfg)
@@ -438,10 +439,10 @@ func TestMoveFailedCutoverLeavesSourceServing(t *testing.T) {
 func TestMoveCarriesCounterAheadOfTargetClock(t *testing.T) {
 	t.Parallel()
 	cfg := moveCluster(t, 3)
-	m := clusterMap(t, cfg)
-	src := hostPool(t, cfg, m.Shards[2].Host)
+	m := clustertest.ClusterMap(t, cfg)
+	src := clustertest.HostPool(t, cfg, m.Shards[2].Host)
 	ahead := shardschema.IDOfCounter(m.Layout, (time.Now().Add(3*time.Hour).UnixMilli()-m.Layout.Epoch)<<m.Layout.Resolved().SeqBits, 2)
-	_, err := src.Exec(ctx(t), `SELECT shard_0002.next_id_advance($1, force => true)`, ahead)
+	_, err := src.Exec(clustertest.Ctx(t), `SELECT shard_0002.next_id_advance($1, force => true)`, ahead)
 	require.NoError(t, err)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	routeLikes(t, r, 2, 100)
@@ -450,14 +451,14 @@ func TestMoveCarriesCounterAheadOfTargetClock(t *testing.T) {
 	// One more id drawn from the source's counter and never stored: the
 	// target must not hand it out either.
 	var drawn int64
-	require.NoError(t, src.QueryRow(ctx(t), `SELECT shard_0002.next_id()`).Scan(&drawn))
+	require.NoError(t, src.QueryRow(clustertest.Ctx(t), `SELECT shard_0002.next_id()`).Scan(&drawn))
 
 	for _, mode := range []MoveMode{MoveOnline, MoveOffline} {
 		to := "pg4"
 		if mode == MoveOffline {
 			to = "pg1"
 		}
-		_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 2, to, MoveOptions{Mode: mode, Migrations: sampleSet(t)})
+		_, err = MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 2, to, MoveOptions{Mode: mode, Migrations: sampleSet(t)})
 		require.NoError(t, err)
 		routeLikes(t, r, 2, 100)
 		ids := likeIDs(t, cfg, 2)
@@ -470,7 +471,7 @@ func TestMoveCarriesCounterAheadOfTargetClock(t *testing.T) {
 	}
 	// verify agrees, and notes the generator's ids running hours ahead of
 	// the clock, which is what this test made them do.
-	rep, err := verify.Verify(ctx(t), clustertest.Handle(t, cfg), verify.Options{Deep: true})
+	rep, err := verify.Verify(clustertest.Ctx(t), clustertest.Handle(t, cfg), verify.Options{Deep: true})
 	require.NoError(t, err)
 	for _, p := range rep.Problems {
 		require.Equal(t, verify.CheckGeneratorID, p.Check, "%v", p)
@@ -487,50 +488,50 @@ func TestMoveCarriesCounterAheadOfTargetClock(t *testing.T) {
 // refused before anything is journaled, and offline moves the first.
 func TestMoveRefusesWhatItCannotCopy(t *testing.T) {
 	t.Parallel()
-	cfg := initCluster(t, 3)
+	cfg := installtest.Cluster(t, 3)
 	set := setOf(t, map[string]string{"001_log.sql": `CREATE TABLE {{.schema}}.log (id bigint NOT NULL DEFAULT {{.next_id}}, msg text);`})
-	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{})
+	_, err := migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{})
 	require.NoError(t, err)
 	addHost(t, cfg, "pg4", "100ms")
-	src := hostPool(t, cfg, "pg1")
-	_, err = src.Exec(ctx(t), `INSERT INTO shard_0000.log (msg) SELECT 'm' || g FROM generate_series(1, 300) g`)
+	src := clustertest.HostPool(t, cfg, "pg1")
+	_, err = src.Exec(clustertest.Ctx(t), `INSERT INTO shard_0000.log (msg) SELECT 'm' || g FROM generate_series(1, 300) g`)
 	require.NoError(t, err)
 
-	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Migrations: set})
+	_, err = MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Migrations: set})
 	require.ErrorContains(t, err, "without a primary key or replica identity")
 	// The advice to move it offline is the CLI's (cmd/shardid hint_test.go).
 	require.ErrorIs(t, err, ErrNoReplicaIdentity)
-	s := clusterMap(t, cfg).Shards[0]
+	s := clustertest.ClusterMap(t, cfg).Shards[0]
 	require.Equal(t, shardmgr.StateActive, s.State)
 	// The preflight refused it before the move was journaled: nothing to
 	// abort.
 	require.ErrorIs(t, err, ErrPreflight)
-	_, err = AbortMove(ctx(t), clustertest.Handle(t, cfg), []int{0})
+	_, err = AbortMove(clustertest.Ctx(t), clustertest.Handle(t, cfg), []int{0})
 	require.ErrorIs(t, err, ErrNoMove)
 
-	res, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Migrations: set, Mode: MoveOffline})
+	res, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Migrations: set, Mode: MoveOffline})
 	require.NoError(t, err)
 	require.EqualValues(t, 300, res.Rows)
 
 	// A table made by hand on shard 1.
-	_, err = hostPool(t, cfg, "pg2").Exec(ctx(t), `CREATE TABLE shard_0001.extra (id bigint PRIMARY KEY)`)
+	_, err = clustertest.HostPool(t, cfg, "pg2").Exec(clustertest.Ctx(t), `CREATE TABLE shard_0001.extra (id bigint PRIMARY KEY)`)
 	require.NoError(t, err)
 	// The preflight refuses it before the move is journaled.
-	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Migrations: set, Mode: MoveOffline})
+	_, err = MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Migrations: set, Mode: MoveOffline})
 	require.ErrorIs(t, err, ErrPreflight)
 	require.ErrorIs(t, err, ErrShardTables)
 	require.ErrorContains(t, err, "extra")
-	_, err = AbortMove(ctx(t), clustertest.Handle(t, cfg), nil)
+	_, err = AbortMove(clustertest.Ctx(t), clustertest.Handle(t, cfg), nil)
 	require.ErrorIs(t, err, ErrNoMove)
 
 	// Without the migrations directory a migrated shard cannot be built:
 	// refused by the preflight too.
-	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 2, "pg4", MoveOptions{Mode: MoveOffline})
+	_, err = MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 2, "pg4", MoveOptions{Mode: MoveOffline})
 	require.ErrorIs(t, err, ErrPreflight)
 	require.ErrorIs(t, err, ErrMigrationsNeeded)
-	_, err = AbortMove(ctx(t), clustertest.Handle(t, cfg), nil)
+	_, err = AbortMove(clustertest.Ctx(t), clustertest.Handle(t, cfg), nil)
 	require.ErrorIs(t, err, ErrNoMove)
-	_, err = hostPool(t, cfg, "pg2").Exec(ctx(t), `DROP TABLE shard_0001.extra`)
+	_, err = clustertest.HostPool(t, cfg, "pg2").Exec(clustertest.Ctx(t), `DROP TABLE shard_0001.extra`)
 	require.NoError(t, err)
 	requireVerifyOK(t, cfg)
 }
@@ -539,18 +540,18 @@ func TestMoveRefusesWhatItCannotCopy(t *testing.T) {
 // the replication slot itself, as CREATE SUBSCRIPTION would wait forever.
 func TestMoveOnlineWithinOneServer(t *testing.T) {
 	t.Parallel()
-	cfg := initCluster(t, 3)
-	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
+	cfg := installtest.Cluster(t, 3)
+	_, err := migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	s := pgtest.Servers(t, 1)[0] // pg1's server
 	db := cfg.Cluster + "_pg4"
-	dropLater(t, s, db)
+	clustertest.DropLater(t, s, db)
 	cfg.Hosts = append(cfg.Hosts, shardmgr.Host{Name: "pg4", DSN: s.DSN(db)})
 	applyHosts(t, cfg)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	routeLikes(t, r, 0, 100)
 	want := likeIDs(t, cfg, 0)
-	res, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Migrations: sampleSet(t), CutoverTimeout: time.Minute})
+	res, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Migrations: sampleSet(t), CutoverTimeout: time.Minute})
 	require.NoError(t, err)
 	require.EqualValues(t, 100, res.Rows)
 	require.Equal(t, want, likeIDs(t, cfg, 0))
@@ -598,7 +599,7 @@ func TestMoveCheckCatchesDivergenceAfterTheScans(t *testing.T) {
 	cfg := moveCluster(t, 3)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	routeLikes(t, r, 1, 300)
-	m := clusterMap(t, cfg)
+	m := clustertest.ClusterMap(t, cfg)
 	opts := MoveOptions{Migrations: sampleSet(t), Logger: testLogger(t)}
 	opts.afterScans = func(ctx context.Context, src, dst *pgxpool.Pool) error {
 		// A change the source never made, as a faulty apply would store
@@ -609,18 +610,18 @@ func TestMoveCheckCatchesDivergenceAfterTheScans(t *testing.T) {
 			return err
 		})
 	}
-	_, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", opts)
+	_, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 1, "pg4", opts)
 	require.ErrorIs(t, err, ErrMoveCheck)
 	require.ErrorContains(t, err, "likes: source 300 rows")
-	s := clusterMap(t, cfg).Shards[1]
+	s := clustertest.ClusterMap(t, cfg).Shards[1]
 	require.Equal(t, "pg2", s.Host)
 	require.Equal(t, shardmgr.StateActive, s.State)
 	routeLikes(t, r, 1, 10) // the source takes writes again
 	var triggers int
-	require.NoError(t, hostPool(t, cfg, "pg2").QueryRow(ctx(t), `SELECT count(*) FROM pg_trigger WHERE tgname IN ($1, $2)`, deltaTrigger, deltaTruncate).Scan(&triggers))
+	require.NoError(t, clustertest.HostPool(t, cfg, "pg2").QueryRow(clustertest.Ctx(t), `SELECT count(*) FROM pg_trigger WHERE tgname IN ($1, $2)`, deltaTrigger, deltaTruncate).Scan(&triggers))
 	require.Zero(t, triggers, "the source no longer logs its writes")
 
-	ab, err := AbortMove(ctx(t), clustertest.Handle(t, cfg), []int{1})
+	ab, err := AbortMove(clustertest.Ctx(t), clustertest.Handle(t, cfg), []int{1})
 	require.NoError(t, err)
 	require.Len(t, ab, 1)
 	require.Zero(t, replicationLeftovers(t, cfg, moveRecord(t, cfg, ab[0].ID).replName))
@@ -635,14 +636,14 @@ func TestMoveChecksFullAfterTruncate(t *testing.T) {
 	cfg := moveCluster(t, 3)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	routeLikes(t, r, 1, 300)
-	m := clusterMap(t, cfg)
+	m := clustertest.ClusterMap(t, cfg)
 	logs := &logLines{t: t}
 	opts := MoveOptions{Migrations: sampleSet(t), Logger: logs.logger()}
 	opts.afterScans = func(ctx context.Context, src, dst *pgxpool.Pool) error {
 		_, err := src.Exec(ctx, fmt.Sprintf(`TRUNCATE %s; INSERT INTO %[1]s (user_id, post_id) VALUES (1, 1), (2, 2)`, pgx.Identifier{m.Shards[1].Schema, "likes"}.Sanitize()))
 		return err
 	}
-	res, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", opts)
+	res, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 1, "pg4", opts)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, res.Rows)
 	require.Equal(t, "full scans", logs.checkedFrom())
@@ -653,7 +654,7 @@ func TestMoveChecksFullAfterTruncate(t *testing.T) {
 	// Without one, the check is the change log's.
 	logs = &logLines{t: t}
 	opts = MoveOptions{Migrations: sampleSet(t), Logger: logs.logger()}
-	res, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg3", opts)
+	res, err = MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 1, "pg3", opts)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, res.Rows)
 	require.Equal(t, "changes since the scans", logs.checkedFrom())
@@ -665,15 +666,15 @@ func TestMoveChecksFullAfterTruncate(t *testing.T) {
 // DateStyle still add up to what a scan sees.
 func TestMoveChecksTextHashedTablesFromTheLog(t *testing.T) {
 	t.Parallel()
-	cfg := initCluster(t, 3)
+	cfg := installtest.Cluster(t, 3)
 	set := setOf(t, map[string]string{"001_docs.sql": `CREATE TABLE {{.schema}}.docs (
 		id bigint PRIMARY KEY DEFAULT {{.next_id}}, body json NOT NULL, at timestamptz NOT NULL DEFAULT now(), price float8);`})
-	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{})
+	_, err := migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), set, migrate.Options{})
 	require.NoError(t, err)
 	addHost(t, cfg, "pg4", "100ms")
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
-	docs := pgx.Identifier{clusterMap(t, cfg).Shards[1].Schema, "docs"}.Sanitize()
-	require.NoError(t, r.Tx(ctx(t), 1, func(ctx context.Context, tx pgx.Tx, s shardmgr.Shard) error {
+	docs := pgx.Identifier{clustertest.ClusterMap(t, cfg).Shards[1].Schema, "docs"}.Sanitize()
+	require.NoError(t, r.Tx(clustertest.Ctx(t), 1, func(ctx context.Context, tx pgx.Tx, s shardmgr.Shard) error {
 		_, err := tx.Exec(ctx, `INSERT INTO `+docs+` (body, price) SELECT json_build_object('n', g), g / 7.0 FROM generate_series(1, 200) g`)
 		return err
 	}))
@@ -688,7 +689,7 @@ func TestMoveChecksTextHashedTablesFromTheLog(t *testing.T) {
 			return err
 		})
 	}
-	res, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", opts)
+	res, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 1, "pg4", opts)
 	require.NoError(t, err)
 	require.EqualValues(t, 199, res.Rows)
 	require.Equal(t, "changes since the scans", logs.checkedFrom())

@@ -11,6 +11,7 @@ import (
 	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+	"github.com/shardid/shardid/shardmgr/internal/installtest"
 	"github.com/shardid/shardid/shardmgr/migrate"
 )
 
@@ -18,8 +19,8 @@ import (
 // with settings.
 func workerCluster(t *testing.T, shards int, settings map[string]string) (*shardmgr.Config, *localpg.Server) {
 	t.Helper()
-	cfg := initCluster(t, shards)
-	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
+	cfg := installtest.Cluster(t, shards)
+	_, err := migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	s := pgtest.Own(t, localpg.Options{Settings: settings})
 	cfg.Hosts = append(cfg.Hosts, shardmgr.Host{Name: "pg4", DSN: s.DSN("app")})
@@ -33,7 +34,7 @@ func workerCluster(t *testing.T, shards int, settings map[string]string) (*shard
 func subscriptionsEnabled(t *testing.T, cfg *shardmgr.Config, host string) int {
 	t.Helper()
 	var n int
-	require.NoError(t, hostPool(t, cfg, host).QueryRow(ctx(t), `SELECT count(*) FROM pg_subscription
+	require.NoError(t, clustertest.HostPool(t, cfg, host).QueryRow(clustertest.Ctx(t), `SELECT count(*) FROM pg_subscription
 		WHERE subenabled AND subdbid = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&n))
 	return n
 }
@@ -56,7 +57,7 @@ func TestMoveFailsAtOnceWithoutWorkerSlots(t *testing.T) {
 	// once finishes long before, however loaded the machine (a bound of
 	// seconds did not hold at a load average of 25 on 2 cores).
 	const workerStart = 10 * time.Minute
-	c, cancel := context.WithTimeout(ctx(t), workerStart/2)
+	c, cancel := context.WithTimeout(clustertest.Ctx(t), workerStart/2)
 	defer cancel()
 	_, err := MoveShard(c, clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Migrations: sampleSet(t), WorkerStartTimeout: workerStart})
 	require.ErrorIs(t, err, ErrPreflight)
@@ -69,7 +70,7 @@ func TestMoveFailsAtOnceWithoutWorkerSlots(t *testing.T) {
 	require.Less(t, time.Since(t0), workerStart/2, "failed at once, not after a timeout")
 	require.Equal(t, PhaseCopy, res.Phase)
 	require.Zero(t, subscriptionsEnabled(t, cfg, "pg4"))
-	require.Equal(t, "pg2", clusterMap(t, cfg).Shards[1].Host)
+	require.Equal(t, "pg2", clustertest.ClusterMap(t, cfg).Shards[1].Host)
 	routeLikes(t, r, 1, 10) // the source serves
 	want = likeIDs(t, cfg, 1)
 
@@ -77,14 +78,14 @@ func TestMoveFailsAtOnceWithoutWorkerSlots(t *testing.T) {
 	// localpg's command-line settings stand for).
 	require.NoError(t, s.Halt())
 	s.Set("max_logical_replication_workers", "4")
-	require.NoError(t, s.Restart(ctx(t)))
+	require.NoError(t, s.Restart(clustertest.Ctx(t)))
 	clustertest.Reopen(t, cfg) // a new command after the restart
 
-	res, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Migrations: sampleSet(t), Keep: new(time.Duration)})
+	res, err = MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Migrations: sampleSet(t), Keep: new(time.Duration)})
 	require.NoError(t, err)
 	require.Equal(t, PhaseCleaned, res.Phase)
 	require.Equal(t, want, likeIDs(t, cfg, 1))
-	open, err := Moves(ctx(t), clustertest.Handle(t, cfg), false)
+	open, err := Moves(clustertest.Ctx(t), clustertest.Handle(t, cfg), false)
 	require.NoError(t, err)
 	require.Empty(t, open)
 	rec := moveRecord(t, cfg, res.ID)
@@ -102,10 +103,10 @@ func TestMoveFailsWhenWorkerDoesNotStart(t *testing.T) {
 	cfg, _ := workerCluster(t, 3, map[string]string{"wal_retrieve_retry_interval": "10min"})
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	routeLikes(t, r, 2, 100)
-	_, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
+	_, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
 	require.NoError(t, err)
 
-	c, cancel := context.WithTimeout(ctx(t), 60*time.Second)
+	c, cancel := context.WithTimeout(clustertest.Ctx(t), 60*time.Second)
 	defer cancel()
 	t0 := time.Now()
 	res, err := MoveShard(c, clustertest.Handle(t, cfg), 2, "pg4", MoveOptions{Migrations: sampleSet(t), WorkerStartTimeout: 2 * time.Second})
@@ -114,7 +115,7 @@ func TestMoveFailsWhenWorkerDoesNotStart(t *testing.T) {
 	require.Less(t, time.Since(t0), 45*time.Second)
 	require.Zero(t, subscriptionsEnabled(t, cfg, "pg4"))
 
-	_, err = AbortMove(ctx(t), clustertest.Handle(t, cfg), []int{2})
+	_, err = AbortMove(clustertest.Ctx(t), clustertest.Handle(t, cfg), []int{2})
 	require.NoError(t, err)
 	require.Zero(t, replicationLeftovers(t, cfg, moveRecord(t, cfg, res.ID).replName))
 	routeLikes(t, r, 2, 1)
@@ -128,10 +129,10 @@ func TestMoveCatchupTimeout(t *testing.T) {
 	cfg := moveCluster(t, 3)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	routeLikes(t, r, 0, 100)
-	_, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Migrations: sampleSet(t), CatchupTimeout: time.Nanosecond, CatchupDelay: time.Nanosecond})
+	_, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Migrations: sampleSet(t), CatchupTimeout: time.Nanosecond, CatchupDelay: time.Nanosecond})
 	require.ErrorIs(t, err, ErrCatchupTimeout)
 	require.Zero(t, subscriptionsEnabled(t, cfg, "pg4"))
-	res, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Migrations: sampleSet(t)})
+	res, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Migrations: sampleSet(t)})
 	require.NoError(t, err)
 	require.EqualValues(t, 100, res.Rows)
 	requireVerifyOK(t, cfg)

@@ -15,9 +15,9 @@ import (
 func TestPreflightMigrationsNeeded(t *testing.T) {
 	t.Parallel()
 	cfg := stockCluster(t, nil, nil)
-	gen := clusterMap(t, cfg).Generation
+	gen := clustertest.ClusterMap(t, cfg).Generation
 
-	_, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Mode: MoveOffline})
+	_, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Mode: MoveOffline})
 	require.ErrorIs(t, err, ErrPreflight)
 	require.ErrorIs(t, err, ErrMigrationsNeeded)
 	c := failedCheck(t, err, "pg1", CheckMigrations)
@@ -27,7 +27,7 @@ func TestPreflightMigrationsNeeded(t *testing.T) {
 	requireNothingChanged(t, cfg, gen)
 
 	// The drain: pg1 is marked drain; apply offline without migrations.
-	_, err = Apply(ctx(t), clustertest.Handle(t, cfg), ApplyOptions{Move: MoveOptions{Mode: MoveOffline}})
+	_, err = Apply(clustertest.Ctx(t), clustertest.Handle(t, cfg), ApplyOptions{Move: MoveOptions{Mode: MoveOffline}})
 	require.ErrorIs(t, err, ErrMigrationsNeeded)
 	failedCheck(t, err, "pg1", CheckMigrations)
 	requireNothingChanged(t, cfg, gen)
@@ -41,14 +41,14 @@ func TestPreflightMigrationsNeeded(t *testing.T) {
 func TestPreflightShardTables(t *testing.T) {
 	t.Parallel()
 	cfg := stockCluster(t, nil, nil)
-	gen := clusterMap(t, cfg).Generation
-	pg1 := hostPool(t, cfg, "pg1")
-	_, err := pg1.Exec(ctx(t), `CREATE TABLE shard_0000.likes_manual (id bigint PRIMARY KEY);
+	gen := clustertest.ClusterMap(t, cfg).Generation
+	pg1 := clustertest.HostPool(t, cfg, "pg1")
+	_, err := pg1.Exec(clustertest.Ctx(t), `CREATE TABLE shard_0000.likes_manual (id bigint PRIMARY KEY);
 		CREATE TABLE shard_0000.schema_migrations (version bigint NOT NULL PRIMARY KEY, dirty boolean NOT NULL)`)
 	require.NoError(t, err)
 
 	for _, mode := range []MoveMode{MoveOffline, MoveOnline} {
-		_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Mode: mode, Migrations: sampleSet(t)})
+		_, err = MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Mode: mode, Migrations: sampleSet(t)})
 		require.ErrorIs(t, err, ErrPreflight, mode)
 		require.ErrorIs(t, err, ErrShardTables, mode)
 		c := failedCheck(t, err, "pg1", CheckShardTables)
@@ -61,21 +61,21 @@ func TestPreflightShardTables(t *testing.T) {
 	}
 
 	// A table the migrations make but the source lacks is named too.
-	_, err = pg1.Exec(ctx(t), `DROP TABLE shard_0000.likes_manual, shard_0000.schema_migrations, shard_0000.likes`)
+	_, err = pg1.Exec(clustertest.Ctx(t), `DROP TABLE shard_0000.likes_manual, shard_0000.schema_migrations, shard_0000.likes`)
 	require.NoError(t, err)
-	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Mode: MoveOffline, Migrations: sampleSet(t)})
+	_, err = MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Mode: MoveOffline, Migrations: sampleSet(t)})
 	c := failedCheck(t, err, "pg1", CheckShardTables)
 	require.Contains(t, c.Value, `the migrations make "shard_0000"."likes", which the source lacks`)
 	requireNothingChanged(t, cfg, gen)
 
-	_, err = pg1.Exec(ctx(t), `CREATE TABLE shard_0000.likes (id bigint PRIMARY KEY DEFAULT shard_0000.next_id(), user_id bigint NOT NULL, post_id bigint NOT NULL, created_at timestamptz NOT NULL DEFAULT now())`)
+	_, err = pg1.Exec(clustertest.Ctx(t), `CREATE TABLE shard_0000.likes (id bigint PRIMARY KEY DEFAULT shard_0000.next_id(), user_id bigint NOT NULL, post_id bigint NOT NULL, created_at timestamptz NOT NULL DEFAULT now())`)
 	require.NoError(t, err)
 	applyHosts(t, cfg) // the preflight refused before the hosts mattered
-	res, err := MoveShard(ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Mode: MoveOffline, Migrations: sampleSet(t)})
+	res, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Mode: MoveOffline, Migrations: sampleSet(t)})
 	require.NoError(t, err)
 	require.Equal(t, PhaseCleaned, res.Phase)
 	// The scratch schema was rolled back.
 	var scratch int
-	require.NoError(t, pg1.QueryRow(ctx(t), `SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'shardid_preflight%'`).Scan(&scratch))
+	require.NoError(t, pg1.QueryRow(clustertest.Ctx(t), `SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'shardid_preflight%'`).Scan(&scratch))
 	require.Zero(t, scratch)
 }

@@ -25,14 +25,14 @@ func stockCluster(t *testing.T, src, dst map[string]string) *shardmgr.Config {
 	cfg := clustertest.Cluster(t, 3, false)
 	s1 := pgtest.Own(t, localpg.Options{Settings: src})
 	cfg.Hosts[0].DSN = s1.DSN("app")
-	_, err := install.Init(ctx(t), clustertest.Handle(t, cfg), install.InitOptions{})
+	_, err := install.Init(clustertest.Ctx(t), clustertest.Handle(t, cfg), install.InitOptions{})
 	require.NoError(t, err)
-	_, err = migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
+	_, err = migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	routeLikes(t, r, 0, 50)
 	s4 := pgtest.Own(t, localpg.Options{Settings: dst})
-	_, err = s4.CreateDatabase(ctx(t), "app")
+	_, err = s4.CreateDatabase(clustertest.Ctx(t), "app")
 	require.NoError(t, err)
 	cfg.Hosts = append(cfg.Hosts, shardmgr.Host{Name: "pg4", DSN: s4.DSN("app")})
 	cfg.Hosts[0].Drain = true
@@ -45,16 +45,16 @@ func stockCluster(t *testing.T, src, dst map[string]string) *shardmgr.Config {
 // schema on pg4.
 func requireNothingChanged(t *testing.T, cfg *shardmgr.Config, gen int64) {
 	t.Helper()
-	m := clusterMap(t, cfg)
+	m := clustertest.ClusterMap(t, cfg)
 	require.Equal(t, gen, m.Generation, "catalog generation")
 	_, known := m.Host("pg4")
 	require.False(t, known, "pg4 registered")
 	require.False(t, m.Hosts[0].Drain, "drain mark registered")
 	var moves int
-	require.NoError(t, pool(t, cfg.Catalog).QueryRow(ctx(t), `SELECT count(*) FROM shardid.moves`).Scan(&moves))
+	require.NoError(t, clustertest.Pool(t, cfg.Catalog).QueryRow(clustertest.Ctx(t), `SELECT count(*) FROM shardid.moves`).Scan(&moves))
 	require.Zero(t, moves, "journal rows")
 	var schemas int
-	require.NoError(t, hostPool(t, cfg, "pg4").QueryRow(ctx(t), `SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'shard%' OR nspname = 'shardid'`).Scan(&schemas))
+	require.NoError(t, clustertest.HostPool(t, cfg, "pg4").QueryRow(clustertest.Ctx(t), `SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'shard%' OR nspname = 'shardid'`).Scan(&schemas))
 	require.Zero(t, schemas, "schemas on pg4")
 }
 
@@ -77,15 +77,15 @@ func failedCheck(t *testing.T, err error, host, setting string) Check {
 func TestPreflightWALLevelReplica(t *testing.T) {
 	t.Parallel()
 	cfg := stockCluster(t, map[string]string{"wal_level": "replica"}, nil)
-	gen := clusterMap(t, cfg).Generation
+	gen := clustertest.ClusterMap(t, cfg).Generation
 
-	plan, err := PlanRebalance(ctx(t), clustertest.Handle(t, cfg), PlanOptions{})
+	plan, err := PlanRebalance(clustertest.Ctx(t), clustertest.Handle(t, cfg), PlanOptions{})
 	require.ErrorIs(t, err, ErrPreflight)
 	require.NotNil(t, plan)
 	require.Equal(t, []PlannedMove{{Shard: 0, From: "pg1", To: "pg4", Bytes: plan.Moves[0].Bytes, Mode: MoveOnline}}, plan.Moves)
 	require.Contains(t, plan.Preflight, failedCheck(t, err, "pg1", CheckWALLevel))
 
-	_, err = Apply(ctx(t), clustertest.Handle(t, cfg), ApplyOptions{Parallel: 4, Move: MoveOptions{Migrations: sampleSet(t)}})
+	_, err = Apply(clustertest.Ctx(t), clustertest.Handle(t, cfg), ApplyOptions{Parallel: 4, Move: MoveOptions{Migrations: sampleSet(t)}})
 	require.ErrorIs(t, err, ErrPreflight)
 	c := failedCheck(t, err, "pg1", CheckWALLevel)
 	require.Equal(t, Check{Host: "pg1", Role: RoleSource, Setting: "wal_level", Value: "replica", Need: "logical", Shards: []int{0},
@@ -96,23 +96,23 @@ func TestPreflightWALLevelReplica(t *testing.T) {
 	require.Len(t, pe.Failed, 1, "only wal_level fails: %v", err)
 	requireNothingChanged(t, cfg, gen)
 
-	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Migrations: sampleSet(t)})
+	_, err = MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Migrations: sampleSet(t)})
 	require.ErrorIs(t, err, ErrPreflight)
 	failedCheck(t, err, "pg1", CheckWALLevel)
 	requireNothingChanged(t, cfg, gen)
 
 	// Offline needs none of it; the preflight has nothing to check.
-	plan, err = PlanRebalance(ctx(t), clustertest.Handle(t, cfg), PlanOptions{Mode: MoveOffline})
+	plan, err = PlanRebalance(clustertest.Ctx(t), clustertest.Handle(t, cfg), PlanOptions{Mode: MoveOffline})
 	require.NoError(t, err)
 	require.Empty(t, plan.Preflight)
 
 	// Auto: offline, because of wal_level, said per move.
-	plan, err = PlanRebalance(ctx(t), clustertest.Handle(t, cfg), PlanOptions{Mode: MoveAuto})
+	plan, err = PlanRebalance(clustertest.Ctx(t), clustertest.Handle(t, cfg), PlanOptions{Mode: MoveAuto})
 	require.NoError(t, err)
 	require.Equal(t, MoveOffline, plan.Moves[0].Mode)
 	require.Equal(t, "wal_level is replica on pg1", plan.Moves[0].ModeReason)
 	applyHosts(t, cfg) // the preflight refused before the hosts mattered
-	res, err := Apply(ctx(t), clustertest.Handle(t, cfg), ApplyOptions{Move: MoveOptions{Migrations: sampleSet(t), Mode: MoveAuto}})
+	res, err := Apply(clustertest.Ctx(t), clustertest.Handle(t, cfg), ApplyOptions{Move: MoveOptions{Migrations: sampleSet(t), Mode: MoveAuto}})
 	require.NoError(t, err)
 	require.Len(t, res.Moves, 1)
 	mv := res.Moves[0]
@@ -120,7 +120,7 @@ func TestPreflightWALLevelReplica(t *testing.T) {
 	require.Equal(t, "wal_level is replica on pg1", mv.ModeReason)
 	require.Equal(t, PhaseCleaned, mv.Phase)
 	require.EqualValues(t, 50, mv.Rows)
-	require.Equal(t, "pg4", clusterMap(t, cfg).Shards[0].Host)
+	require.Equal(t, "pg4", clustertest.ClusterMap(t, cfg).Shards[0].Host)
 	require.Equal(t, MoveOffline, moveRecord(t, cfg, mv.ID).Mode)
 }
 
@@ -132,14 +132,14 @@ func TestPreflightWALLevelReplica(t *testing.T) {
 func TestPreflightOneWorkerOnTarget(t *testing.T) {
 	t.Parallel()
 	cfg := stockCluster(t, nil, map[string]string{"max_logical_replication_workers": "1"})
-	gen := clusterMap(t, cfg).Generation
+	gen := clustertest.ClusterMap(t, cfg).Generation
 	// Someone else's subscription holds pg4's one worker.
-	src, dst := hostPool(t, cfg, "pg2"), hostPool(t, cfg, "pg4")
-	_, err := src.Exec(ctx(t), `CREATE PUBLICATION other_pub`)
+	src, dst := clustertest.HostPool(t, cfg, "pg2"), clustertest.HostPool(t, cfg, "pg4")
+	_, err := src.Exec(clustertest.Ctx(t), `CREATE PUBLICATION other_pub`)
 	require.NoError(t, err)
 	conninfo, err := libpqConnInfo(cfg.Hosts[1].DSN)
 	require.NoError(t, err)
-	_, err = dst.Exec(ctx(t), `CREATE SUBSCRIPTION other_sub CONNECTION `+pg.QuoteLiteral(conninfo)+` PUBLICATION other_pub`)
+	_, err = dst.Exec(clustertest.Ctx(t), `CREATE SUBSCRIPTION other_sub CONNECTION `+pg.QuoteLiteral(conninfo)+` PUBLICATION other_pub`)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		dst.Exec(context.Background(), `ALTER SUBSCRIPTION other_sub DISABLE`)
@@ -148,10 +148,10 @@ func TestPreflightOneWorkerOnTarget(t *testing.T) {
 	})
 	require.Eventually(t, func() bool {
 		var n int
-		return dst.QueryRow(ctx(t), `SELECT count(*) FROM pg_catalog.pg_stat_subscription WHERE pid IS NOT NULL`).Scan(&n) == nil && n == 1
+		return dst.QueryRow(clustertest.Ctx(t), `SELECT count(*) FROM pg_catalog.pg_stat_subscription WHERE pid IS NOT NULL`).Scan(&n) == nil && n == 1
 	}, time.Minute, 50*time.Millisecond, "the other subscription's worker starts")
 
-	_, err = Apply(ctx(t), clustertest.Handle(t, cfg), ApplyOptions{Parallel: 4, Move: MoveOptions{Migrations: sampleSet(t)}})
+	_, err = Apply(clustertest.Ctx(t), clustertest.Handle(t, cfg), ApplyOptions{Parallel: 4, Move: MoveOptions{Migrations: sampleSet(t)}})
 	require.ErrorIs(t, err, ErrPreflight)
 	c := failedCheck(t, err, "pg4", CheckWorkers)
 	require.Equal(t, RoleTarget, c.Role)
@@ -161,7 +161,7 @@ func TestPreflightOneWorkerOnTarget(t *testing.T) {
 	requireNothingChanged(t, cfg, gen)
 
 	applyHosts(t, cfg)
-	res, err := Apply(ctx(t), clustertest.Handle(t, cfg), ApplyOptions{Parallel: 4, Move: MoveOptions{Migrations: sampleSet(t), Mode: MoveAuto}})
+	res, err := Apply(clustertest.Ctx(t), clustertest.Handle(t, cfg), ApplyOptions{Parallel: 4, Move: MoveOptions{Migrations: sampleSet(t), Mode: MoveAuto}})
 	require.NoError(t, err)
 	require.Len(t, res.Moves, 1)
 	require.Equal(t, MoveOffline, res.Moves[0].Mode)

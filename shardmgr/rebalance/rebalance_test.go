@@ -30,38 +30,38 @@ func TestRebalanceAddHostThenDrain(t *testing.T) {
 		routeLikes(t, r, s, 20+s)
 		rows[s] = 20 + s
 	}
-	before := clusterMap(t, cfg)
+	before := clustertest.ClusterMap(t, cfg)
 
 	// Planning changes nothing, and says the same twice.
-	plan, err := PlanRebalance(ctx(t), clustertest.Handle(t, cfg), PlanOptions{})
+	plan, err := PlanRebalance(clustertest.Ctx(t), clustertest.Handle(t, cfg), PlanOptions{})
 	require.NoError(t, err)
 	require.Len(t, plan.Moves, 3)
 	for _, mv := range plan.Moves {
 		require.Equal(t, "pg4", mv.To)
 		require.Positive(t, mv.Bytes)
 	}
-	again, err := PlanRebalance(ctx(t), clustertest.Handle(t, cfg), PlanOptions{})
+	again, err := PlanRebalance(clustertest.Ctx(t), clustertest.Handle(t, cfg), PlanOptions{})
 	require.NoError(t, err)
 	require.Equal(t, plan.Moves, again.Moves)
-	bySize, err := PlanRebalance(ctx(t), clustertest.Handle(t, cfg), PlanOptions{By: BySize})
+	bySize, err := PlanRebalance(clustertest.Ctx(t), clustertest.Handle(t, cfg), PlanOptions{By: BySize})
 	require.NoError(t, err)
 	require.NotEmpty(t, bySize.Moves)
 	for _, mv := range bySize.Moves {
 		require.Equal(t, "pg4", mv.To)
 	}
-	after := clusterMap(t, cfg)
+	after := clustertest.ClusterMap(t, cfg)
 	require.Equal(t, before.Generation, after.Generation)
 	_, known := after.Host("pg4")
 	require.False(t, known, "planning registers nothing")
 
 	// Nor does apply: the catalog is where hosts are; the file's new host
 	// is applied by init, the one step that writes hosts.
-	_, err = Apply(ctx(t), clustertest.Handle(t, cfg), ApplyOptions{Move: MoveOptions{Migrations: sampleSet(t)}})
+	_, err = Apply(clustertest.Ctx(t), clustertest.Handle(t, cfg), ApplyOptions{Move: MoveOptions{Migrations: sampleSet(t)}})
 	require.ErrorIs(t, err, ErrHostsNotApplied)
 	require.ErrorContains(t, err, "host pg4 is not in the catalog")
-	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Migrations: sampleSet(t)})
+	_, err = MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Migrations: sampleSet(t)})
 	require.ErrorIs(t, err, ErrHostsNotApplied)
-	after = clusterMap(t, cfg)
+	after = clustertest.ClusterMap(t, cfg)
 	require.Equal(t, before.Generation, after.Generation, "nothing changed")
 	_, known = after.Host("pg4")
 	require.False(t, known)
@@ -71,17 +71,17 @@ func TestRebalanceAddHostThenDrain(t *testing.T) {
 	// until the next apply resumes them.
 	opts := ApplyOptions{Parallel: 2, Move: MoveOptions{Migrations: sampleSet(t)}}
 	opts.Move.stopAfter = PhaseFenced
-	res, err := Apply(ctx(t), clustertest.Handle(t, cfg), opts)
+	res, err := Apply(clustertest.Ctx(t), clustertest.Handle(t, cfg), opts)
 	var me *shardmgr.ShardErrors
 	require.ErrorAs(t, err, &me)
 	require.Len(t, me.Errs, 3)
 	require.Len(t, res.Moves, 3)
 	for _, mv := range res.Moves {
 		require.Equal(t, PhaseFenced, mv.Phase)
-		require.ErrorIs(t, r.Tx(ctx(t), mv.Shard, nil), shardmgr.ErrShardMoving)
+		require.ErrorIs(t, r.Tx(clustertest.Ctx(t), mv.Shard, nil), shardmgr.ErrShardMoving)
 	}
 	opts.Move.stopAfter = ""
-	res, err = Apply(ctx(t), clustertest.Handle(t, cfg), opts)
+	res, err = Apply(clustertest.Ctx(t), clustertest.Handle(t, cfg), opts)
 	require.NoError(t, err)
 	require.Equal(t, 3, res.Resumed)
 	require.Len(t, res.Moves, 3)
@@ -89,27 +89,27 @@ func TestRebalanceAddHostThenDrain(t *testing.T) {
 		require.Equal(t, PhaseCleaned, mv.Phase)
 		require.Equal(t, "pg4", mv.To)
 	}
-	require.Equal(t, map[string]int{"pg1": 3, "pg2": 3, "pg3": 3, "pg4": 3}, hostCounts(clusterMap(t, cfg)))
+	require.Equal(t, map[string]int{"pg1": 3, "pg2": 3, "pg3": 3, "pg4": 3}, hostCounts(clustertest.ClusterMap(t, cfg)))
 	for s, n := range rows {
 		require.Len(t, likeIDs(t, cfg, s), n, "shard %d", s)
 	}
 	requireVerifyOK(t, cfg)
 
 	// Balanced: nothing to do.
-	res, err = Apply(ctx(t), clustertest.Handle(t, cfg), opts)
+	res, err = Apply(clustertest.Ctx(t), clustertest.Handle(t, cfg), opts)
 	require.NoError(t, err)
 	require.Empty(t, res.Moves)
 
 	// Drain pg2: its three shards go, one to each other host.
 	cfg.Hosts[1].Drain = true
 	applyHosts(t, cfg)
-	plan, err = PlanRebalance(ctx(t), clustertest.Handle(t, cfg), PlanOptions{})
+	plan, err = PlanRebalance(clustertest.Ctx(t), clustertest.Handle(t, cfg), PlanOptions{})
 	require.NoError(t, err)
 	require.Len(t, plan.Moves, 3)
-	res, err = Apply(ctx(t), clustertest.Handle(t, cfg), ApplyOptions{Parallel: 3, Move: MoveOptions{Migrations: sampleSet(t), Mode: MoveOffline}})
+	res, err = Apply(clustertest.Ctx(t), clustertest.Handle(t, cfg), ApplyOptions{Parallel: 3, Move: MoveOptions{Migrations: sampleSet(t), Mode: MoveOffline}})
 	require.NoError(t, err)
 	require.Len(t, res.Moves, 3)
-	m := clusterMap(t, cfg)
+	m := clustertest.ClusterMap(t, cfg)
 	require.Equal(t, map[string]int{"pg1": 4, "pg3": 4, "pg4": 4}, hostCounts(m))
 	h, _ := m.Host("pg2")
 	require.True(t, h.Drain)
@@ -118,7 +118,7 @@ func TestRebalanceAddHostThenDrain(t *testing.T) {
 	}
 	requireVerifyOK(t, cfg)
 
-	cl, err := Cleanup(ctx(t), clustertest.Handle(t, cfg), CleanupOptions{})
+	cl, err := Cleanup(clustertest.Ctx(t), clustertest.Handle(t, cfg), CleanupOptions{})
 	require.NoError(t, err)
 	require.Empty(t, cl.Dropped)
 	require.Equal(t, 6, cl.Kept)
@@ -134,22 +134,22 @@ func TestRebalanceAddHostThenDrain(t *testing.T) {
 	// still keep retired copies there, done once they are cleaned up.
 	drained := cfg.Hosts[1]
 	cfg.Hosts = append(cfg.Hosts[:1:1], cfg.Hosts[2:]...)
-	_, err = install.Init(ctx(t), clustertest.Handle(t, cfg), install.InitOptions{})
+	_, err = install.Init(clustertest.Ctx(t), clustertest.Handle(t, cfg), install.InitOptions{})
 	require.ErrorIs(t, err, shardmgr.ErrClusterMismatch)
 	require.ErrorContains(t, err, "host pg2 is not in the file but")
 	require.ErrorContains(t, err, "keep a retired copy there")
 	cfg.Hosts = append(cfg.Hosts[:1:1], append([]shardmgr.Host{drained}, cfg.Hosts[1:]...)...)
 
-	cl, err = Cleanup(ctx(t), clustertest.Handle(t, cfg), CleanupOptions{All: true})
+	cl, err = Cleanup(clustertest.Ctx(t), clustertest.Handle(t, cfg), CleanupOptions{All: true})
 	require.NoError(t, err)
 	require.Len(t, cl.Dropped, 6)
 	requireVerifyOK(t, cfg)
 
 	cfg.Hosts = append(cfg.Hosts[:1:1], cfg.Hosts[2:]...)
-	ir, err := install.Init(ctx(t), clustertest.Handle(t, cfg), install.InitOptions{})
+	ir, err := install.Init(clustertest.Ctx(t), clustertest.Handle(t, cfg), install.InitOptions{})
 	require.NoError(t, err)
 	require.Contains(t, ir.CatalogChanges, "remove host pg2")
-	_, ok := clusterMap(t, cfg).Host("pg2")
+	_, ok := clustertest.ClusterMap(t, cfg).Host("pg2")
 	require.False(t, ok, "pg2 left the catalog")
 	requireVerifyOK(t, cfg)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+	"github.com/shardid/shardid/shardmgr/internal/installtest"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 	"github.com/shardid/shardid/shardmgr/migrate"
 )
@@ -51,24 +52,24 @@ func databaseOf(t testing.TB, dsn string) string {
 // standard_conforming_strings on or off.
 func TestQuoteLiteralEitherSetting(t *testing.T) {
 	t.Parallel()
-	p := pool(t, pgtest.NewDB(t, pgtest.Servers(t, 1)[0]))
-	conn, err := p.Acquire(ctx(t))
+	p := clustertest.Pool(t, pgtest.NewDB(t, pgtest.Servers(t, 1)[0]))
+	conn, err := p.Acquire(clustertest.Ctx(t))
 	require.NoError(t, err)
 	defer conn.Release()
 	for _, scs := range []string{"on", "off"} {
-		_, err := conn.Exec(ctx(t), "SET standard_conforming_strings = "+scs)
+		_, err := conn.Exec(clustertest.Ctx(t), "SET standard_conforming_strings = "+scs)
 		require.NoError(t, err)
 		for _, s := range hostileStrings {
 			// A simple query, as pgx sends a statement without
 			// arguments; pgx itself refuses those with the setting off.
-			res, err := conn.Conn().PgConn().Exec(ctx(t), "SELECT "+pg.QuoteLiteral(s)).ReadAll()
+			res, err := conn.Conn().PgConn().Exec(clustertest.Ctx(t), "SELECT "+pg.QuoteLiteral(s)).ReadAll()
 			require.NoError(t, err, "%s: %s", scs, s)
 			require.Len(t, res, 1, "one statement")
 			require.Len(t, res[0].Rows, 1)
 			require.Equal(t, s, string(res[0].Rows[0][0]), "standard_conforming_strings = %s", scs)
 		}
 	}
-	_, err = conn.Exec(ctx(t), "RESET standard_conforming_strings")
+	_, err = conn.Exec(clustertest.Ctx(t), "RESET standard_conforming_strings")
 	require.NoError(t, err)
 }
 
@@ -76,29 +77,29 @@ func TestQuoteLiteralEitherSetting(t *testing.T) {
 // whatever the database says.
 func TestSessionsPinStandardConformingStrings(t *testing.T) {
 	t.Parallel()
-	cfg := initCluster(t, 3)
+	cfg := installtest.Cluster(t, 3)
 	h, _ := cfg.Host("pg1")
-	_, err := pool(t, h.DSN).Exec(ctx(t), fmt.Sprintf(`ALTER DATABASE %s SET standard_conforming_strings = off`, pgx.Identifier{databaseOf(t, h.DSN)}.Sanitize()))
+	_, err := clustertest.Pool(t, h.DSN).Exec(clustertest.Ctx(t), fmt.Sprintf(`ALTER DATABASE %s SET standard_conforming_strings = off`, pgx.Identifier{databaseOf(t, h.DSN)}.Sanitize()))
 	require.NoError(t, err)
 	show := func(q shardmgr.Querier) string {
 		var v string
-		require.NoError(t, q.QueryRow(ctx(t), `SHOW standard_conforming_strings`).Scan(&v))
+		require.NoError(t, q.QueryRow(clustertest.Ctx(t), `SHOW standard_conforming_strings`).Scan(&v))
 		return v
 	}
-	require.Equal(t, "off", show(pool(t, h.DSN)), "the database's setting")
+	require.Equal(t, "off", show(clustertest.Pool(t, h.DSN)), "the database's setting")
 
-	p, err := pg.OpenPool(ctx(t), h.DSN, 1)
+	p, err := pg.OpenPool(clustertest.Ctx(t), h.DSN, 1)
 	require.NoError(t, err)
 	defer p.Close()
 	require.Equal(t, "on", show(p))
-	c, err := pg.Connect(ctx(t), h.DSN)
+	c, err := pg.Connect(clustertest.Ctx(t), h.DSN)
 	require.NoError(t, err)
 	require.Equal(t, "on", show(c))
-	require.NoError(t, c.Close(ctx(t)))
+	require.NoError(t, c.Close(clustertest.Ctx(t)))
 	r := openRouter(t, cfg, shardmgr.WithPoolConfig(func(host string, pc *pgxpool.Config) {
 		pc.ConnConfig.RuntimeParams["standard_conforming_strings"] = "off"
 	}))
-	require.NoError(t, r.ReadTx(ctx(t), 0, func(ctx context.Context, tx pgx.Tx, s shardmgr.Shard) error {
+	require.NoError(t, r.ReadTx(clustertest.Ctx(t), 0, func(ctx context.Context, tx pgx.Tx, s shardmgr.Shard) error {
 		require.Equal(t, "on", show(tx))
 		return nil
 	}))
@@ -110,12 +111,12 @@ func TestSessionsPinStandardConformingStrings(t *testing.T) {
 // written, nothing else runs, and the move finishes.
 func TestMoveConnInfoCannotInject(t *testing.T) {
 	t.Parallel()
-	cfg := initCluster(t, 6)
-	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
+	cfg := installtest.Cluster(t, 6)
+	_, err := migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
-	dst := hostPool(t, cfg, "pg3")
+	dst := clustertest.HostPool(t, cfg, "pg3")
 	h, _ := cfg.Host("pg3")
-	_, err = dst.Exec(ctx(t), fmt.Sprintf(`ALTER DATABASE %s SET standard_conforming_strings = off`, pgx.Identifier{databaseOf(t, h.DSN)}.Sanitize()))
+	_, err = dst.Exec(clustertest.Ctx(t), fmt.Sprintf(`ALTER DATABASE %s SET standard_conforming_strings = off`, pgx.Identifier{databaseOf(t, h.DSN)}.Sanitize()))
 	require.NoError(t, err)
 	for i, pw := range hostileStrings[:3] {
 		shard := []int{0, 1, 3}[i]
@@ -129,11 +130,11 @@ func TestMoveConnInfoCannotInject(t *testing.T) {
 			return conninfo, err
 		}
 		opts.stopAfter = PhaseCopy
-		mctx, cancel := context.WithTimeout(ctx(t), time.Minute)
+		mctx, cancel := context.WithTimeout(clustertest.Ctx(t), time.Minute)
 		_, err := MoveShard(mctx, clustertest.Handle(t, cfg), shard, "pg3", opts)
 		require.ErrorIs(t, err, errStopped, pw)
 		var got string
-		require.NoError(t, dst.QueryRow(ctx(t), `SELECT subconninfo FROM pg_subscription
+		require.NoError(t, dst.QueryRow(clustertest.Ctx(t), `SELECT subconninfo FROM pg_subscription
 			WHERE subdbid = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&got))
 		require.Equal(t, conninfo, got)
 		require.Contains(t, got, "password=")
@@ -143,7 +144,7 @@ func TestMoveConnInfoCannotInject(t *testing.T) {
 		require.NoError(t, err, pw)
 		for _, host := range cfg.Hosts {
 			var pwned bool
-			require.NoError(t, hostPool(t, cfg, host.Name).QueryRow(ctx(t), `SELECT to_regclass('public.pwned') IS NOT NULL`).Scan(&pwned))
+			require.NoError(t, clustertest.HostPool(t, cfg, host.Name).QueryRow(clustertest.Ctx(t), `SELECT to_regclass('public.pwned') IS NOT NULL`).Scan(&pwned))
 			require.False(t, pwned, "%s: injected SQL ran on %s", pw, host.Name)
 		}
 	}
@@ -154,8 +155,8 @@ func TestMoveConnInfoCannotInject(t *testing.T) {
 // the target's server log.
 func TestMoveKeepsPasswordOutOfServerLog(t *testing.T) {
 	t.Parallel()
-	cfg := initCluster(t, 3)
-	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
+	cfg := installtest.Cluster(t, 3)
+	_, err := migrate.Migrate(clustertest.Ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
 	pw := fmt.Sprintf("pw-%s-S3cret", cfg.Cluster)
 	missing := cfg.Cluster + "_no_such_db"
@@ -168,7 +169,7 @@ func TestMoveKeepsPasswordOutOfServerLog(t *testing.T) {
 		u.Path = "/" + missing
 		return libpqConnInfo(u.String())
 	}
-	_, err = MoveShard(ctx(t), clustertest.Handle(t, cfg), 0, "pg3", opts)
+	_, err = MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 0, "pg3", opts)
 	require.ErrorContains(t, err, "create subscription")
 	t.Cleanup(func() { AbortMove(context.Background(), clustertest.Handle(t, cfg), nil) })
 
@@ -192,20 +193,20 @@ func TestQuietStatementLogRefused(t *testing.T) {
 	t.Parallel()
 	s := pgtest.Servers(t, 1)[0]
 	dsn := pgtest.NewDB(t, s)
-	role := fmt.Sprintf("nosu_%d", dbCounter.Add(1))
-	admin := pool(t, dsn)
-	_, err := admin.Exec(ctx(t), `CREATE ROLE `+role+` LOGIN`)
+	role := fmt.Sprintf("nosu_%d", clustertest.DBCounter.Add(1))
+	admin := clustertest.Pool(t, dsn)
+	_, err := admin.Exec(clustertest.Ctx(t), `CREATE ROLE `+role+` LOGIN`)
 	require.NoError(t, err)
 	t.Cleanup(func() { admin.Exec(context.Background(), `DROP ROLE IF EXISTS `+role) })
 	u, err := url.Parse(dsn)
 	require.NoError(t, err)
 	u.User = url.User(role)
-	p, err := pg.OpenPool(ctx(t), u.String(), 1)
+	p, err := pg.OpenPool(clustertest.Ctx(t), u.String(), 1)
 	require.NoError(t, err)
 	defer p.Close()
-	require.NoError(t, pgx.BeginFunc(ctx(t), p, func(tx pgx.Tx) error {
-		require.ErrorContains(t, quietStatementLog(ctx(t), tx), "log_min_error_statement")
-		_, err := tx.Exec(ctx(t), `SELECT 1`)
+	require.NoError(t, pgx.BeginFunc(clustertest.Ctx(t), p, func(tx pgx.Tx) error {
+		require.ErrorContains(t, quietStatementLog(clustertest.Ctx(t), tx), "log_min_error_statement")
+		_, err := tx.Exec(clustertest.Ctx(t), `SELECT 1`)
 		return err
 	}))
 }

@@ -55,14 +55,14 @@ func ownCluster(b testing.TB, shards int, settings map[string]string) (*shardmgr
 	for range 4 {
 		servers = append(servers, pgtest.Own(b, localpg.Options{Settings: settings}))
 	}
-	cfg := &shardmgr.Config{Cluster: fmt.Sprintf("own%d", dbCounter.Add(1)), Shards: shards, Path: "bench.yaml", Catalog: servers[0].DSN("catalog")}
+	cfg := &shardmgr.Config{Cluster: fmt.Sprintf("own%d", clustertest.DBCounter.Add(1)), Shards: shards, Path: "bench.yaml", Catalog: servers[0].DSN("catalog")}
 	for i, s := range servers[:3] {
 		cfg.Hosts = append(cfg.Hosts, shardmgr.Host{Name: fmt.Sprintf("pg%d", i+1), DSN: s.DSN("app")})
 	}
 	require.NoError(b, cfg.ValidateCluster())
-	_, err := install.Init(ctx(b), clustertest.Handle(b, cfg), install.InitOptions{})
+	_, err := install.Init(clustertest.Ctx(b), clustertest.Handle(b, cfg), install.InitOptions{})
 	require.NoError(b, err)
-	_, err = migrate.Migrate(ctx(b), clustertest.Handle(b, cfg), sampleSet(b), migrate.Options{})
+	_, err = migrate.Migrate(clustertest.Ctx(b), clustertest.Handle(b, cfg), sampleSet(b), migrate.Options{})
 	require.NoError(b, err)
 	cfg.Hosts = append(cfg.Hosts, shardmgr.Host{Name: "pg4", DSN: servers[3].DSN("app")})
 	require.NoError(b, cfg.ValidateCluster())
@@ -215,33 +215,33 @@ func benchMoveVsRaw(b *testing.B, rows int) {
 		}
 		// The new host registered (as the move would) so that its
 		// database is there for the raw pipeline.
-		_, err := install.Init(ctx(b), clustertest.Handle(b, cfg), install.InitOptions{})
+		_, err := install.Init(clustertest.Ctx(b), clustertest.Handle(b, cfg), install.InitOptions{})
 		require.NoError(b, err)
-		src, dst := hostPool(b, cfg, "pg1"), hostPool(b, cfg, "pg4")
-		_, err = src.Exec(ctx(b), `VACUUM ANALYZE shard_0000.likes`)
+		src, dst := clustertest.HostPool(b, cfg, "pg1"), clustertest.HostPool(b, cfg, "pg4")
+		_, err = src.Exec(clustertest.Ctx(b), `VACUUM ANALYZE shard_0000.likes`)
 		require.NoError(b, err)
 
 		// The raw pipeline first, into a scratch database of the target's
 		// server, then dropped.
-		_, err = dst.Exec(ctx(b), `CREATE SCHEMA raw; CREATE TABLE raw.likes (id bigint NOT NULL, user_id bigint NOT NULL, post_id bigint NOT NULL, created_at timestamptz NOT NULL)`)
+		_, err = dst.Exec(clustertest.Ctx(b), `CREATE SCHEMA raw; CREATE TABLE raw.likes (id bigint NOT NULL, user_id bigint NOT NULL, post_id bigint NOT NULL, created_at timestamptz NOT NULL)`)
 		require.NoError(b, err)
-		sc, err := src.Acquire(ctx(b))
+		sc, err := src.Acquire(clustertest.Ctx(b))
 		require.NoError(b, err)
-		dc, err := dst.Acquire(ctx(b))
+		dc, err := dst.Acquire(clustertest.Ctx(b))
 		require.NoError(b, err)
 		t0 := time.Now()
-		n, err := pipeCopy(ctx(b), sc.Conn().PgConn(), dc.Conn().PgConn(),
+		n, err := pipeCopy(clustertest.Ctx(b), sc.Conn().PgConn(), dc.Conn().PgConn(),
 			`COPY (SELECT id, user_id, post_id, created_at FROM ONLY shard_0000.likes) TO STDOUT (FORMAT binary)`,
 			`COPY raw.likes (id, user_id, post_id, created_at) FROM STDIN (FORMAT binary)`)
 		require.NoError(b, err)
 		require.EqualValues(b, rows, n)
 		t1 := time.Now()
-		_, err = dc.Exec(ctx(b), `ALTER TABLE raw.likes ADD PRIMARY KEY (id); CREATE INDEX ON raw.likes (post_id, created_at)`)
+		_, err = dc.Exec(clustertest.Ctx(b), `ALTER TABLE raw.likes ADD PRIMARY KEY (id); CREATE INDEX ON raw.likes (post_id, created_at)`)
 		require.NoError(b, err)
 		t2 := time.Now()
 		sc.Release()
 		dc.Release()
-		_, err = dst.Exec(ctx(b), `DROP SCHEMA raw CASCADE; CHECKPOINT`)
+		_, err = dst.Exec(clustertest.Ctx(b), `DROP SCHEMA raw CASCADE; CHECKPOINT`)
 		require.NoError(b, err)
 
 		clock := &phaseClock{}
@@ -258,7 +258,7 @@ func benchMoveVsRaw(b *testing.B, rows int) {
 		rawIndexS += t2.Sub(t1).Seconds()
 		if *moveSVG != "" {
 			var server string
-			require.NoError(b, src.QueryRow(ctx(b), `SHOW server_version`).Scan(&server))
+			require.NoError(b, src.QueryRow(clustertest.Ctx(b), `SHOW server_version`).Scan(&server))
 			drawMove(b, server, raw, t1.Sub(t0).Seconds(), t2.Sub(t1).Seconds(), res, clock.Bars(end))
 		}
 		b.Logf("raw: %.2fs (copy %.2fs, indexes %.2fs); move: %.2fs (%s), refused %d ms, %d rows (%s)",

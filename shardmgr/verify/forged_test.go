@@ -21,14 +21,14 @@ import (
 func insertOnlyRole(t *testing.T, cfg *shardmgr.Config, host, schema string) *pgx.Conn {
 	t.Helper()
 	role := fmt.Sprintf("app_%d", time.Now().UnixNano())
-	p := hostPool(t, cfg, host)
-	_, err := p.Exec(ctx(t), fmt.Sprintf(`CREATE ROLE %[1]s LOGIN; GRANT USAGE ON SCHEMA %[2]s TO %[1]s; GRANT INSERT, SELECT ON %[2]s.items TO %[1]s`, role, schema))
+	p := clustertest.HostPool(t, cfg, host)
+	_, err := p.Exec(clustertest.Ctx(t), fmt.Sprintf(`CREATE ROLE %[1]s LOGIN; GRANT USAGE ON SCHEMA %[2]s TO %[1]s; GRANT INSERT, SELECT ON %[2]s.items TO %[1]s`, role, schema))
 	require.NoError(t, err)
 	t.Cleanup(func() { p.Exec(context.Background(), "DROP OWNED BY "+role+"; DROP ROLE "+role) })
 	rc, err := pgx.ParseConfig(hostDSN(cfg, host))
 	require.NoError(t, err)
 	rc.User = role
-	conn, err := pgx.ConnectConfig(ctx(t), rc)
+	conn, err := pgx.ConnectConfig(clustertest.Ctx(t), rc)
 	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close(context.Background()) })
 	return conn
@@ -58,10 +58,10 @@ func TestVerifyReportsForgedIDNotACounterToAdvance(t *testing.T) {
 	host := m.Shards[1].Host
 	app := insertOnlyRole(t, cfg, host, "shard_0001")
 	forged := int64(math.MaxInt64)&^(1<<23-1) | 1<<10 | 7 // time bits all ones, shard 1, seq 7
-	_, err := app.Exec(ctx(t), `INSERT INTO shard_0001.items (id, v) VALUES ($1, 'forged')`, forged)
+	_, err := app.Exec(clustertest.Ctx(t), `INSERT INTO shard_0001.items (id, v) VALUES ($1, 'forged')`, forged)
 	require.NoError(t, err, "an INSERT-only role may write an explicit id")
 
-	rep, err := Verify(ctx(t), clustertest.Handle(t, cfg), Options{})
+	rep, err := Verify(clustertest.Ctx(t), clustertest.Handle(t, cfg), Options{})
 	require.NoError(t, err)
 	ps := counterProblems(rep, 1)
 	require.Len(t, ps, 1, "%v", rep.Problems)
@@ -77,11 +77,11 @@ func TestVerifyReportsForgedIDNotACounterToAdvance(t *testing.T) {
 
 	// The counter rewound, and an id half an hour ahead stored too: that one
 	// is a counter to advance, within the margin, so without force.
-	near := futureID(1, 30*time.Minute, 3)
-	_, err = app.Exec(ctx(t), `INSERT INTO shard_0001.items (id, v) VALUES ($1, 'near')`, near)
+	near := clustertest.FutureID(1, 30*time.Minute, 3)
+	_, err = app.Exec(clustertest.Ctx(t), `INSERT INTO shard_0001.items (id, v) VALUES ($1, 'near')`, near)
 	require.NoError(t, err)
 	exec(t, cfg, host, "SELECT setval('shard_0001.next_id_counter', 1)")
-	rep, err = Verify(ctx(t), clustertest.Handle(t, cfg), Options{})
+	rep, err = Verify(clustertest.Ctx(t), clustertest.Handle(t, cfg), Options{})
 	require.NoError(t, err)
 	ps = counterProblems(rep, 1)
 	require.Len(t, ps, 2, "%v", rep.Problems)
@@ -100,11 +100,11 @@ func TestVerifyReportsForgedIDNotACounterToAdvance(t *testing.T) {
 	exec(t, cfg, host, repair)
 
 	exec(t, cfg, host, `DELETE FROM shard_0001.items WHERE id = $1`, forged)
-	rep, err = Verify(ctx(t), clustertest.Handle(t, cfg), Options{})
+	rep, err = Verify(clustertest.Ctx(t), clustertest.Handle(t, cfg), Options{})
 	require.NoError(t, err)
 	require.Empty(t, counterProblems(rep, 1), "%v", rep.Problems)
 	var id int64
-	require.NoError(t, app.QueryRow(ctx(t), `INSERT INTO shard_0001.items (v) VALUES ('after') RETURNING id`).Scan(&id))
+	require.NoError(t, app.QueryRow(clustertest.Ctx(t), `INSERT INTO shard_0001.items (v) VALUES ('after') RETURNING id`).Scan(&id))
 	require.Greater(t, id, near, "the generator works and is past every stored id")
 }
 
@@ -116,7 +116,7 @@ func TestVerifyReportsExhaustedCounter(t *testing.T) {
 	cfg, m := sixShards(t)
 	host := m.Shards[2].Host
 	exec(t, cfg, host, fmt.Sprintf("SELECT setval('shard_0002.next_id_counter', %d)", int64(1)<<50-1))
-	rep, err := Verify(ctx(t), clustertest.Handle(t, cfg), Options{})
+	rep, err := Verify(clustertest.Ctx(t), clustertest.Handle(t, cfg), Options{})
 	require.NoError(t, err)
 	ps := counterProblems(rep, 2)
 	require.Len(t, ps, 1, "%v", rep.Problems)
@@ -140,7 +140,7 @@ func TestVerifyChecksOwnersOfToolkitObjects(t *testing.T) {
 	for _, h := range []string{h0, h4} {
 		exec(t, cfg, h, fmt.Sprintf(`CREATE ROLE %s`, migrator))
 		t.Cleanup(func() {
-			hostPool(t, cfg, h).Exec(context.Background(), fmt.Sprintf("DROP OWNED BY %[1]s; DROP ROLE %[1]s", migrator))
+			clustertest.HostPool(t, cfg, h).Exec(context.Background(), fmt.Sprintf("DROP OWNED BY %[1]s; DROP ROLE %[1]s", migrator))
 		})
 	}
 	exec(t, cfg, h0, fmt.Sprintf(`GRANT USAGE, CREATE ON SCHEMA shard_0000 TO %[1]s;
@@ -152,7 +152,7 @@ func TestVerifyChecksOwnersOfToolkitObjects(t *testing.T) {
 		ALTER FUNCTION public.let_through() OWNER TO %s;
 		CREATE TRIGGER shardid_fence BEFORE INSERT ON shard_0004.items FOR EACH STATEMENT EXECUTE FUNCTION public.let_through()`, migrator))
 
-	rep, err := Verify(ctx(t), clustertest.Handle(t, cfg), Options{})
+	rep, err := Verify(clustertest.Ctx(t), clustertest.Handle(t, cfg), Options{})
 	require.NoError(t, err)
 	got := map[int]string{}
 	for _, p := range rep.Failed(CheckOwner) {

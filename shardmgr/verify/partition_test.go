@@ -18,7 +18,7 @@ func TestVerifyDeepReadsPartitionedTablesWhole(t *testing.T) {
 	cfg, m := sixShards(t)
 	s0, s3 := m.Shards[0], m.Shards[3]
 	var id int64
-	require.NoError(t, hostPool(t, cfg, s0.Host).QueryRow(ctx(t), fmt.Sprintf("SELECT max(id) FROM %s.items", s0.Schema)).Scan(&id))
+	require.NoError(t, clustertest.HostPool(t, cfg, s0.Host).QueryRow(clustertest.Ctx(t), fmt.Sprintf("SELECT max(id) FROM %s.items", s0.Schema)).Scan(&id))
 	exec(t, cfg, s3.Host, fmt.Sprintf(`CREATE TABLE %[1]s.ev (id bigint NOT NULL DEFAULT %[1]s.next_id(), day int NOT NULL) PARTITION BY RANGE (day);
 		CREATE TABLE %[1]s.ev_new PARTITION OF %[1]s.ev FOR VALUES FROM (10) TO (20) PARTITION BY RANGE (day);
 		CREATE TABLE %[1]s.ev_new_a PARTITION OF %[1]s.ev_new FOR VALUES FROM (10) TO (20);
@@ -27,7 +27,7 @@ func TestVerifyDeepReadsPartitionedTablesWhole(t *testing.T) {
 		INSERT INTO %[1]s.ev_old VALUES (%[2]d, 1);
 		ALTER TABLE %[1]s.ev ATTACH PARTITION %[1]s.ev_old FOR VALUES FROM (0) TO (10)`, s3.Schema, id))
 
-	rep, err := Verify(ctx(t), clustertest.Handle(t, cfg), Options{Deep: true})
+	rep, err := Verify(clustertest.Ctx(t), clustertest.Handle(t, cfg), Options{Deep: true})
 	require.NoError(t, err)
 	require.False(t, rep.OK)
 	var stored, dups []string

@@ -12,6 +12,7 @@ import (
 	"github.com/shardid/shardid/internal/localpg"
 	"github.com/shardid/shardid/shardmgr/install"
 	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+	"github.com/shardid/shardid/shardmgr/internal/installtest"
 )
 
 // A table-only restore (pg_dump -t, pg_restore --data-only) into a shard
@@ -20,13 +21,13 @@ import (
 // it; running that statement clears the problem.
 func TestTableOnlyRestoreVerifyNamesTheRepair(t *testing.T) {
 	t.Parallel()
-	cfg := initCluster(t, 3)
-	pg1 := hostPool(t, cfg, "pg1")
+	cfg := installtest.Cluster(t, 3)
+	pg1 := clustertest.HostPool(t, cfg, "pg1")
 	const table = `CREATE TABLE shard_0000.likes (id bigint PRIMARY KEY DEFAULT shard_0000.next_id(), v int)`
 	exec(t, cfg, "pg1", table)
 	exec(t, cfg, "pg1", `INSERT INTO shard_0000.likes (v) SELECT g FROM generate_series(1, 500) g`)
 	var maxID int64
-	require.NoError(t, pg1.QueryRow(ctx(t), `SELECT max(id) FROM shard_0000.likes`).Scan(&maxID))
+	require.NoError(t, pg1.QueryRow(clustertest.Ctx(t), `SELECT max(id) FROM shard_0000.likes`).Scan(&maxID))
 
 	bin, err := localpg.FindBinDir()
 	require.NoError(t, err)
@@ -38,13 +39,13 @@ func TestTableOnlyRestoreVerifyNamesTheRepair(t *testing.T) {
 	// The shard is rebuilt: a fresh generator (init), the table (its
 	// migrations), then the rows alone.
 	exec(t, cfg, "pg1", `DROP SCHEMA shard_0000 CASCADE`)
-	_, err = install.Init(ctx(t), clustertest.Handle(t, cfg), install.InitOptions{})
+	_, err = install.Init(clustertest.Ctx(t), clustertest.Handle(t, cfg), install.InitOptions{})
 	require.NoError(t, err)
 	exec(t, cfg, "pg1", table)
 	out, err = osexec.Command(filepath.Join(bin, "pg_restore"), "--data-only", "-t", "likes", "-d", dsn, dump).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 
-	rep, err := Verify(ctx(t), clustertest.Handle(t, cfg), Options{})
+	rep, err := Verify(clustertest.Ctx(t), clustertest.Handle(t, cfg), Options{})
 	require.NoError(t, err)
 	repair := fmt.Sprintf(`SELECT "shard_0000"."next_id_advance"(%d)`, maxID)
 	var found bool
@@ -58,10 +59,10 @@ func TestTableOnlyRestoreVerifyNamesTheRepair(t *testing.T) {
 	require.True(t, found, "problems: %v", rep.Problems)
 
 	exec(t, cfg, "pg1", repair)
-	rep, err = Verify(ctx(t), clustertest.Handle(t, cfg), Options{})
+	rep, err = Verify(clustertest.Ctx(t), clustertest.Handle(t, cfg), Options{})
 	require.NoError(t, err)
 	require.True(t, rep.OK, "%v", rep.Problems)
 	var id int64
-	require.NoError(t, pg1.QueryRow(ctx(t), `INSERT INTO shard_0000.likes (v) VALUES (0) RETURNING id`).Scan(&id))
+	require.NoError(t, pg1.QueryRow(clustertest.Ctx(t), `INSERT INTO shard_0000.likes (v) VALUES (0) RETURNING id`).Scan(&id))
 	require.Greater(t, id, maxID)
 }

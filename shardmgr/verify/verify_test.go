@@ -16,6 +16,7 @@ import (
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/install"
 	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+	"github.com/shardid/shardid/shardmgr/internal/installtest"
 	shsql "github.com/shardid/shardid/sql"
 )
 
@@ -24,8 +25,8 @@ import (
 // five rows in it.
 func sixShards(t *testing.T) (*shardmgr.Config, *shardmgr.ShardMap) {
 	t.Helper()
-	cfg := initCluster(t, 6)
-	m, err := shardmgr.ReadMap(ctx(t), pool(t, cfg.Catalog))
+	cfg := installtest.Cluster(t, 6)
+	m, err := shardmgr.ReadMap(clustertest.Ctx(t), clustertest.Pool(t, cfg.Catalog))
 	require.NoError(t, err)
 	for _, s := range m.Shards {
 		exec(t, cfg, s.Host, fmt.Sprintf(`CREATE TABLE %[1]s.items (id bigint PRIMARY KEY DEFAULT %[1]s.next_id(), v text);
@@ -36,7 +37,7 @@ func sixShards(t *testing.T) (*shardmgr.Config, *shardmgr.ShardMap) {
 
 func exec(t *testing.T, cfg *shardmgr.Config, host, sql string, args ...any) {
 	t.Helper()
-	_, err := hostPool(t, cfg, host).Exec(ctx(t), sql, args...)
+	_, err := clustertest.HostPool(t, cfg, host).Exec(clustertest.Ctx(t), sql, args...)
 	require.NoError(t, err, sql)
 }
 
@@ -50,7 +51,7 @@ func render(t *testing.T, p shsql.Params) string {
 func TestVerifyHealthy(t *testing.T) {
 	t.Parallel()
 	cfg, _ := sixShards(t)
-	rep, err := Verify(ctx(t), clustertest.Handle(t, cfg), Options{Deep: true})
+	rep, err := Verify(clustertest.Ctx(t), clustertest.Handle(t, cfg), Options{Deep: true})
 	require.NoError(t, err)
 	require.True(t, rep.OK, "%v", rep.Problems)
 	require.Equal(t, 6, rep.Shards)
@@ -154,10 +155,10 @@ func TestVerifyFindsEveryProblem(t *testing.T) {
 			return Options{}
 		}, want{CheckSequence, 2, "pg2"}},
 		{"leaked advisory lock", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) Options {
-			conn, err := pgx.Connect(ctx(t), hostDSN(cfg, "pg3"))
+			conn, err := pgx.Connect(clustertest.Ctx(t), hostDSN(cfg, "pg3"))
 			require.NoError(t, err)
 			t.Cleanup(func() { conn.Close(context.Background()) })
-			_, err = conn.Exec(ctx(t), "SELECT pg_advisory_lock_shared($1, 4)", int64(shsql.LockClass))
+			_, err = conn.Exec(clustertest.Ctx(t), "SELECT pg_advisory_lock_shared($1, 4)", int64(shsql.LockClass))
 			require.NoError(t, err)
 			return Options{}
 		}, want{CheckLock, 4, "pg3"}},
@@ -185,13 +186,13 @@ func TestVerifyFindsEveryProblem(t *testing.T) {
 		}, want{CheckProbe, 1, "pg1"}},
 		{"id copied into the wrong shard", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) Options {
 			var id int64
-			require.NoError(t, hostPool(t, cfg, "pg1").QueryRow(ctx(t), "SELECT max(id) FROM shard_0000.items").Scan(&id))
+			require.NoError(t, clustertest.HostPool(t, cfg, "pg1").QueryRow(clustertest.Ctx(t), "SELECT max(id) FROM shard_0000.items").Scan(&id))
 			exec(t, cfg, "pg2", "INSERT INTO shard_0003.items (id, v) VALUES ($1, 'copied')", id)
 			return Options{Deep: true}
 		}, want{CheckStoredShard, 3, "pg2"}},
 		{"id copied into the wrong shard is a duplicate", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) Options {
 			var id int64
-			require.NoError(t, hostPool(t, cfg, "pg1").QueryRow(ctx(t), "SELECT max(id) FROM shard_0000.items").Scan(&id))
+			require.NoError(t, clustertest.HostPool(t, cfg, "pg1").QueryRow(clustertest.Ctx(t), "SELECT max(id) FROM shard_0000.items").Scan(&id))
 			exec(t, cfg, "pg2", "INSERT INTO shard_0003.items (id, v) VALUES ($1, 'copied')", id)
 			return Options{Deep: true}
 		}, want{CheckDuplicateID, 0, "pg1"}},
@@ -214,7 +215,7 @@ func TestVerifyFindsEveryProblem(t *testing.T) {
 			t.Parallel()
 			cfg, m := sixShards(t)
 			opts := tc.break_(t, cfg, m)
-			rep, err := Verify(ctx(t), clustertest.Handle(t, cfg), opts)
+			rep, err := Verify(clustertest.Ctx(t), clustertest.Handle(t, cfg), opts)
 			require.NoError(t, err)
 			require.False(t, rep.OK)
 			var got []want
@@ -242,9 +243,9 @@ func hostDSN(cfg *shardmgr.Config, name string) string {
 func TestVerifyAdvancedCounterIsANote(t *testing.T) {
 	t.Parallel()
 	cfg, m := sixShards(t)
-	ahead := futureID(1, 10*time.Minute, 0)
+	ahead := clustertest.FutureID(1, 10*time.Minute, 0)
 	exec(t, cfg, m.Shards[1].Host, "SELECT shard_0001.next_id_advance($1)", ahead)
-	rep, err := Verify(ctx(t), clustertest.Handle(t, cfg), Options{})
+	rep, err := Verify(clustertest.Ctx(t), clustertest.Handle(t, cfg), Options{})
 	require.NoError(t, err)
 	require.True(t, rep.OK, "problems: %v", rep.Problems)
 	require.Len(t, rep.Notes, 1, "%v", rep.Notes)
@@ -271,20 +272,20 @@ func TestVerifyReportsBlockedGeneratorWithinBound(t *testing.T) {
 		c, err := pgx.ParseConfig(hostDSN(cfg, host))
 		require.NoError(t, err)
 		c.RuntimeParams["application_name"] = app
-		conn, err := pgx.ConnectConfig(ctx(t), c)
+		conn, err := pgx.ConnectConfig(clustertest.Ctx(t), c)
 		require.NoError(t, err)
 		t.Cleanup(func() { conn.Close(context.Background()) })
 		var pid int32
-		require.NoError(t, conn.QueryRow(ctx(t), "SELECT pg_backend_pid()").Scan(&pid))
+		require.NoError(t, conn.QueryRow(clustertest.Ctx(t), "SELECT pg_backend_pid()").Scan(&pid))
 		return conn, pid
 	}
 	early, earlyPID := holder("mallory")
-	_, err := early.Exec(ctx(t), "SELECT pg_advisory_lock($1, 0)", int64(shsql.LockClass))
+	_, err := early.Exec(clustertest.Ctx(t), "SELECT pg_advisory_lock($1, 0)", int64(shsql.LockClass))
 	require.NoError(t, err)
 	late, latePID := holder("late-mallory")
 
 	start := time.Now()
-	rep, err := Verify(ctx(t), clustertest.Handle(t, cfg), Options{LockTimeout: time.Second, afterScan: func() {
+	rep, err := Verify(clustertest.Ctx(t), clustertest.Handle(t, cfg), Options{LockTimeout: time.Second, afterScan: func() {
 		_, err := late.Exec(context.Background(), "SELECT pg_advisory_lock($1, 1)", int64(shsql.LockClass))
 		require.NoError(t, err)
 	}})
@@ -313,10 +314,10 @@ func TestVerifyReportsBlockedGeneratorWithinBound(t *testing.T) {
 // server is stopped and when a host accepts connections but never answers.
 func TestVerifyBoundedWithHostsDown(t *testing.T) {
 	t.Parallel()
-	cfg := testCluster(t, 4, false)
+	cfg := clustertest.Cluster(t, 4, false)
 	own := pgtest.Own(t, localpg.Options{})
-	cfg.Hosts[2].DSN = own.DSN(fmt.Sprintf("sm%d_own", dbCounter.Add(1)))
-	_, err := install.Init(ctx(t), clustertest.Handle(t, cfg), install.InitOptions{})
+	cfg.Hosts[2].DSN = own.DSN(fmt.Sprintf("sm%d_own", clustertest.DBCounter.Add(1)))
+	_, err := install.Init(clustertest.Ctx(t), clustertest.Handle(t, cfg), install.InitOptions{})
 	require.NoError(t, err)
 	require.NoError(t, own.Halt())
 
@@ -336,7 +337,7 @@ func TestVerifyBoundedWithHostsDown(t *testing.T) {
 	cfg.Hosts[1].DSN = fmt.Sprintf("postgres://postgres@%s/nothing?connect_timeout=3", ln.Addr())
 
 	start := time.Now()
-	rep, err := Verify(ctx(t), clustertest.Handle(t, cfg), Options{})
+	rep, err := Verify(clustertest.Ctx(t), clustertest.Handle(t, cfg), Options{})
 	elapsed := time.Since(start)
 	require.NoError(t, err)
 	require.Less(t, elapsed, 20*time.Second, "verify is bounded")

@@ -29,7 +29,7 @@ func TestVerifyReportsSchemaVersions(t *testing.T) {
 	exec(t, cfg, "pg2", "UPDATE shardid.host_migrations SET version = version + 1")
 	exec(t, cfg, "pg3", "UPDATE shardid.host_migrations SET dirty = true")
 
-	rep, err := Verify(ctx(t), clustertest.Handle(t, cfg), Options{})
+	rep, err := Verify(clustertest.Ctx(t), clustertest.Handle(t, cfg), Options{})
 	require.NoError(t, err)
 	require.False(t, rep.OK)
 	got := map[string]string{}
