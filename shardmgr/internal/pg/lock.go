@@ -87,12 +87,7 @@ func TableLockHolders(ctx context.Context, q Querier, table string) ([]LockHolde
 	if err != nil {
 		return nil, fmt.Errorf("read locks on %s: %w", table, err)
 	}
-	var out []LockHolder
-	var h LockHolder
-	_, err = pgx.ForEachRow(rows, []any{&h.Exclusive, &h.PID, &h.Role, &h.App, &h.State, &h.StateChange, &h.BackendStart}, func() error {
-		out = append(out, h)
-		return nil
-	})
+	out, err := collectHolders(rows)
 	if err != nil {
 		return nil, fmt.Errorf("read locks on %s: %w", table, err)
 	}
@@ -115,12 +110,7 @@ func SchemaLockHolders(ctx context.Context, q Querier, schema string) ([]LockHol
 	if err != nil {
 		return nil, fmt.Errorf("read locks in %s: %w", schema, err)
 	}
-	var out []LockHolder
-	var h LockHolder
-	_, err = pgx.ForEachRow(rows, []any{&h.Exclusive, &h.PID, &h.Role, &h.App, &h.State, &h.StateChange, &h.BackendStart}, func() error {
-		out = append(out, h)
-		return nil
-	})
+	out, err := collectHolders(rows)
 	if err != nil {
 		return nil, fmt.Errorf("read locks in %s: %w", schema, err)
 	}
@@ -179,4 +169,16 @@ func LockWaitFailed(ctx context.Context, what string, start time.Time, holders f
 	defer cancel()
 	e.Holders, e.HoldersErr = holders(hctx)
 	return e
+}
+
+// collectHolders reads the rows of a query selecting whether the lock is
+// exclusive, then holderColumns.
+func collectHolders(rows pgx.Rows) ([]LockHolder, error) {
+	var out []LockHolder
+	var h LockHolder
+	_, err := pgx.ForEachRow(rows, []any{&h.Exclusive, &h.PID, &h.Role, &h.App, &h.State, &h.StateChange, &h.BackendStart}, func() error {
+		out = append(out, h)
+		return nil
+	})
+	return out, err
 }
