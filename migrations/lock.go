@@ -66,9 +66,9 @@ func (e *LockBusyError) Error() string {
 		e.Set, e.Database, e.Key, pgdatabase.Holders(e.Holders), e.Waited.Round(time.Millisecond))
 }
 
-// lockKey is the key golang-migrate's postgres drivers lock on for set in
+// LockKey is the key golang-migrate's postgres drivers lock on for set in
 // the database db.
-func lockKey(db string, set Set) (int64, error) {
+func LockKey(db string, set Set) (int64, error) {
 	s, err := database.GenerateAdvisoryLockId(db, Schema, set.Table)
 	if err != nil {
 		return 0, err

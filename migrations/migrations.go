@@ -99,7 +99,7 @@ func run(ctx context.Context, dsn string, set Set, o options, f func(*migrate.Mi
 	if _, err := conn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+Schema); err != nil {
 		return fmt.Errorf("%s migrations on %s: %w", set.Name, db, err)
 	}
-	key, err := lockKey(db, set)
+	key, err := LockKey(db, set)
 	if err != nil {
 		return fmt.Errorf("%s migrations on %s: %w", set.Name, db, err)
 	}

@@ -8,19 +8,18 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/golang-migrate/migrate/v4/database"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardid/shardid/internal/localpg"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/shardid/shardid/migrations"
+	"github.com/shardid/shardid/migrations/migrationstest"
 )
 
 // launchServe starts `shardid serve` with args and does not wait for it.
@@ -66,34 +65,6 @@ func (p *serveProc) sigterm(t *testing.T) time.Duration {
 	return time.Since(start)
 }
 
-// holdMigrationLock takes golang-migrate's lock for set on dsn's database
-// as a new role with nothing but PUBLIC's CONNECT, named app; the lock goes
-// with the returned connection.
-func holdMigrationLock(t *testing.T, dsn string, set migrations.Set, app string) *pgx.Conn {
-	t.Helper()
-	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, dsn)
-	require.NoError(t, err)
-	defer admin.Close(ctx)
-	role := fmt.Sprintf("hostile_%d", time.Now().UnixNano())
-	_, err = admin.Exec(ctx, "CREATE ROLE "+role+" LOGIN")
-	require.NoError(t, err)
-	cfg, err := pgx.ParseConfig(dsn)
-	require.NoError(t, err)
-	cfg.User = role
-	cfg.RuntimeParams["application_name"] = app
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { conn.Close(ctx) })
-	s, err := database.GenerateAdvisoryLockId(cfg.Database, migrations.Schema, set.Table)
-	require.NoError(t, err)
-	key, err := strconv.ParseInt(s, 10, 64)
-	require.NoError(t, err)
-	_, err = conn.Exec(ctx, "SELECT pg_advisory_lock($1)", key)
-	require.NoError(t, err)
-	return conn
-}
-
 // A role that may only connect holds golang-migrate's lock on the segment
 // source and on the lease database: serve listens anyway, says who holds
 // the lock, answers 503 (not hanging) and is not ready, stops at once on
@@ -102,8 +73,8 @@ func TestServeAdvisoryLockHeldByAnotherRole(t *testing.T) {
 	bin := buildShardid(t)
 	srv := pgtest.Servers(t, 1)[0]
 	seg, leases := pgtest.NewDB(t, srv), pgtest.NewDB(t, srv)
-	segHog := holdMigrationLock(t, seg, migrations.Segment, "seghog")
-	leaseHog := holdMigrationLock(t, leases, migrations.Snowflake, "leasehog")
+	segHog := migrationstest.HoldMigrationLock(t, seg, migrations.Segment, "seghog")
+	leaseHog := migrationstest.HoldMigrationLock(t, leases, migrations.Snowflake, "leasehog")
 	config := filepath.Join(t.TempDir(), "shardid.yaml")
 	require.NoError(t, os.WriteFile(config, []byte("segments:\n  sources:\n    - '"+seg+"'\n  tags:\n    order: {}\nsnowflake:\n  leases: '"+leases+"'\n"), 0o600))
 
