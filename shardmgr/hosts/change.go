@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -178,4 +179,19 @@ func change(ctx context.Context, cat *pgxpool.Pool, edit *clusterfile.Edit, res 
 	res.Generation = gen
 	res.Changed = changed || res.File
 	return nil
+}
+
+// WithDrain is a copy of cfg in which host name is marked drain, for a
+// plan of its drain that changes nothing (rebalance.PlanRebalance with
+// PlanOptions.Only); shardmgr.ErrUnknownHost when cfg has no such host.
+func WithDrain(cfg *shardmgr.Config, name string) (*shardmgr.Config, error) {
+	out := *cfg
+	out.Hosts = slices.Clone(cfg.Hosts)
+	for i := range out.Hosts {
+		if out.Hosts[i].Name == name {
+			out.Hosts[i].Drain = true
+			return &out, nil
+		}
+	}
+	return nil, fmt.Errorf("host %s: %w (not in the cluster file %s)", name, shardmgr.ErrUnknownHost, cfg.Path)
 }
