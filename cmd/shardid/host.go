@@ -264,23 +264,27 @@ prints {"host":"pg3","marked":{...},"plan":{...}|null,"apply":{...}|null}.`,
 		defer c.Close()
 		res := hostDrainResult{Host: name}
 		out := cmd.OutOrStdout()
-		if dryRun {
-			cfg, err := hosts.WithDrain(c.Config(), name)
-			if err != nil {
-				return err
-			}
-			dc, err := cluster.Open(ctx, cfg)
-			if err != nil {
-				return err
-			}
-			defer dc.Close()
-			res.Plan, err = rebalance.PlanRebalance(ctx, dc, rebalance.PlanOptions{By: pb, Mode: mo.Mode, Parallel: parallel, Migrations: mo.Migrations, Only: []string{name}})
+		// The plan and its preflight first, as if the host were marked:
+		// a failed check refuses the drain before the mark is made.
+		cfg, err := hosts.WithDrain(c.Config(), name)
+		if err != nil {
+			return err
+		}
+		pc, err := cluster.Open(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		defer pc.Close()
+		applyOpts := rebalance.ApplyOptions{Plan: rebalance.PlanOptions{By: pb, Only: []string{name}}, Parallel: parallel, Move: mo, Wait: wait}
+		plan, err := rebalance.PlanApply(ctx, pc, applyOpts)
+		if err != nil || dryRun {
 			err = reportPreflight(cmd.ErrOrStderr(), err)
-			if res.Plan != nil {
+			if plan != nil {
+				res.Plan = plan
 				if asJSON {
 					return firstErr(err, writeJSON(out, res))
 				}
-				printPlan(out, res.Plan)
+				printPlan(out, plan)
 			}
 			return err
 		}
@@ -297,7 +301,8 @@ prints {"host":"pg3","marked":{...},"plan":{...}|null,"apply":{...}|null}.`,
 		defer dc.Close()
 		bars := newMoveProgress(cmd.ErrOrStderr())
 		mo.Progress = bars.Update
-		res.Apply, err = rebalance.Apply(ctx, dc, rebalance.ApplyOptions{Plan: rebalance.PlanOptions{By: pb, Only: []string{name}}, Parallel: parallel, Move: mo, Wait: wait})
+		applyOpts.Move = mo
+		res.Apply, err = rebalance.Apply(ctx, dc, applyOpts)
 		bars.Done()
 		err = reportPreflight(cmd.ErrOrStderr(), err)
 		if asJSON {
