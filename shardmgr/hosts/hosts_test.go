@@ -274,3 +274,41 @@ func TestRemove(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, ir.CatalogChanges)
 }
+
+// TestListAsApplicationRole: a role that is no superuser lists the hosts
+// (the system identifier is readable by any role on PostgreSQL 15; the
+// replication lag needs pg_read_all_stats); a host whose record the role
+// may not read is reachable, with what it answered and the refusal.
+func TestListAsApplicationRole(t *testing.T) {
+	ctx := clustertest.Ctx(t)
+	cfg := initFile(t, clustertest.Cluster(t, 6, false))
+	role := clustertest.Role(t, cfg, "lister")
+	q := pgx.Identifier{role}.Sanitize()
+	grant := func(dsn, sql string) {
+		_, err := clustertest.Pool(t, dsn).Exec(ctx, sql)
+		require.NoError(t, err)
+	}
+	grant(cfg.Catalog, "GRANT USAGE ON SCHEMA shardid TO "+q+"; GRANT SELECT ON ALL TABLES IN SCHEMA shardid, public TO "+q)
+	for _, h := range cfg.Hosts[:2] {
+		grant(h.DSN, "GRANT USAGE ON SCHEMA shardid TO "+q+"; GRANT SELECT ON shardid.host_info TO "+q)
+	}
+	as := *cfg
+	as.Catalog = clustertest.AsRole(t, cfg.Catalog, role)
+	as.Hosts = nil
+	for _, h := range cfg.Hosts {
+		as.Hosts = append(as.Hosts, shardmgr.Host{Name: h.Name, DSN: clustertest.AsRole(t, h.DSN, role)})
+	}
+	list, err := hosts.List(ctx, open(t, &as), hosts.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, list, 3)
+	for _, h := range list[:2] {
+		require.Equal(t, hosts.StateOK, h.State)
+		require.Empty(t, h.Error)
+		require.NotEmpty(t, h.Server.SystemID)
+		require.Equal(t, h.Name, h.Server.Host)
+	}
+	pg3 := list[2]
+	require.Equal(t, hosts.StateOK, pg3.State, "reachable, though the role may not read its record")
+	require.Contains(t, pg3.Error, "permission denied")
+	require.Equal(t, hosts.RolePrimary, pg3.Server.Role)
+}

@@ -53,7 +53,8 @@ const (
 	RoleStandby = "standby"
 )
 
-// identify asks the server behind q who it is.
+// identify asks the server behind q who it is. A question refused after
+// the first returns what was learned with the error.
 func identify(ctx context.Context, q pg.Querier) (*Server, error) {
 	s := &Server{}
 	var inRecovery bool
@@ -76,10 +77,10 @@ func identify(ctx context.Context, q pg.Querier) (*Server, error) {
 	case err == nil:
 		s.SystemID = strconv.FormatUint(uint64(sysid), 10)
 	case !isPrivilege(err):
-		return nil, fmt.Errorf("system identifier: %w", err)
+		return s, fmt.Errorf("system identifier: %w", err)
 	}
 	if s.Cluster, s.Host, err = hostRecord(ctx, q); err != nil {
-		return nil, fmt.Errorf("read its record (shardid.host_info): %w", err)
+		return s, fmt.Errorf("read its record (shardid.host_info): %w", err)
 	}
 	if inRecovery {
 		err = q.QueryRow(ctx, `SELECT extract(epoch FROM pg_catalog.now() - pg_catalog.pg_last_xact_replay_timestamp()) * 1000`).Scan(&s.ReplayLagMS)
@@ -89,7 +90,7 @@ func identify(ctx context.Context, q pg.Querier) (*Server, error) {
 			extract(epoch FROM replay_lag) * 1000
 		FROM pg_catalog.pg_stat_replication ORDER BY application_name, client_addr`)
 	if err != nil {
-		return nil, err
+		return s, err
 	}
 	s.Standbys, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Standby, error) {
 		var sb Standby

@@ -37,7 +37,9 @@ type Host struct {
 	Shards int    `json:"shards"`
 	Ranges string `json:"ranges"`
 	// State is ok, draining (marked to give its shards away) or
-	// unreachable (Error says why).
+	// unreachable (Error says why). A server that answers but refuses a
+	// question (a role without the privilege) is ok or draining, with
+	// what it answered in Server and the refusal in Error.
 	State string `json:"state"`
 	Drain bool   `json:"drain"`
 	// Mismatch says how the cluster file and the catalog differ on this
@@ -91,9 +93,12 @@ func List(ctx context.Context, c *cluster.Cluster, opts ListOptions) ([]Host, er
 		g.Go(func() error {
 			s, err := probe(gctx, c, h.Name, opts.ProbeTimeout)
 			h.Server = s
+			if err != nil {
+				h.Error = pg.OneLine(err)
+			}
 			switch {
-			case err != nil:
-				h.State, h.Error = StateUnreachable, pg.OneLine(err)
+			case s == nil:
+				h.State = StateUnreachable
 			case h.Drain:
 				h.State = StateDraining
 			default:
@@ -125,5 +130,10 @@ func probe(ctx context.Context, c *cluster.Cluster, name string, timeout time.Du
 		return nil, err
 	}
 	defer conn.Release()
-	return identify(ctx, conn)
+	s, err := identify(ctx, conn)
+	if s == nil && err != nil {
+		// Connected: what it said so far, and the refusal.
+		s = &Server{}
+	}
+	return s, err
 }
