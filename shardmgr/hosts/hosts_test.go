@@ -101,6 +101,17 @@ func TestSetDSNSameDatabaseNewAddress(t *testing.T) {
 	require.Equal(t, "moved", got, "new transactions go through the new DSN")
 	requireNoBackends(t, h.DSN, app, "the router's pool on the old DSN is closed")
 
+	// A file edited by hand, the catalog not told: set-dsn with the
+	// file's DSN updates the catalog.
+	cat := clustertest.Pool(t, cfg.Catalog)
+	_, err = cat.Exec(ctx, `UPDATE shardid.hosts SET dsn = 'host=elsewhere' WHERE name = 'pg2'`)
+	require.NoError(t, err)
+	fixed, err := hosts.SetDSN(ctx, open(t, res.Config), "pg2", dsn, hosts.SetDSNOptions{})
+	require.NoError(t, err)
+	require.True(t, fixed.Changed)
+	res = fixed
+	fileAgrees(t, cfg.Path)
+
 	// The same DSN again: nothing to do.
 	again, err := hosts.SetDSN(ctx, open(t, res.Config), "pg2", dsn, hosts.SetDSNOptions{})
 	require.NoError(t, err)

@@ -96,7 +96,8 @@ func SetDSN(ctx context.Context, c *cluster.Cluster, name, dsn string, opts SetD
 	if err != nil {
 		return nil, fmt.Errorf("catalog: %w", err)
 	}
-	if _, ok := m.Host(name); !ok {
+	ch, ok := m.Host(name)
+	if !ok {
 		return nil, fmt.Errorf("host %s: %w (in the cluster file, not in the catalog: run init)", name, shardmgr.ErrUnknownHost)
 	}
 	edit, err := clusterfile.SetHost(cfg.Path, name, "dsn", dsn, opts.LookupEnv)
@@ -128,13 +129,19 @@ func SetDSN(ctx context.Context, c *cluster.Cluster, name, dsn string, opts SetD
 	if err := checkOld(pctx, old.DSN, newConn, res, opts.ProbeTimeout); err != nil {
 		return nil, fmt.Errorf("host %s: %w", name, err)
 	}
-	if nh.RawDSN() == old.RawDSN() {
+	// Nothing to do only when both the file and the catalog have it (a
+	// file edited by hand before, without init, still updates the
+	// catalog).
+	if !edit.Changes() && ch.DSN == nh.CatalogDSN() {
 		return res, nil
 	}
 	written := false
 	gen, err := catalog.Change(ctx, cat, 0, fmt.Sprintf("host %s: new DSN", name), func(tx pgx.Tx, _ int64) error {
 		if err := catalog.SetHostDSN(ctx, tx, name, nh.CatalogDSN()); err != nil {
 			return err
+		}
+		if !edit.Changes() {
+			return nil
 		}
 		// Last, so that a failed change leaves the file alone; a commit
 		// that fails after it puts the file back.
