@@ -12,15 +12,15 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestOperatorSiblingsImportNoSibling: install, verify, migrate and
-// rebalance share the engine below them (shardmgr/internal/...), never one
+// TestOperatorSiblingsImportNoSibling: install, verify, migrate,
+// rebalance and hosts share the engine below them (shardmgr/internal/...), never one
 // another, so that each can change without the others (issue 19, item 4).
 // Test files may import a sibling to set a cluster up; only the packages
 // themselves are checked.
 func TestOperatorSiblingsImportNoSibling(t *testing.T) {
 	const mod = "github.com/shardid/shardid/shardmgr/"
-	siblings := []string{mod + "install", mod + "verify", mod + "migrate", mod + "rebalance"}
-	out, err := exec.Command("go", "list", "-json", "./install", "./verify", "./migrate", "./rebalance").Output()
+	siblings := []string{mod + "install", mod + "verify", mod + "migrate", mod + "rebalance", mod + "hosts"}
+	out, err := exec.Command("go", "list", "-json", "./install", "./verify", "./migrate", "./rebalance", "./hosts").Output()
 	require.NoError(t, err)
 
 	dec := json.NewDecoder(bytes.NewReader(out))

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/hosts"
 	"github.com/shardid/shardid/shardmgr/install"
 	"github.com/shardid/shardid/shardmgr/migrate"
 	"github.com/shardid/shardid/shardmgr/rebalance"
@@ -48,6 +49,9 @@ var hints = []struct {
 	{is(rebalance.ErrNoWorker), "or lower --parallel"},
 	{func(err error) bool { var se *shardmgr.ShardErrors; return errors.As(err, &se) && se.Stopped > 0 }, "--fail-fast stopped the run; fix the failure and run it again"},
 	{is(rebalance.ErrHostsNotApplied), "run shardid init to apply the cluster file's hosts to the catalog, then run this again"},
+	{is(hosts.ErrHostInUse), "shardid host drain moves its shards away; shardid rebalance cleanup --all drops retired copies; an unfinished move: shardid rebalance apply or abort"},
+	{is(hosts.ErrNotSameDatabase), "point the host at its own database or its promoted standby (see docs/operations.md)"},
+	{is(hosts.ErrUnreachable), "check the address, and that the server runs and accepts this role"},
 	{is(install.ErrHostInUse), "drain it first: drain: true, shardid init, then shardid rebalance apply; a retired copy goes with shardid rebalance cleanup --all, an unfinished move with abort"},
 	{is(shardmgr.ErrUnknownHost), "a host must be in the cluster file and registered by shardid init"},
 }

@@ -54,6 +54,7 @@ or 'shardid local up' for local servers and a cluster file that stay up, then
 		newBenchCmd(),
 		newDemoCmd(),
 		newIDCmd(),
+		newHostCmd(),
 		newInitCmd(),
 		newLocalCmd(),
 		newMigrateCmd(),

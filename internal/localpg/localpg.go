@@ -34,6 +34,11 @@ type Options struct {
 	// starting on a loaded machine (tests on 2 cores at a load average of
 	// 20 and more) must not reach.
 	StartTimeout time.Duration
+	// OwnSystemID runs initdb for this server alone, so that it gets a
+	// system identifier of its own; otherwise the data directory is a copy
+	// of a cached one, and every such server shares one identifier, as a
+	// primary and its standbys do (see standby.go).
+	OwnSystemID bool
 }
 
 // Server is one running PostgreSQL server owned by this process.
@@ -207,6 +212,9 @@ type template struct {
 }
 
 func (s *Server) initdb(ctx context.Context) error {
+	if s.opts.OwnSystemID {
+		return s.initdbAlone(ctx)
+	}
 	v, _ := initTemplates.LoadOrStore(s.bin, &template{})
 	t := v.(*template)
 	t.once.Do(func() {

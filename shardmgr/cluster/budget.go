@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
 
 // budget bounds the connections the handle holds per server: a token is
@@ -32,9 +34,11 @@ func newBudget(o options) *budget {
 	return &budget{opts: o, done: make(chan struct{}), servers: map[string]chan struct{}{}, pools: map[string][]*pgxpool.Pool{}}
 }
 
-// serverOf names the server a pool's connections go to.
+// serverOf names the server a pool's connections go to: for a DSN naming
+// several servers (a primary and its standbys), the set of them, whose
+// one budget bounds the connections on whichever is primary.
 func serverOf(cfg *pgxpool.Config) string {
-	return fmt.Sprintf("%s:%d", cfg.ConnConfig.Host, cfg.ConnConfig.Port)
+	return pg.Servers(&cfg.ConnConfig.Config)
 }
 
 // register counts p's idle connections among those a starved dial on its

@@ -8,7 +8,8 @@
 // (shardmgr/cluster), whose pools it uses: a database is connected to once
 // for all of init's checks and work. Init is the one step that applies the
 // cluster file's hosts to the catalog (added, new DSN, drain mark,
-// removed), through the catalog package's host writers.
+// removed), through the catalog package's host writers; the host commands
+// (package hosts) change one host in the catalog and the file together.
 //
 // Init is idempotent: run again, it finishes what is missing and changes
 // nothing that is right. On every shard whose generator it finds it runs

@@ -457,13 +457,11 @@ func reconcileCatalog(ctx context.Context, tx pgx.Tx, cfg *shardmgr.Config, cur 
 			inUse = true
 			continue
 		}
-		var open int
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM shardid.moves
-			WHERE $1 IN (from_host, to_host) AND (`+catalog.OpenMoves+`
-			   OR (from_host = $1 AND retired_schema IS NOT NULL AND retired_dropped_at IS NULL))`, ch.Name).Scan(&open); err != nil {
+		moves, err := catalog.HostMoves(ctx, tx, ch.Name)
+		if err != nil {
 			return nil, err
 		}
-		if open > 0 {
+		if open := len(moves); open > 0 {
 			bad = append(bad, fmt.Sprintf("host %s is not in the file but %d moves involving it are unfinished or keep a retired copy there", ch.Name, open))
 			inUse = true
 			continue

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/shardid/shardid/shardmgr"
@@ -330,4 +331,30 @@ func (mo *mover) runEach(ctx context.Context, recs []*MoveRecord, opts ApplyOpti
 	mo.stopSubscriptions(ctx, stopped)
 	slices.Sort(others)
 	return out, failed, others, waited
+}
+
+// PlanApply is the plan Apply would run now with opts, checked as Apply
+// checks it before it changes anything (the preflight, for opts.Move's
+// mode and with its migrations: none when nil, as Apply), including the
+// unfinished moves Apply would resume. It changes nothing; a failed check
+// returns the plan with a *PreflightError. A drain (shardid host drain)
+// asks it before it marks the host, so that a drain refused by the
+// preflight leaves no mark behind.
+func PlanApply(ctx context.Context, c *cluster.Cluster, opts ApplyOptions) (*Plan, error) {
+	if opts.Parallel <= 0 {
+		opts.Parallel = 1
+	}
+	cat, err := c.Catalog(ctx, shardmgr.UseRead)
+	if err != nil {
+		return nil, err
+	}
+	open, err := readMoves(ctx, cat, catalog.OpenMoves)
+	if err != nil {
+		return nil, err
+	}
+	opts.Plan.Mode, opts.Plan.Parallel = opts.Move.Mode, opts.Parallel
+	opts.Plan.Migrations, opts.Plan.moving = opts.Move.Migrations, true
+	return planRebalance(ctx, c.Config(), cat, func(ctx context.Context, name string) (*pgxpool.Pool, error) {
+		return c.HostPool(ctx, name, cluster.Session{})
+	}, opts.Plan, open)
 }

@@ -44,6 +44,12 @@ type PlanOptions struct {
 	// also checks that they build each moving shard with the tables it
 	// has (Apply and MoveShard always check, with their own).
 	Migrations *shardmigrate.MigrationSet
+	// Only, when set, limits the plan to emptying these hosts, each of
+	// which the cluster file marks drain: all their shards move (by count
+	// to the hosts below their share, by size to the least loaded), and
+	// no other host gives any away. It is how a host is drained
+	// (shardid host drain) without rebalancing the rest.
+	Only []string
 
 	// moving: the plan is an apply's or a move's, whose migrations (nil:
 	// none) are Migrations.
@@ -139,7 +145,12 @@ func planRebalance(ctx context.Context, cfg *shardmgr.Config, cat shardmgr.Queri
 	if err != nil {
 		return nil, err
 	}
-	plan, err := planMoves(m, cfg.Hosts, sizes, opts.By)
+	for _, name := range opts.Only {
+		if h, ok := cfg.Host(name); !ok || !h.Drain {
+			return nil, fmt.Errorf("plan only host %s: %w (not a host of the cluster file marked drain)", name, shardmgr.ErrUnknownHost)
+		}
+	}
+	plan, err := planMoves(m, cfg.Hosts, sizes, opts.By, opts.Only)
 	if err != nil {
 		return nil, err
 	}
@@ -221,11 +232,12 @@ func measureShards(ctx context.Context, cfg *shardmgr.Config, m *shardmgr.ShardM
 
 // planMoves is the planner proper: m places the shards, hosts (the cluster
 // file's) say which hosts exist and drain, sizes are the shards' bytes.
-func planMoves(m *shardmgr.ShardMap, hosts []shardmgr.Host, sizes []int64, by PlanBy) (*Plan, error) {
+func planMoves(m *shardmgr.ShardMap, hosts []shardmgr.Host, sizes []int64, by PlanBy, only []string) (*Plan, error) {
 	p, err := newPlanner(m, hosts, sizes)
 	if err != nil {
 		return nil, err
 	}
+	p.only = only
 	p.plan = &Plan{By: by, Generation: m.Generation, Moves: []PlannedMove{}, Before: p.loads()}
 	switch by {
 	case ByCount:
@@ -245,6 +257,12 @@ type planner struct {
 	state    map[string]*hostState
 	eligible []*hostState // the hosts that take shards: not draining
 	plan     *Plan
+	only     []string // when set, the only hosts that give shards (PlanOptions.Only)
+}
+
+// gives reports whether host hs may give shards away in this plan.
+func (p *planner) gives(hs *hostState) bool {
+	return len(p.only) == 0 || slices.Contains(p.only, hs.name)
 }
 
 type hostState struct {
@@ -322,6 +340,9 @@ func (p *planner) balanceCounts(n int) {
 	var give []gift
 	for _, h := range p.hosts {
 		hs := p.state[h.Name]
+		if !p.gives(hs) {
+			continue
+		}
 		surplus := len(hs.shards) - quota[h.Name] // quota 0 when draining
 		for i := 0; i < surplus; i++ {
 			give = append(give, gift{hs.shards[len(hs.shards)-1-i], hs})
@@ -349,7 +370,7 @@ func (p *planner) balanceSizes(n int) {
 	}
 	for _, h := range p.hosts {
 		hs := p.state[h.Name]
-		if !hs.drain {
+		if !hs.drain || !p.gives(hs) {
 			continue
 		}
 		ids := slices.Clone(hs.shards)
@@ -357,6 +378,9 @@ func (p *planner) balanceSizes(n int) {
 		for _, id := range ids {
 			p.move(id, hs, least())
 		}
+	}
+	if len(p.only) > 0 {
+		return // a drain: the other hosts stay as they are
 	}
 	var total, largest int64
 	for _, hs := range p.eligible {

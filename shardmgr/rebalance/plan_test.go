@@ -77,7 +77,7 @@ func TestPlanByCount(t *testing.T) {
 			}
 			m := planMap(names, tc.counts)
 			sizes := make([]int64, len(m.Shards))
-			p, err := planMoves(m, planHosts(tc.hosts...), sizes, ByCount)
+			p, err := planMoves(m, planHosts(tc.hosts...), sizes, ByCount, nil)
 			require.NoError(t, err)
 			require.Len(t, p.Moves, tc.moves)
 			require.Equal(t, tc.after, shardCounts(p))
@@ -88,7 +88,7 @@ func TestPlanByCount(t *testing.T) {
 				require.Equal(t, m.Shards[mv.Shard].Host, mv.From)
 			}
 			// Deterministic: the same input, the same plan.
-			again, err := planMoves(m, planHosts(tc.hosts...), sizes, ByCount)
+			again, err := planMoves(m, planHosts(tc.hosts...), sizes, ByCount, nil)
 			require.NoError(t, err)
 			require.Equal(t, p.Moves, again.Moves)
 		})
@@ -99,7 +99,7 @@ func TestPlanNoBalancedHostGivesAway(t *testing.T) {
 	// 4,3,5 on three hosts plus a new one: the mean is 3; pg2 holds 3
 	// and must give nothing; pg1 gives 1 and pg3 2 — the fewest moves.
 	m := planMap([]string{"pg1", "pg2", "pg3"}, []int{4, 3, 5})
-	p, err := planMoves(m, planHosts("pg1", "pg2", "pg3", "pg4"), make([]int64, 12), ByCount)
+	p, err := planMoves(m, planHosts("pg1", "pg2", "pg3", "pg4"), make([]int64, 12), ByCount, nil)
 	require.NoError(t, err)
 	for _, mv := range p.Moves {
 		require.NotEqual(t, "pg2", mv.From)
@@ -110,7 +110,7 @@ func TestPlanNoBalancedHostGivesAway(t *testing.T) {
 
 func TestPlanEveryHostDraining(t *testing.T) {
 	m := planMap([]string{"pg1"}, []int{4})
-	_, err := planMoves(m, planHosts("-pg1"), make([]int64, 4), ByCount)
+	_, err := planMoves(m, planHosts("-pg1"), make([]int64, 4), ByCount, nil)
 	require.ErrorIs(t, err, ErrNoTargetHost)
 }
 
@@ -120,7 +120,7 @@ func TestPlanBySize(t *testing.T) {
 	// big shard alone goes.
 	m := planMap([]string{"pg1", "pg2"}, []int{4, 4})
 	sizes := []int64{1000, 10, 10, 10, 10, 10, 10, 10}
-	p, err := planMoves(m, planHosts("pg1", "pg2", "pg3"), sizes, BySize)
+	p, err := planMoves(m, planHosts("pg1", "pg2", "pg3"), sizes, BySize, nil)
 	require.NoError(t, err)
 	require.Equal(t, []PlannedMove{{Shard: 0, From: "pg1", To: "pg3", Bytes: 1000}}, p.Moves)
 
@@ -130,7 +130,7 @@ func TestPlanBySize(t *testing.T) {
 	for i := range sizes {
 		sizes[i] = 8192
 	}
-	p, err = planMoves(m, planHosts("pg1", "pg2", "pg3", "pg4"), sizes, BySize)
+	p, err = planMoves(m, planHosts("pg1", "pg2", "pg3", "pg4"), sizes, BySize, nil)
 	require.NoError(t, err)
 	require.Len(t, p.Moves, 16)
 	require.Equal(t, map[string]int{"pg1": 16, "pg2": 16, "pg3": 16, "pg4": 16}, shardCounts(p))
@@ -139,7 +139,31 @@ func TestPlanBySize(t *testing.T) {
 	// the least loaded.
 	m = planMap([]string{"pg1", "pg2", "pg3"}, []int{2, 2, 2})
 	sizes = []int64{50, 10, 100, 100, 100, 100}
-	p, err = planMoves(m, planHosts("-pg1", "pg2", "pg3"), sizes, BySize)
+	p, err = planMoves(m, planHosts("-pg1", "pg2", "pg3"), sizes, BySize, nil)
 	require.NoError(t, err)
 	require.Equal(t, []PlannedMove{{Shard: 0, From: "pg1", To: "pg2", Bytes: 50}, {Shard: 1, From: "pg1", To: "pg3", Bytes: 10}}, p.Moves)
+}
+
+// TestPlanOnlyDrains: a plan limited to a draining host (shardid host
+// drain) moves all of its shards and nothing else, where a full plan would
+// also even out the other hosts.
+func TestPlanOnlyDrains(t *testing.T) {
+	m := planMap([]string{"pg1", "pg2", "pg3"}, []int{8, 2, 2})
+	hosts := planHosts("pg1", "pg2", "-pg3")
+	full, err := planMoves(m, hosts, make([]int64, 12), ByCount, nil)
+	require.NoError(t, err)
+	require.Len(t, full.Moves, 4, "the full plan evens pg1 and pg2 too")
+	for _, by := range []PlanBy{ByCount, BySize} {
+		sizes := make([]int64, 12)
+		for i := range sizes {
+			sizes[i] = int64(100 + i)
+		}
+		p, err := planMoves(m, hosts, sizes, by, []string{"pg3"})
+		require.NoError(t, err)
+		require.Len(t, p.Moves, 2, by)
+		for _, mv := range p.Moves {
+			require.Equal(t, "pg3", mv.From, by)
+		}
+		require.Equal(t, map[string]int{"pg1": 8, "pg2": 4, "pg3": 0}, shardCounts(p), by)
+	}
 }

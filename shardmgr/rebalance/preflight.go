@@ -16,6 +16,7 @@ import (
 
 	"github.com/shardid/shardid/internal/pgsession"
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
 	"github.com/shardid/shardid/shardmgr/internal/shardmigrate"
 )
 
@@ -371,7 +372,7 @@ func runPreflight(ctx context.Context, cfg *shardmgr.Config, poolOf func(context
 	for _, h := range hosts {
 		if hc, ok := cfg.Host(h); ok {
 			if pc, err := pgconn.ParseConfig(hc.DSN); err == nil {
-				serverOf[h] = fmt.Sprintf("%s:%d", pc.Host, pc.Port)
+				serverOf[h] = pg.Servers(pc)
 			}
 		}
 	}

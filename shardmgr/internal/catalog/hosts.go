@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
 
 // Describe says how the cluster file's host differs from the catalog's,
@@ -25,11 +26,13 @@ func (d HostDiff) Describe(cfg *shardmgr.Config) string {
 	}
 }
 
-// The host rows of the catalog are written here and nowhere else: by init
-// (package install), the one step that applies the cluster file's hosts,
+// The host rows of the catalog are written here and nowhere else, always
 // inside a catalog change (Change, ChangeIf) or the transaction that
-// creates the cluster. The catalog records a host's DSN without its
-// password (Host.CatalogDSN).
+// creates the cluster: by init (package install: InsertHost, PutHost,
+// RemoveHost), which applies the cluster file's hosts, and by the host
+// commands (package hosts: SetHostDSN, SetHostDrain, RemoveHost), which
+// change one host in the catalog and the cluster file together. The
+// catalog records a host's DSN without its password (Host.CatalogDSN).
 
 // InsertHost records host h, added at generation gen.
 func InsertHost(ctx context.Context, tx pgx.Tx, h shardmgr.Host, gen int64) error {
@@ -53,4 +56,63 @@ func PutHost(ctx context.Context, tx pgx.Tx, h shardmgr.Host, gen int64) error {
 func RemoveHost(ctx context.Context, tx pgx.Tx, name string) error {
 	_, err := tx.Exec(ctx, `DELETE FROM shardid.hosts WHERE name = $1`, name)
 	return err
+}
+
+// SetHostDSN records dsn (already without its password: Host.CatalogDSN)
+// as host name's DSN; shardmgr.ErrUnknownHost when the catalog has no
+// such host.
+func SetHostDSN(ctx context.Context, tx pgx.Tx, name, dsn string) error {
+	return updateHost(ctx, tx, name, `UPDATE shardid.hosts SET dsn = $2 WHERE name = $1`, dsn)
+}
+
+// SetHostDrain records host name's drain mark; shardmgr.ErrUnknownHost
+// when the catalog has no such host.
+func SetHostDrain(ctx context.Context, tx pgx.Tx, name string, drain bool) error {
+	return updateHost(ctx, tx, name, `UPDATE shardid.hosts SET drain = $2 WHERE name = $1`, drain)
+}
+
+func updateHost(ctx context.Context, tx pgx.Tx, name, sql string, v any) error {
+	tag, err := tx.Exec(ctx, sql, name, v)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("host %s: %w (not in the catalog)", name, shardmgr.ErrUnknownHost)
+	}
+	return nil
+}
+
+// HostMove is a move of the journal that still involves a host: unfinished,
+// or finished with the retired copy of its shard kept on the source.
+type HostMove struct {
+	ID       int64
+	Shard    int
+	From, To string
+	Phase    Phase
+	// Retained: the move is finished but keeps the shard's retired copy
+	// on From (rebalance cleanup drops it).
+	Retained bool
+}
+
+// HostMoves lists the moves that keep host name in use, by id: those
+// unfinished with it as source or target, and those that keep a retired
+// copy on it. A host leaves the catalog only when there is none (and it
+// holds no shard): init and the host commands ask the same question here.
+func HostMoves(ctx context.Context, q pg.Querier, name string) ([]HostMove, error) {
+	rows, err := q.Query(ctx, `SELECT id, shard, from_host, to_host, phase, NOT (`+OpenMoves+`)
+		FROM shardid.moves
+		WHERE $1 IN (from_host, to_host) AND (`+OpenMoves+`
+		   OR (from_host = $1 AND retired_schema IS NOT NULL AND retired_dropped_at IS NULL))
+		ORDER BY id`, name)
+	if err != nil {
+		if pg.IsUndefinedTable(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var m HostMove
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (HostMove, error) {
+		err := r.Scan(&m.ID, &m.Shard, &m.From, &m.To, &m.Phase, &m.Retained)
+		return m, err
+	})
 }

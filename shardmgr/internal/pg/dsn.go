@@ -1,9 +1,13 @@
 package pg
 
 import (
+	"net"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // envPassword is a password that is a reference to an environment
@@ -142,4 +146,27 @@ func stripKeywordValue(dsn string) string {
 		return dsn
 	}
 	return strings.Join(kept, " ")
+}
+
+// Servers names the server or servers a parsed DSN reaches, host:port,
+// in a stable form: a DSN that names several (host=a,b port=1,2, or
+// postgres://a:1,b:2/db) lists each once, sorted, so that two spellings
+// of one set of servers name it alike. Connections to it may land on any
+// of them (the first that suits target_session_attrs).
+func Servers(pc *pgconn.Config) string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(host string, port uint16) {
+		s := net.JoinHostPort(host, strconv.Itoa(int(port)))
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	add(pc.Host, pc.Port)
+	for _, f := range pc.Fallbacks {
+		add(f.Host, f.Port)
+	}
+	slices.Sort(out)
+	return strings.Join(out, ",")
 }

@@ -146,14 +146,15 @@ func OpenPool(ctx context.Context, dsn string, maxConns int) (*pgxpool.Pool, err
 	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
-// DatabaseKey names the database a DSN points at (host:port/database), so
-// that two spellings of one database count as duplicates.
+// DatabaseKey names the database a DSN points at (host:port/database; a
+// DSN naming several servers lists them all, as Servers does), so that two
+// spellings of one database count as duplicates.
 func DatabaseKey(dsn string) (string, error) {
 	pc, err := pgconn.ParseConfig(dsn)
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("%s:%d/%s", pc.Host, pc.Port, pc.Database), nil
+	return Servers(pc) + "/" + pc.Database, nil
 }
 
 // ErrorText is err's message, "" for nil: how results marshal the error

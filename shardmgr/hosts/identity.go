@@ -1,0 +1,115 @@
+package hosts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/shardid/shardid/shardmgr/internal/pg"
+)
+
+// Server is what a host's server says about itself.
+type Server struct {
+	// SystemID is the server's system identifier (pg_control_system()),
+	// the same on a primary and the standbys copied from it; "" where
+	// the role may not read it.
+	SystemID string `json:"system_identifier"`
+	Version  string `json:"version"`
+	// Address is the address and port the connection reached
+	// (inet_server_addr, inet_server_port): with a DSN naming several
+	// servers, the one that answered.
+	Address  string `json:"address"`
+	Database string `json:"database"`
+	// Role is "primary" or "standby" (pg_is_in_recovery()).
+	Role string `json:"role"`
+	// Cluster and Host are what the database records about itself
+	// (shardid.host_info); "" when it records nothing.
+	Cluster string `json:"cluster"`
+	Host    string `json:"host"`
+	// Standbys are a primary's streaming standbys (pg_stat_replication;
+	// their lag is null where the role may not read it).
+	Standbys []Standby `json:"standbys,omitempty"`
+	// ReplayLagMS is a standby's lag: now() less the time of the last
+	// transaction it replayed; null on a primary or before any replay.
+	ReplayLagMS *float64 `json:"replay_lag_ms"`
+}
+
+// Standby is one standby streaming from a primary.
+type Standby struct {
+	Name    string   `json:"name"`
+	Address string   `json:"address"`
+	State   string   `json:"state"`
+	LagMS   *float64 `json:"replay_lag_ms"`
+}
+
+// Role values.
+const (
+	RolePrimary = "primary"
+	RoleStandby = "standby"
+)
+
+// identify asks the server behind q who it is. A question refused after
+// the first returns what was learned with the error.
+func identify(ctx context.Context, q pg.Querier) (*Server, error) {
+	s := &Server{}
+	var inRecovery bool
+	var port int
+	err := q.QueryRow(ctx, `SELECT pg_catalog.current_database(), pg_catalog.current_setting('server_version'),
+			coalesce(pg_catalog.host(pg_catalog.inet_server_addr()), 'local socket'), coalesce(pg_catalog.inet_server_port(), 0),
+			pg_catalog.pg_is_in_recovery()`).Scan(&s.Database, &s.Version, &s.Address, &port, &inRecovery)
+	if err != nil {
+		return nil, err
+	}
+	if port != 0 {
+		s.Address += ":" + strconv.Itoa(port)
+	}
+	s.Role = RolePrimary
+	if inRecovery {
+		s.Role = RoleStandby
+	}
+	var sysid int64
+	switch err := q.QueryRow(ctx, `SELECT system_identifier FROM pg_catalog.pg_control_system()`).Scan(&sysid); {
+	case err == nil:
+		s.SystemID = strconv.FormatUint(uint64(sysid), 10)
+	case !isPrivilege(err):
+		return s, fmt.Errorf("system identifier: %w", err)
+	}
+	if s.Cluster, s.Host, err = hostRecord(ctx, q); err != nil {
+		return s, fmt.Errorf("read its record (shardid.host_info): %w", err)
+	}
+	if inRecovery {
+		err = q.QueryRow(ctx, `SELECT extract(epoch FROM pg_catalog.now() - pg_catalog.pg_last_xact_replay_timestamp()) * 1000`).Scan(&s.ReplayLagMS)
+		return s, err
+	}
+	rows, err := q.Query(ctx, `SELECT coalesce(application_name, ''), coalesce(pg_catalog.host(client_addr), ''), coalesce(state, ''),
+			extract(epoch FROM replay_lag) * 1000
+		FROM pg_catalog.pg_stat_replication ORDER BY application_name, client_addr`)
+	if err != nil {
+		return s, err
+	}
+	s.Standbys, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Standby, error) {
+		var sb Standby
+		return sb, r.Scan(&sb.Name, &sb.Address, &sb.State, &sb.LagMS)
+	})
+	return s, err
+}
+
+// hostRecord is the cluster and host a database records about itself,
+// "" when it records nothing.
+func hostRecord(ctx context.Context, q pg.Querier) (cluster, host string, err error) {
+	err = q.QueryRow(ctx, `SELECT cluster, host FROM shardid.host_info`).Scan(&cluster, &host)
+	if errors.Is(err, pgx.ErrNoRows) || pg.IsUndefinedTable(err) {
+		return "", "", nil
+	}
+	return cluster, host, err
+}
+
+func isPrivilege(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == pgerrcode.InsufficientPrivilege
+}

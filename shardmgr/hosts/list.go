@@ -1,0 +1,139 @@
+package hosts
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/cluster"
+	"github.com/shardid/shardid/shardmgr/internal/catalog"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
+)
+
+// DefaultProbeTimeout bounds the probe of one host (connect and
+// questions) unless ListOptions says: an unreachable host is a row of
+// the listing, not a hang.
+const DefaultProbeTimeout = 20 * time.Second
+
+// Host states in a listing.
+const (
+	StateOK          = "ok"
+	StateDraining    = "draining"
+	StateUnreachable = "unreachable"
+)
+
+// Host is one host as List finds it. JSON:
+// {"name":"pg1","dsn":"...","shards":N,"ranges":"0-5","state":"ok","drain":false,"server":{...}|null,"error":"..."}.
+type Host struct {
+	Name string `json:"name"`
+	// DSN is the host's DSN without its password (as the catalog records
+	// it).
+	DSN string `json:"dsn"`
+	// Shards counts the shards the catalog places on the host; Ranges
+	// lists them ("0-5,9").
+	Shards int    `json:"shards"`
+	Ranges string `json:"ranges"`
+	// State is ok, draining (marked to give its shards away) or
+	// unreachable (Error says why). A server that answers but refuses a
+	// question (a role without the privilege) is ok or draining, with
+	// what it answered in Server and the refusal in Error.
+	State string `json:"state"`
+	Drain bool   `json:"drain"`
+	// Mismatch says how the cluster file and the catalog differ on this
+	// host ("" when they agree): init or a host command settles it.
+	Mismatch string `json:"mismatch,omitempty"`
+	// Server is what the server said; nil when it could not be reached.
+	Server *Server `json:"server"`
+	Error  string  `json:"error,omitempty"`
+}
+
+// ListOptions adjust List.
+type ListOptions struct {
+	// ProbeTimeout bounds each host's probe; zero means
+	// DefaultProbeTimeout.
+	ProbeTimeout time.Duration
+}
+
+// List returns the hosts of the cluster file, in its order, then those
+// only the catalog has, each probed at once (at most opts.ProbeTimeout
+// each): a host that does not answer is a row in state unreachable, not
+// an error. It changes nothing.
+func List(ctx context.Context, c *cluster.Cluster, opts ListOptions) ([]Host, error) {
+	if opts.ProbeTimeout <= 0 {
+		opts.ProbeTimeout = DefaultProbeTimeout
+	}
+	cfg := c.Config()
+	m, err := c.Map(ctx, shardmgr.UseRead)
+	if err != nil {
+		return nil, err
+	}
+	mismatch := map[string]string{}
+	for _, d := range catalog.CompareHosts(m, cfg) {
+		mismatch[d.Name] = d.Describe(cfg)
+	}
+	var out []Host
+	add := func(name, dsn string, drain bool) {
+		ids := m.ShardsOn(name)
+		out = append(out, Host{Name: name, DSN: dsn, Drain: drain, Shards: len(ids), Ranges: shardmgr.FormatShardList(ids), Mismatch: mismatch[name]})
+	}
+	for _, h := range cfg.Hosts {
+		add(h.Name, h.CatalogDSN(), h.Drain)
+	}
+	for _, ch := range m.Hosts {
+		if _, ok := cfg.Host(ch.Name); !ok {
+			add(ch.Name, ch.DSN, ch.Drain)
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	for i := range out {
+		h := &out[i]
+		g.Go(func() error {
+			s, err := probe(gctx, c, h.Name, opts.ProbeTimeout)
+			h.Server = s
+			if err != nil {
+				h.Error = pg.OneLine(err)
+			}
+			switch {
+			case s == nil:
+				h.State = StateUnreachable
+			case h.Drain:
+				h.State = StateDraining
+			default:
+				h.State = StateOK
+			}
+			return nil
+		})
+	}
+	g.Wait()
+	return out, nil
+}
+
+// probe asks host name's server who it is, within timeout.
+func probe(ctx context.Context, c *cluster.Cluster, name string, timeout time.Duration) (*Server, error) {
+	if _, ok := c.Config().Host(name); !ok {
+		return nil, fmt.Errorf("not in the cluster file %s: its DSN there (with the password) is unknown", c.Config().Path)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	p, err := c.HostPool(ctx, name, cluster.Session{Application: "shardid host list"})
+	if err != nil {
+		return nil, err
+	}
+	conn, err := p.Acquire(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("no answer within %s: %w", timeout, err)
+		}
+		return nil, err
+	}
+	defer conn.Release()
+	s, err := identify(ctx, conn)
+	if s == nil && err != nil {
+		// Connected: what it said so far, and the refusal.
+		s = &Server{}
+	}
+	return s, err
+}
