@@ -135,7 +135,7 @@ func CompareHostRecords(m *ShardMap, recs map[string][]LocalShard) *CatalogStale
 		host string
 		gen  int64
 	}
-	live := map[int][]held{}              // shard -> hosts that hold it live
+	live := map[int][]held{}                 // shard -> hosts that hold it live
 	rowOn := map[string]map[int]LocalShard{} // host -> shard -> row
 	hosts := make([]string, 0, len(recs))
 	for h := range recs {
