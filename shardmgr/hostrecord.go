@@ -124,9 +124,10 @@ func (e *CatalogStaleError) Unwrap() error { return ErrCatalogStale }
 // host name; a host missing from recs could not be read and is judged
 // only by the others). It returns nil when nothing contradicts the
 // catalog. A shard is stale when the host the catalog names does not
-// record it at all (its copy was retired or dropped, or never was there),
-// or another host records its live copy at a generation newer than the
-// catalog's, or than the named host's. A move's incoming copy (fenced) on
+// record it at all (its copy was retired or dropped) while another host
+// holds it live or some host recorded a generation newer than the
+// catalog's, or when another host records its live copy at a generation
+// newer than the catalog's, or than the named host's. A move's incoming copy (fenced) on
 // the named host is a move between its flip and the opening of the copy:
 // not stale.
 func CompareHostRecords(m *ShardMap, recs map[string][]LocalShard) *CatalogStaleError {
@@ -165,7 +166,10 @@ func CompareHostRecords(m *ShardMap, recs map[string][]LocalShard) *CatalogStale
 		rows, readable := rowOn[s.Host]
 		mine, has := rows[s.ID]
 		switch {
-		case readable && !has:
+		case readable && !has && (newest.host != "" || e.HostGeneration > m.Generation):
+			// Without either, a shard missing from its host's record
+			// is one init did not finish installing (init's to
+			// repair, verify's host-record check).
 			st.Reason = fmt.Sprintf("(catalog: %s, which does not hold it", s.Host)
 		case newest.host != "" && newest.gen > m.Generation:
 			st.Reason = fmt.Sprintf("(catalog: %s at generation %d", s.Host, m.Generation)
