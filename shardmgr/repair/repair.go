@@ -64,7 +64,7 @@ type Plan struct {
 	// Applied: the catalog was changed, at Generation (above every
 	// generation a host recorded).
 	Applied    bool  `json:"applied"`
-	Generation int64 `json:"generation,omitempty"`
+	Generation int64 `json:"generation"`
 }
 
 // Empty reports whether the catalog already agrees with the hosts.
