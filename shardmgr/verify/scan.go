@@ -26,8 +26,8 @@ type hostScan struct {
 	schemaErr             error  // the host schema's version does not suit this binary
 	records               map[int]string
 	local                 []shardmgr.LocalShard // shardid.local_shards
-	schemas               map[string]bool   // shard_NNNN schemas
-	generators            map[string]string // schema -> marker
+	schemas               map[string]bool       // shard_NNNN schemas
+	generators            map[string]string     // schema -> marker
 	sequences             map[string]seqInfo
 	columns               map[string][]shardschema.IDColumn // by generator schema
 	retired               map[string]fence.RetiredCopy      // moved shards' old copies, by schema
