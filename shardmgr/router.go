@@ -184,9 +184,12 @@ func (r *Router) reload(ctx context.Context) (bool, error) {
 		return false, ErrClosed
 	}
 	if cur != nil && cur.Generation == gen {
+		var pools map[string]*pgxpool.Pool
 		r.mu.RLock()
 		recheck := r.staleErr != nil
-		pools := maps.Clone(r.pools)
+		if recheck {
+			pools = maps.Clone(r.pools)
+		}
 		r.mu.RUnlock()
 		var stale map[int]StaleShard
 		var found *CatalogStaleError
