@@ -439,6 +439,9 @@ func (r *Router) Acquire(ctx context.Context, id int) (*pgxpool.Conn, Shard, err
 // ErrShardMoving too (the host's error kept as its cause), and the router
 // reloads its map so that a retry goes to the shard's new host.
 // WithRetryMoving makes Tx retry a moving shard itself, for a bounded time.
+// A shard the hosts' own records show the catalog to place wrongly (a
+// catalog restored from an older backup) is refused with ErrCatalogStale
+// (see CatalogStale), by ReadTx, Pool and Acquire too.
 func (r *Router) Tx(ctx context.Context, id int, fn func(ctx context.Context, tx pgx.Tx, s Shard) error) error {
 	return r.tx(ctx, id, true, fn)
 }

@@ -28,7 +28,9 @@ func (d HostDiff) Describe(cfg *shardmgr.Config) string {
 // The host rows of the catalog are written here and nowhere else: by init
 // (package install), the one step that applies the cluster file's hosts,
 // inside a catalog change (Change, ChangeIf) or the transaction that
-// creates the cluster. The catalog records a host's DSN without its
+// creates the cluster, and by the catalog repair (package repair), which
+// adds the hosts a catalog restored from an older backup forgot, inside
+// its change (ChangeAbove). The catalog records a host's DSN without its
 // password (Host.CatalogDSN).
 
 // InsertHost records host h, added at generation gen.
