@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -42,7 +43,21 @@ func Read(ctx context.Context, c *cluster.Cluster) []Host {
 	return out
 }
 
+// ReadTimeout bounds the read of one host's record (its connection
+// included).
+const ReadTimeout = 30 * time.Second
+
 func readOne(ctx context.Context, c *cluster.Cluster, name string) Host {
+	h := readWithin(ctx, c, name)
+	if h.Err != nil && ctx.Err() == nil && errors.Is(h.Err, context.DeadlineExceeded) {
+		h.Err = fmt.Errorf("host %s: its record was not read within %s: %w", name, ReadTimeout, h.Err)
+	}
+	return h
+}
+
+func readWithin(ctx context.Context, c *cluster.Cluster, name string) Host {
+	ctx, cancel := context.WithTimeout(ctx, ReadTimeout)
+	defer cancel()
 	h := Host{Name: name}
 	p, err := c.HostPool(ctx, name, cluster.Session{})
 	if err != nil {
