@@ -171,6 +171,10 @@ func CompareHostRecords(m *ShardMap, recs map[string][]LocalShard) *CatalogStale
 			// is one init did not finish installing (init's to
 			// repair, verify's host-record check).
 			st.Reason = fmt.Sprintf("(catalog: %s, which does not hold it", s.Host)
+		case s.State == StateMoving:
+			// An open move: a newer holder is the move flipping after
+			// the map was read; the move's own checks judge it.
+			continue
 		case newest.host != "" && newest.gen > m.Generation:
 			st.Reason = fmt.Sprintf("(catalog: %s at generation %d", s.Host, m.Generation)
 		case newest.host != "" && has && mine.Held() && newest.gen > mine.Generation:

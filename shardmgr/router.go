@@ -381,9 +381,6 @@ func (r *Router) route(ctx context.Context, id int, write bool) (Shard, *pgxpool
 	if err != nil {
 		return s, nil, err
 	}
-	if err := r.refuseStaleCatalog(s); err != nil {
-		return s, nil, err
-	}
 	if write {
 		switch s.State {
 		case StateReadOnly:
@@ -391,6 +388,11 @@ func (r *Router) route(ctx context.Context, id int, write bool) (Shard, *pgxpool
 		case StateMoving:
 			return s, nil, &ShardError{Shard: id, Host: s.Host, Err: ErrShardMoving}
 		}
+	}
+	if err := r.refuseStaleCatalog(s); err != nil {
+		return s, nil, err
+	}
+	if write {
 		if err := r.refuseStale(s); err != nil {
 			return s, nil, err
 		}

@@ -99,7 +99,9 @@ func (r *Router) checkHosts(ctx context.Context, m *ShardMap, pools map[string]*
 			if ok && s.HolderGeneration >= h.gens[i] {
 				continue
 			}
-			if int(id) >= len(m.Shards) {
+			if int(id) >= len(m.Shards) || m.Shards[id].State == StateMoving {
+				// Moving: a move that flipped and opened its target
+				// after this map was read.
 				continue
 			}
 			cat := m.Shards[id].Host
