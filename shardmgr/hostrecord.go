@@ -127,9 +127,10 @@ func (e *CatalogStaleError) Unwrap() error { return ErrCatalogStale }
 // record it at all (its copy was retired or dropped) while another host
 // holds it live or some host recorded a generation newer than the
 // catalog's, or when another host records its live copy at a generation
-// newer than the catalog's, or than the named host's. A move's incoming copy (fenced) on
-// the named host is a move between its flip and the opening of the copy:
-// not stale.
+// newer than the catalog's, or than the named host's (unless the catalog
+// shows the shard moving: a newer holder is then the move's own target).
+// A move's incoming copy (fenced) on the named host is a move between its
+// flip and the opening of the copy: not stale.
 func CompareHostRecords(m *ShardMap, recs map[string][]LocalShard) *CatalogStaleError {
 	e := &CatalogStaleError{Generation: m.Generation}
 	type held struct {
