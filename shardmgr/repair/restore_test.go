@@ -211,6 +211,14 @@ func TestRestoredCatalogDetectedAndRepaired(t *testing.T) {
 	require.Equal(t, stale, clustertest.ClusterMap(t, cfg))
 	require.Equal(t, -1, schemaRows(t, cfg, "pg1", "shard_0000"), "init installed no copy of shard 0 on pg1")
 
+	// Moves, abort and cleanup refuse it too: they would act by its map
+	// and journal.
+	_, err = rebalance.MoveShard(ctx, clustertest.Handle(t, cfg), 1, "pg2", rebalance.MoveOptions{Migrations: set})
+	require.ErrorIs(t, err, shardmgr.ErrCatalogStale)
+	_, err = rebalance.Cleanup(ctx, clustertest.Handle(t, cfg), rebalance.CleanupOptions{All: true})
+	require.ErrorIs(t, err, shardmgr.ErrCatalogStale)
+	require.Equal(t, stale, clustertest.ClusterMap(t, cfg))
+
 	// The repair: the plan first, then applied.
 	c := clustertest.Handle(t, cfg)
 	plan, err := PlanFromHosts(ctx, c)
