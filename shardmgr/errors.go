@@ -47,6 +47,11 @@ var (
 	// for longer than WithMaxStaleness allows, so it refuses writes; reads
 	// go on.
 	ErrMapStale = errors.New("shard map is stale: the catalog has been unreachable too long")
+	// ErrCatalogStale: the catalog is older than what the hosts record
+	// of themselves (restored from an older backup): it places shards
+	// where the hosts say they are not, or is behind a generation a host
+	// has seen; see *CatalogStaleError. The router refuses those shards.
+	ErrCatalogStale = errors.New("catalog is older than the hosts' records")
 	// ErrSQLTemplate: a query template for Shard.SQL is malformed (an
 	// unbalanced brace, an empty name, an unterminated literal).
 	ErrSQLTemplate = errors.New("malformed SQL template")

@@ -1,6 +1,11 @@
 package shardmgr
 
-import "github.com/jackc/pgx/v5/pgxpool"
+import (
+	"context"
+	"maps"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
 
 // CatalogChecks is the number of catalog checks r made, for the external
 // tests.
@@ -24,4 +29,14 @@ func RouterPool(r *Router, host string) *pgxpool.Pool {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	return r.pools[host]
+}
+
+// RouterCheckHosts runs r's check of its map against the hosts' records,
+// for the external tests (its cost is measured).
+func RouterCheckHosts(ctx context.Context, r *Router) *CatalogStaleError {
+	r.mu.RLock()
+	m, pools := r.m, maps.Clone(r.pools)
+	r.mu.RUnlock()
+	_, e := r.checkHosts(ctx, m, pools)
+	return e
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,6 +88,11 @@ type Router struct {
 	checkStart time.Time
 	health     catalogHealth
 	closed     bool
+	// stale holds the shards the hosts' records say the map places
+	// wrongly (router_hostcheck.go), staleErr what the check found.
+	stale        map[int]StaleShard
+	staleErr     *CatalogStaleError
+	recordWarned sync.Map // hosts whose record the router may not read, warned once
 
 	retrying atomic.Bool // a background retry of a failed refresh runs
 	bgCtx    context.Context
@@ -178,8 +184,23 @@ func (r *Router) reload(ctx context.Context) (bool, error) {
 		return false, ErrClosed
 	}
 	if cur != nil && cur.Generation == gen {
+		var pools map[string]*pgxpool.Pool
+		r.mu.RLock()
+		recheck := r.staleErr != nil
+		if recheck {
+			pools = maps.Clone(r.pools)
+		}
+		r.mu.RUnlock()
+		var stale map[int]StaleShard
+		var found *CatalogStaleError
+		if recheck { // a refusal ends once the hosts agree
+			stale, found = r.checkHosts(ctx, cur, pools)
+		}
 		r.mu.Lock()
 		r.checked = time.Now()
+		if recheck && r.m == cur {
+			r.noteHostCheckLocked(stale, found)
+		}
 		r.mu.Unlock()
 		return false, nil
 	}
@@ -219,6 +240,18 @@ func (r *Router) reload(ctx context.Context) (bool, error) {
 		}
 		fresh[h.Name] = p
 	}
+	// The hosts' records, against the new map, before it is routed by.
+	check := map[string]*pgxpool.Pool{}
+	r.mu.RLock()
+	for _, h := range m.Hosts {
+		if p := fresh[h.Name]; p != nil {
+			check[h.Name] = p
+		} else if p := r.pools[h.Name]; p != nil {
+			check[h.Name] = p
+		}
+	}
+	r.mu.RUnlock()
+	stale, found := r.checkHosts(ctx, m, check)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -244,6 +277,7 @@ func (r *Router) reload(ctx context.Context) (bool, error) {
 		}
 	}
 	r.m, r.checked = m, time.Now()
+	r.noteHostCheckLocked(stale, found)
 	r.retire(retired)
 	return true, nil
 }
@@ -354,6 +388,11 @@ func (r *Router) route(ctx context.Context, id int, write bool) (Shard, *pgxpool
 		case StateMoving:
 			return s, nil, &ShardError{Shard: id, Host: s.Host, Err: ErrShardMoving}
 		}
+	}
+	if err := r.refuseStaleCatalog(s); err != nil {
+		return s, nil, err
+	}
+	if write {
 		if err := r.refuseStale(s); err != nil {
 			return s, nil, err
 		}
@@ -402,6 +441,9 @@ func (r *Router) Acquire(ctx context.Context, id int) (*pgxpool.Conn, Shard, err
 // ErrShardMoving too (the host's error kept as its cause), and the router
 // reloads its map so that a retry goes to the shard's new host.
 // WithRetryMoving makes Tx retry a moving shard itself, for a bounded time.
+// A shard the hosts' own records show the catalog to place wrongly (a
+// catalog restored from an older backup) is refused with ErrCatalogStale
+// (see CatalogStale), by ReadTx, Pool and Acquire too.
 func (r *Router) Tx(ctx context.Context, id int, fn func(ctx context.Context, tx pgx.Tx, s Shard) error) error {
 	return r.tx(ctx, id, true, fn)
 }

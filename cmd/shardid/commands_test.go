@@ -33,6 +33,7 @@ func TestCommandTree(t *testing.T) {
 	walk(root)
 	require.Equal(t, []string{
 		"bench", "bench schemes",
+		"catalog", "catalog repair",
 		"demo",
 		"host", "host drain", "host list", "host remove", "host set-dsn",
 		"id", "id decode", "id encode",
@@ -56,7 +57,7 @@ func TestCommandTree(t *testing.T) {
 	for _, line := range strings.Split(cmds, "\n") {
 		names = append(names, strings.Fields(line)[0])
 	}
-	require.Equal(t, []string{"bench", "completion", "demo", "help", "host", "id", "init", "local", "migrate",
+	require.Equal(t, []string{"bench", "catalog", "completion", "demo", "help", "host", "id", "init", "local", "migrate",
 		"rebalance", "serve", "shard", "sql", "status", "verify", "version"}, names)
 }
 

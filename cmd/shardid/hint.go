@@ -11,6 +11,7 @@ import (
 	"github.com/shardid/shardid/shardmgr/install"
 	"github.com/shardid/shardid/shardmgr/migrate"
 	"github.com/shardid/shardid/shardmgr/rebalance"
+	"github.com/shardid/shardid/shardmgr/repair"
 	"github.com/shardid/shardid/shardmgr/verify"
 )
 
@@ -26,6 +27,10 @@ var hints = []struct {
 	{is(shardmgr.ErrCatalogTooNew), "upgrade the binary; shardid version shows the schema it knows"},
 	{is(shardmgr.ErrCatalogTooOld), "run shardid init with this binary to upgrade it"},
 	{is(shardmgr.ErrNotInitialized), "run shardid init"},
+	{is(shardmgr.ErrCatalogStale), "the catalog was restored from an older backup? rebuild its map from the hosts' records: shardid catalog repair --from-hosts"},
+	{is(repair.ErrHostsDisagree), "the hosts' records do not say where these shards live: see shardid verify, keep the right copy and drop or fence the other, then run the repair again"},
+	{is(repair.ErrHostUnreadable), "every host of the cluster file must answer: bring it back, or take it out of the file if it holds nothing"},
+	{is(repair.ErrChangedSincePlan), "run it again to see the new plan"},
 	{is(shardmgr.ErrLockWait), "run it again once the session named is done, or end it (SELECT pg_terminate_backend(pid))"},
 	{is(migrate.ErrShardSchemaMissing), "run shardid init"},
 	{is(migrate.ErrNoGenerator), "run shardid init"},
@@ -66,6 +71,7 @@ var verifyFixes = map[verify.Fix]string{
 	verify.FixCleanupRetired:    "shardid rebalance cleanup drops the retired copy",
 	verify.FixFinishMove:        "finish it with `shardid rebalance apply`",
 	verify.FixResumeOrAbortMove: "resume with `shardid rebalance apply`, undo with `shardid rebalance abort --shard %d`",
+	verify.FixRepairCatalog:     "rebuild the catalog's map from the hosts' records: shardid catalog repair --from-hosts",
 }
 
 // withFix is a verify finding as the CLI prints it: with the command that

@@ -38,7 +38,7 @@ func TestHints(t *testing.T) {
 func TestVerifyFixes(t *testing.T) {
 	p := verify.Problem{Check: verify.CheckPlacement, Shard: 5, Host: "pg4", Detail: "copy on pg4 belongs to unfinished move 3", Fix: verify.FixResumeOrAbortMove}
 	require.Equal(t, "placement shard 5 on pg4: copy on pg4 belongs to unfinished move 3 (resume with `shardid rebalance apply`, undo with `shardid rebalance abort --shard 5`)", withFix(p))
-	for fix := verify.FixInit; fix <= verify.FixResumeOrAbortMove; fix++ {
+	for fix := verify.FixInit; fix <= verify.FixRepairCatalog; fix++ {
 		require.NotEmpty(t, verifyFixes[fix], "fix %d has a command", fix)
 	}
 	p.Fix = verify.FixNone

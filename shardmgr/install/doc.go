@@ -17,7 +17,9 @@
 // and upgrades an older generator version (shardmigrate.UpgradeGenerators), so
 // that after init every shard has this release's generator. Before it
 // records anything it asks the servers whether two hosts are one database
-// or a host belongs elsewhere.
+// or a host belongs elsewhere, and it refuses a catalog older than the
+// hosts' own records (restored from an older backup: ErrCatalogStale),
+// whose map it would otherwise install again on hosts the shards left.
 //
 // It must never replace a generator whose marker differs from the
 // catalog's but for an older version, never change what is fixed once initialised (cluster name,

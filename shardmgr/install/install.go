@@ -181,6 +181,9 @@ func Init(ctx context.Context, c *cluster.Cluster, opts InitOptions) (*InitResul
 	if err != nil {
 		return nil, err
 	}
+	if err := checkNotStale(ctx, c, catalog); err != nil {
+		return nil, err
+	}
 	m, created, changes, err := planCatalog(ctx, catalog, cfg)
 	if err != nil {
 		return nil, err

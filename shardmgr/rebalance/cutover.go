@@ -7,9 +7,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	"github.com/shardid/shardid/shardmgr/internal/fence"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/internal/shardschema"
 )
 
 // prepareCutover, for an online move, scans the copy on both hosts before
@@ -184,8 +186,17 @@ func (mo *mover) openTarget(ctx context.Context, mv *move) error {
 	if mv.counterMax == nil {
 		return fmt.Errorf("move %d: the journal has no counter range (phase schema not recorded)", mv.ID)
 	}
+	if mv.flipGen == nil {
+		return fmt.Errorf("move %d: the journal has no flip generation", mv.ID)
+	}
 	err := pg.WithLockRetry(ctx, mv.dst, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error {
 		if err := muteDelta(ctx, tx, mv.MoveRecord); err != nil {
+			return err
+		}
+		// The host's own record says, with the opening, that the live
+		// copy is here as of the flip's generation: what shows a catalog
+		// restored from before the flip to be older than the hosts.
+		if err := shardschema.RecordLocalShard(ctx, tx, mv.Shard, mv.Schema, string(shardmgr.StateActive), *mv.flipGen); err != nil {
 			return err
 		}
 		// Only where a fence is: a cleanup that already dropped it is

@@ -234,8 +234,12 @@ func newMover(ctx context.Context, c *cluster.Cluster, opts MoveOptions) (*mover
 	if err != nil {
 		return nil, err
 	}
-	return &mover{c: c, cfg: c.Config(), catalog: catalog, m: m, opts: opts, log: log,
-		copies: make(chan struct{}, copyTablesAll)}, nil
+	mo := &mover{c: c, cfg: c.Config(), catalog: catalog, m: m, opts: opts, log: log,
+		copies: make(chan struct{}, copyTablesAll)}
+	if err := mo.refuseStaleCatalog(ctx); err != nil {
+		return nil, err
+	}
+	return mo, nil
 }
 
 // pool returns the handle's pool on host name of the cluster file: a move

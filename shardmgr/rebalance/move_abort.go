@@ -131,7 +131,7 @@ func (mo *mover) abort(ctx context.Context, rec *MoveRecord) error {
 	if err := mo.unfenceSourceHost(ctx, src, rec); err != nil {
 		return fmt.Errorf("source %s: lift the fence: %w", rec.From, err)
 	}
-	_, err = catalog.Change(ctx, mo.catalog, 0, fmt.Sprintf("abort move %d: shard %d stays on %s", rec.ID, rec.Shard, rec.From), func(tx pgx.Tx, gen int64) error {
+	gen, err := catalog.Change(ctx, mo.catalog, 0, fmt.Sprintf("abort move %d: shard %d stays on %s", rec.ID, rec.Shard, rec.From), func(tx pgx.Tx, gen int64) error {
 		if _, err := tx.Exec(ctx, `UPDATE shardid.shards SET state = 'active', changed_generation = $3
 			WHERE id = $1 AND host = $2 AND state = 'moving'`, rec.Shard, rec.From, gen); err != nil {
 			return err
@@ -140,7 +140,19 @@ func (mo *mover) abort(ctx context.Context, rec *MoveRecord) error {
 			updated_at = pg_catalog.clock_timestamp() WHERE id = $1`, rec.ID, string(PhaseAborted))
 		return err
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	return recordGivenBack(ctx, src, rec, gen)
+}
+
+// recordGivenBack records on the source, after the catalog committed at
+// gen that the shard stays there, that its live copy is there as of gen.
+func recordGivenBack(ctx context.Context, src *pgxpool.Pool, rec *MoveRecord, gen int64) error {
+	if err := shardschema.RecordLocalShard(ctx, src, rec.Shard, rec.Schema, string(shardmgr.StateActive), gen); err != nil {
+		return fmt.Errorf("source %s: record the shard: %w", rec.From, err)
+	}
+	return nil
 }
 
 // giveBackWait bounds the wait of a source's give-back for the catalog's
@@ -178,12 +190,15 @@ func (mo *mover) unfenceSource(ctx context.Context, mv *move) error {
 		return err
 	}
 	mo.dropDeltas(ctx, mv.MoveRecord)
-	_, err = catalog.ChangeWithin(ctx, mo.catalog, 0, giveBackWait, fmt.Sprintf("move %d: shard %d back to active on %s", mv.ID, mv.Shard, mv.From), func(tx pgx.Tx, gen int64) error {
+	gen, err := catalog.ChangeWithin(ctx, mo.catalog, 0, giveBackWait, fmt.Sprintf("move %d: shard %d back to active on %s", mv.ID, mv.Shard, mv.From), func(tx pgx.Tx, gen int64) error {
 		_, err := tx.Exec(ctx, `UPDATE shardid.shards SET state = 'active', changed_generation = $3
 			WHERE id = $1 AND host = $2 AND state = 'moving'`, mv.Shard, mv.From, gen)
 		return err
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	return recordGivenBack(ctx, src, mv.MoveRecord, gen)
 }
 
 // dropMoveTriggers drops the fence's and the change log's triggers from a

@@ -4,7 +4,8 @@
 // with the expected marker and returning ids of their own shard near the
 // host's clock, counter sequences that cannot repeat, counters ahead of
 // every stored id, no session blocking a generator, clocks in step, a live
-// probe for duplicates and, with Deep, every stored id. The checks are one
+// probe for duplicates, a catalog not older than the hosts' own records
+// and, with Deep, every stored id. The checks are one
 // table (checks in verify.go); each problem names its check, shard and
 // host.
 //

@@ -25,8 +25,9 @@ type hostScan struct {
 	infoCluster, infoHost string // shardid.host_info; empty when missing
 	schemaErr             error  // the host schema's version does not suit this binary
 	records               map[int]string
-	schemas               map[string]bool   // shard_NNNN schemas
-	generators            map[string]string // schema -> marker
+	local                 []shardmgr.LocalShard // shardid.local_shards
+	schemas               map[string]bool       // shard_NNNN schemas
+	generators            map[string]string     // schema -> marker
 	sequences             map[string]seqInfo
 	columns               map[string][]shardschema.IDColumn // by generator schema
 	retired               map[string]fence.RetiredCopy      // moved shards' old copies, by schema
@@ -124,17 +125,13 @@ func scanRecords(ctx context.Context, hs *hostScan) error {
 	if hs.infoCluster == "" {
 		return nil
 	}
-	rows, err := q.Query(ctx, `SELECT shard, state FROM shardid.local_shards`)
-	if pg.IsUndefinedTable(err) {
-		return nil
-	}
-	if err != nil {
+	if hs.local, err = shardmgr.ReadLocalShards(ctx, q); err != nil {
 		return err
 	}
-	var id int
-	var state string
-	_, err = pgx.ForEachRow(rows, []any{&id, &state}, func() error { hs.records[id] = state; return nil })
-	return err
+	for _, l := range hs.local {
+		hs.records[l.Shard] = l.State
+	}
+	return nil
 }
 
 // scanSchemas finds the shard schemas, their generators' markers and the

@@ -72,6 +72,11 @@ const (
 	CheckStoredShard = "stored-shard"
 	// CheckDuplicateID (deep): no stored id appears twice.
 	CheckDuplicateID = "duplicate-id"
+	// CheckCatalogStale: the catalog is not older than the hosts' own
+	// records (a catalog restored from an older backup): no host recorded
+	// a generation the catalog has not reached, and every shard is where
+	// the hosts say it lives (shardmgr.CompareHostRecords).
+	CheckCatalogStale = "catalog-stale"
 )
 
 // Options adjust Verify. The zero value is fine.
@@ -132,6 +137,7 @@ const (
 	FixCleanupRetired        // cleanup drops a retired copy once it is not wanted
 	FixFinishMove            // the move passed its point of no return: finish it (apply)
 	FixResumeOrAbortMove     // an unfinished move: resume it (apply) or undo it (abort)
+	FixRepairCatalog         // the catalog is older than the hosts: rebuild its map from their records
 )
 
 func (p Problem) String() string {
@@ -278,6 +284,7 @@ var (
 	clockPass     = &pass{func(v *verifier, _ context.Context) bool { v.checkClocks(); return true }}
 	storedPass    = &pass{func(v *verifier, ctx context.Context) bool { v.checkStored(ctx); return true }}
 	grantsPass    = &pass{func(v *verifier, ctx context.Context) bool { v.checkGrants(ctx); return true }}
+	stalePass     = &pass{func(v *verifier, _ context.Context) bool { v.checkCatalogStale(); return true }}
 )
 
 // checks is every check Verify knows, in the report's order.
@@ -286,6 +293,7 @@ var checks = []check{
 	{name: CheckHost, pass: hostsPass},
 	{name: CheckPlacement, pass: placementPass},
 	{name: CheckHostRecord, pass: hostsPass},
+	{name: CheckCatalogStale, pass: stalePass},
 	{name: CheckGenerator, pass: shardsPass},
 	{name: CheckGeneratorID, pass: shardsPass},
 	{name: CheckSequence, pass: shardsPass},

@@ -100,6 +100,10 @@ func TestVerifyFindsEveryProblem(t *testing.T) {
 			exec(t, cfg, "pg2", "INSERT INTO shardid.local_shards VALUES (4, 'shard_0004', 'active', 1)")
 			return Options{}
 		}, want{CheckHostRecord, 4, "pg2"}},
+		{"host recorded a generation the catalog has not reached", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) Options {
+			exec(t, cfg, "pg1", "UPDATE shardid.local_shards SET generation = generation + 1000 WHERE shard = 0")
+			return Options{}
+		}, want{CheckCatalogStale, -1, "pg1"}},
 		{"host belongs to another cluster", func(t *testing.T, cfg *shardmgr.Config, m *shardmgr.ShardMap) Options {
 			exec(t, cfg, "pg3", "UPDATE shardid.host_info SET cluster = 'other'")
 			return Options{}

@@ -44,7 +44,7 @@ func Change(ctx context.Context, pool *pgxpool.Pool, want int64, what string, fn
 // ChangeWithin is Change waiting at most wait (zero: DefaultLockWait) for
 // the cluster row and for every other lock the change takes.
 func ChangeWithin(ctx context.Context, pool *pgxpool.Pool, want int64, wait time.Duration, what string, fn func(tx pgx.Tx, gen int64) error) (int64, error) {
-	next, _, err := changeIf(ctx, pool, want, wait, func(tx pgx.Tx, gen int64) (string, error) {
+	next, _, err := changeIf(ctx, pool, want, 0, wait, func(tx pgx.Tx, gen int64) (string, error) {
 		return what, fn(tx, gen)
 	})
 	if err != nil {
@@ -58,10 +58,23 @@ func ChangeWithin(ctx context.Context, pool *pgxpool.Pool, want int64, wait time
 // when it changed nothing, in which case the generation stays. Errors
 // come back as fn and the catalog gave them.
 func ChangeIf(ctx context.Context, pool *pgxpool.Pool, want int64, fn func(tx pgx.Tx, gen int64) (what string, err error)) (gen int64, changed bool, err error) {
-	return changeIf(ctx, pool, want, DefaultLockWait, fn)
+	return changeIf(ctx, pool, want, 0, DefaultLockWait, fn)
 }
 
-func changeIf(ctx context.Context, pool *pgxpool.Pool, want int64, wait time.Duration, fn func(tx pgx.Tx, gen int64) (what string, err error)) (gen int64, changed bool, err error) {
+// ChangeAbove is Change whose new generation is above floor as well as
+// above the current one: a repair of a catalog restored from an older
+// backup takes it past every generation the hosts have recorded.
+func ChangeAbove(ctx context.Context, pool *pgxpool.Pool, want, floor int64, what string, fn func(tx pgx.Tx, gen int64) error) (int64, error) {
+	next, _, err := changeIf(ctx, pool, want, floor, DefaultLockWait, func(tx pgx.Tx, gen int64) (string, error) {
+		return what, fn(tx, gen)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("catalog change (%s): %w", what, err)
+	}
+	return next, nil
+}
+
+func changeIf(ctx context.Context, pool *pgxpool.Pool, want, floor int64, wait time.Duration, fn func(tx pgx.Tx, gen int64) (what string, err error)) (gen int64, changed bool, err error) {
 	if wait <= 0 {
 		wait = DefaultLockWait
 	}
@@ -81,7 +94,7 @@ func changeIf(ctx context.Context, pool *pgxpool.Pool, want int64, wait time.Dur
 		if want != 0 && cur != want {
 			return &shardmgr.GenerationError{Want: want, Got: cur}
 		}
-		next = cur + 1
+		next = max(cur, floor) + 1
 		what, err := fn(tx, next)
 		if err != nil {
 			return err

@@ -2,7 +2,8 @@
 // change of the map (Change, ChangeIf, SetShardState) runs in one
 // transaction holding the catalog's cluster row (a bounded wait) and bumps
 // the generation, and the host rows are written here only (hosts.go:
-// InsertHost, PutHost, RemoveHost, which init alone calls). It also holds
+// InsertHost, PutHost, RemoveHost, which init calls, and the catalog
+// repair InsertHost). It also holds
 // what several operator packages read from the catalog: a shard's
 // generator parameters, the move journal's phase names and the point of
 // no return (phases.go: Phase, PointOfNoReturn, OpenMoves), the open moves

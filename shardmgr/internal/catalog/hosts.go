@@ -29,10 +29,12 @@ func (d HostDiff) Describe(cfg *shardmgr.Config) string {
 // The host rows of the catalog are written here and nowhere else, always
 // inside a catalog change (Change, ChangeIf) or the transaction that
 // creates the cluster: by init (package install: InsertHost, PutHost,
-// RemoveHost), which applies the cluster file's hosts, and by the host
+// RemoveHost), which applies the cluster file's hosts; by the host
 // commands (package hosts: SetHostDSN, SetHostDrain, RemoveHost), which
-// change one host in the catalog and the cluster file together. The
-// catalog records a host's DSN without its password (Host.CatalogDSN).
+// change one host in the catalog and the cluster file together; and by
+// the catalog repair (package repair), which adds the hosts a catalog
+// restored from an older backup forgot, inside its change (ChangeAbove).
+// The catalog records a host's DSN without its password (Host.CatalogDSN).
 
 // InsertHost records host h, added at generation gen.
 func InsertHost(ctx context.Context, tx pgx.Tx, h shardmgr.Host, gen int64) error {

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shardid/shardid/shardmgr/repair"
+)
+
+func newCatalogCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "catalog",
+		Short: "Repair the shard catalog",
+		Args:  cobra.NoArgs,
+	}
+	cmd.AddCommand(newCatalogRepairCmd())
+	return cmd
+}
+
+func newCatalogRepairCmd() *cobra.Command {
+	var fromHosts, yes, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "repair --from-hosts [--yes] [--json]",
+		Short: "Rebuild the catalog's map from the hosts' own records (after restoring an older catalog)",
+		Long: `After the catalog database was restored from a backup older than the hosts
+(routers refuse the shards it places wrongly, verify reports catalog-stale, init
+refuses), rebuilds its map from what every host records of itself: each shard
+goes to the host that holds its live copy at the newest generation, and hosts of
+the cluster file the catalog forgot are added. The differences are shown first;
+they are applied with --yes (or after a confirmation on a terminal), in one
+catalog transaction whose generation is above every generation a host recorded.
+Two hosts holding one shard live at the same generation, or a shard no host
+holds, stop it (naming them) and nothing changes; so does a host that cannot be
+read. Exit 1 when differences were shown but not applied.
+
+--json prints {"cluster":"...","catalog_generation":N,"host_generation":N,
+"add_hosts":[...],"shards":[{"shard":N,"from":"pg1","from_schema":"...",
+"from_state":"...","to":"pg4","schema":"...","state":"active","generation":N}],
+"close_moves":[N],"applied":bool,"generation":N}.`,
+		Args: cobra.NoArgs,
+	}
+	configPath := addClusterConfigFlag(cmd)
+	cmd.Flags().BoolVar(&fromHosts, "from-hosts", false, "rebuild the map from the hosts' records (required)")
+	cmd.Flags().BoolVar(&yes, "yes", false, "apply the differences without asking")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the plan (and what was applied) as JSON")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if !fromHosts {
+			return usagef("--from-hosts is required (the hosts' records are the one source a repair reads)")
+		}
+		c, err := openCluster(cmd.Context(), *configPath)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		p, err := repair.PlanFromHosts(cmd.Context(), c)
+		if err != nil {
+			return err
+		}
+		out := cmd.OutOrStdout()
+		interactive := !p.Empty() && !yes && !asJSON && readerIsTerminal(cmd.InOrStdin()) && isTerminal(out)
+		apply := yes
+		if interactive {
+			printRepair(out, p)
+			apply = confirm(cmd.InOrStdin(), out, "apply these changes to the catalog?")
+		}
+		if apply && !p.Empty() {
+			if p, err = repair.FromHosts(cmd.Context(), c, p); err != nil {
+				return err
+			}
+		}
+		switch {
+		case asJSON:
+			if err := writeJSON(out, p); err != nil {
+				return err
+			}
+		case interactive && p.Applied:
+			fmt.Fprintf(out, "catalog repair: applied at generation %d\n", p.Generation)
+		case !interactive:
+			printRepair(out, p)
+		}
+		if !p.Empty() && !p.Applied {
+			if !asJSON {
+				fmt.Fprintln(out, "catalog repair: not applied (run it again with --yes)")
+			}
+			return exitError{code: 1}
+		}
+		return nil
+	}
+	return cmd
+}
+
+func printRepair(w io.Writer, p *repair.Plan) {
+	if p.Empty() {
+		fmt.Fprintf(w, "catalog repair: the catalog (generation %d) agrees with the hosts' records (newest generation %d): nothing to do\n", p.CatalogGeneration, p.HostGeneration)
+		return
+	}
+	fmt.Fprintf(w, "catalog generation %d; newest generation a host recorded: %d\n", p.CatalogGeneration, p.HostGeneration)
+	for _, h := range p.AddHosts {
+		fmt.Fprintf(w, "+ host %s (in the cluster file, its database records this cluster)\n", h)
+	}
+	for _, s := range p.Shards {
+		fmt.Fprintf(w, "~ shard %d: %s %s (%s) -> %s %s (%s, recorded at generation %d)\n", s.Shard, s.From, s.FromSchema, s.FromState, s.To, s.Schema, s.State, s.Generation)
+	}
+	for _, id := range p.CloseMoves {
+		fmt.Fprintf(w, "x move %d: closed (aborted in the journal; the hosts say where its shard is)\n", id)
+	}
+	if p.Applied {
+		fmt.Fprintf(w, "catalog repair: applied at generation %d: %d shards placed anew, %d hosts added\n", p.Generation, len(p.Shards), len(p.AddHosts))
+	}
+}
+
+// confirm asks question on w and reads y or yes from r.
+func confirm(r io.Reader, w io.Writer, question string) bool {
+	fmt.Fprintf(w, "%s [y/N] ", question)
+	line, _ := bufio.NewReader(r).ReadString('\n')
+	a := strings.ToLower(strings.TrimSpace(line))
+	return a == "y" || a == "yes"
+}
+
+// readerIsTerminal reports whether r is a terminal (a confirmation can
+// be asked).
+func readerIsTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	return ok && isTerminal(f)
+}

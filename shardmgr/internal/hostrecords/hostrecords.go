@@ -1,0 +1,89 @@
+// Package hostrecords reads every host's own record (which cluster and
+// host name its database belongs to, and shardid.local_shards) through
+// the operator's handle: what init, catalog repair and their tests compare
+// the catalog with (shardmgr.CompareHostRecords).
+package hostrecords
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/cluster"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
+)
+
+// Host is what one host of the cluster file records of itself.
+type Host struct {
+	Name string
+	// Cluster and As are its shardid.host_info: the cluster and host name
+	// its database belongs to ("" when it has no record yet).
+	Cluster, As string
+	Shards      []shardmgr.LocalShard
+	// Err is why it could not be read (nil when it was).
+	Err error
+}
+
+// Read reads the record of every host of the cluster file, all at once.
+func Read(ctx context.Context, c *cluster.Cluster) []Host {
+	hosts := c.Config().Hosts
+	out := make([]Host, len(hosts))
+	var wg sync.WaitGroup
+	for i, h := range hosts {
+		wg.Go(func() {
+			out[i] = readOne(ctx, c, h.Name)
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// ReadTimeout bounds the read of one host's record (its connection
+// included).
+const ReadTimeout = 30 * time.Second
+
+func readOne(ctx context.Context, c *cluster.Cluster, name string) Host {
+	h := readWithin(ctx, c, name)
+	if h.Err != nil && ctx.Err() == nil && errors.Is(h.Err, context.DeadlineExceeded) {
+		h.Err = fmt.Errorf("host %s: its record was not read within %s: %w", name, ReadTimeout, h.Err)
+	}
+	return h
+}
+
+func readWithin(ctx context.Context, c *cluster.Cluster, name string) Host {
+	ctx, cancel := context.WithTimeout(ctx, ReadTimeout)
+	defer cancel()
+	h := Host{Name: name}
+	p, err := c.HostPool(ctx, name, cluster.Session{})
+	if err != nil {
+		h.Err = err
+		return h
+	}
+	err = p.QueryRow(ctx, `SELECT cluster, host FROM shardid.host_info`).Scan(&h.Cluster, &h.As)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) && !pg.IsUndefinedTable(err) {
+		h.Err = fmt.Errorf("host %s: read host record: %w", name, err)
+		return h
+	}
+	if h.Shards, err = shardmgr.ReadLocalShards(ctx, p); err != nil {
+		h.Err = fmt.Errorf("host %s: %w", name, err)
+	}
+	return h
+}
+
+// Records returns the shards of the hosts that were read and belong to
+// cluster (as their own name), by host name: the argument of
+// shardmgr.CompareHostRecords.
+func Records(hosts []Host, cluster string) map[string][]shardmgr.LocalShard {
+	out := map[string][]shardmgr.LocalShard{}
+	for _, h := range hosts {
+		if h.Err == nil && h.Cluster == cluster && h.As == h.Name {
+			out[h.Name] = h.Shards
+		}
+	}
+	return out
+}

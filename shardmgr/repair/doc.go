@@ -1,0 +1,20 @@
+// Package repair rebuilds the catalog's map from the hosts' own records
+// after the catalog database was restored from a backup older than the
+// hosts (shardid catalog repair --from-hosts).
+//
+// Every step that makes a shard live on a host records there, after the
+// catalog committed it, the generation of that placement
+// (shardid.local_shards); a retired copy's row goes with its rename. So the
+// hosts together know, for each shard, which host holds its live copy at
+// the newest generation: the catalog's truth as of the newest change any
+// host saw. PlanFromHosts shows the differences; FromHosts applies them in
+// one catalog transaction (through shardmgr/internal/catalog, the one
+// writer) whose generation is above everything the hosts recorded, so
+// that routers reload and every later comparison sees a catalog that is
+// not older than the hosts.
+//
+// It must never guess: two hosts that hold one shard live at the same
+// generation, or a shard that no host holds, stop it with a
+// *ConflictError naming them, and a host of the cluster file that cannot
+// be read stops it too; nothing is changed then.
+package repair

@@ -1,0 +1,281 @@
+package repair
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/cluster"
+	"github.com/shardid/shardid/shardmgr/internal/catalog"
+	"github.com/shardid/shardid/shardmgr/internal/hostrecords"
+	"github.com/shardid/shardid/shardmgr/internal/shardschema"
+)
+
+var (
+	// ErrHostsDisagree: the hosts' records do not say where a shard
+	// lives (two hosts hold it live at the same generation, or none
+	// does); see *ConflictError. Nothing was changed.
+	ErrHostsDisagree = errors.New("the hosts' records do not agree")
+	// ErrHostUnreadable: a host of the cluster file could not be read;
+	// the map is rebuilt only from every host's record.
+	ErrHostUnreadable = errors.New("host record unreadable")
+	// ErrChangedSincePlan: the catalog or the hosts changed between the
+	// plan that was shown and its application. Nothing was changed.
+	ErrChangedSincePlan = errors.New("the catalog or the hosts changed since the plan")
+)
+
+// ShardChange is one shard the repair places anew.
+type ShardChange struct {
+	Shard int `json:"shard"`
+	// From, FromSchema and FromState are the catalog's place for it.
+	From       string `json:"from"`
+	FromSchema string `json:"from_schema"`
+	FromState  string `json:"from_state"`
+	// To, Schema and State are where the hosts say it lives, and
+	// Generation the generation its holder recorded.
+	To         string `json:"to"`
+	Schema     string `json:"schema"`
+	State      string `json:"state"`
+	Generation int64  `json:"generation"`
+}
+
+// Plan is what the repair changes in the catalog. JSON: {"cluster":...,
+// "catalog_generation":N,"host_generation":N,"add_hosts":[...],
+// "shards":[...],"close_moves":[...],"applied":bool,"generation":N}.
+type Plan struct {
+	Cluster string `json:"cluster"`
+	// CatalogGeneration is the catalog's generation when planned;
+	// HostGeneration the newest any host recorded.
+	CatalogGeneration int64 `json:"catalog_generation"`
+	HostGeneration    int64 `json:"host_generation"`
+	// AddHosts are hosts of the cluster file whose database belongs to
+	// the cluster that the catalog does not know.
+	AddHosts []string      `json:"add_hosts"`
+	Shards   []ShardChange `json:"shards"`
+	// CloseMoves are unfinished moves in the catalog's journal of shards
+	// the repair places anew: the hosts say how they ended, so they are
+	// closed (aborted).
+	CloseMoves []int64 `json:"close_moves"`
+	// Applied: the catalog was changed, at Generation (above every
+	// generation a host recorded).
+	Applied    bool  `json:"applied"`
+	Generation int64 `json:"generation"`
+}
+
+// Empty reports whether the catalog already agrees with the hosts.
+func (p *Plan) Empty() bool {
+	return len(p.AddHosts) == 0 && len(p.Shards) == 0 && len(p.CloseMoves) == 0 && p.HostGeneration <= p.CatalogGeneration
+}
+
+// Conflict is a shard whose home the hosts' records do not settle.
+type Conflict struct {
+	Shard int `json:"shard"`
+	// Hosts hold it live at Generation; none when no host does.
+	Hosts      []string `json:"hosts"`
+	Generation int64    `json:"generation,omitempty"`
+}
+
+// ConflictError lists the shards the repair cannot place. It wraps
+// ErrHostsDisagree.
+type ConflictError struct{ Conflicts []Conflict }
+
+func (e *ConflictError) Error() string {
+	parts := make([]string, 0, len(e.Conflicts))
+	for _, c := range e.Conflicts {
+		if len(c.Hosts) == 0 {
+			parts = append(parts, fmt.Sprintf("shard %d: no host of the cluster file holds it", c.Shard))
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("shard %d: hosts %s both hold it live at generation %d", c.Shard, strings.Join(c.Hosts, " and "), c.Generation))
+	}
+	return fmt.Sprintf("%v: %s", ErrHostsDisagree, strings.Join(parts, "; "))
+}
+
+func (e *ConflictError) Unwrap() error { return ErrHostsDisagree }
+
+// PlanFromHosts reads the catalog and every host of the cluster file and
+// returns what FromHosts would change, changing nothing.
+func PlanFromHosts(ctx context.Context, c *cluster.Cluster) (*Plan, error) {
+	p, _, err := plan(ctx, c)
+	return p, err
+}
+
+// FromHosts rebuilds the catalog's map from what the hosts record of
+// themselves: each shard is placed on the host that holds its live copy at
+// the newest generation, and hosts of the cluster file the catalog forgot
+// are added. It changes the catalog only when the plan, read again, is
+// want (the plan shown to the user; nil: whatever it is), in one catalog
+// transaction whose new generation is above every generation a host
+// recorded; then each holder records its shard at that generation. Two
+// hosts holding one shard live at the same generation, or none holding
+// it, are a *ConflictError, and a host that cannot be read is
+// ErrHostUnreadable: nothing is changed.
+func FromHosts(ctx context.Context, c *cluster.Cluster, want *Plan) (*Plan, error) {
+	p, holders, err := plan(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if want != nil && !samePlan(p, want) {
+		return p, ErrChangedSincePlan
+	}
+	if p.Empty() {
+		return p, nil
+	}
+	pool, err := c.Catalog(ctx, shardmgr.UseWrite)
+	if err != nil {
+		return nil, err
+	}
+	cfg := c.Config()
+	what := fmt.Sprintf("catalog repair from the hosts' records: %d shards placed anew, %d hosts added, above host generation %d",
+		len(p.Shards), len(p.AddHosts), p.HostGeneration)
+	gen, err := catalog.ChangeAbove(ctx, pool, p.CatalogGeneration, p.HostGeneration, what, func(tx pgx.Tx, gen int64) error {
+		for _, name := range p.AddHosts {
+			h, _ := cfg.Host(name)
+			if err := catalog.InsertHost(ctx, tx, h, gen); err != nil {
+				return fmt.Errorf("add host %s: %w", name, err)
+			}
+		}
+		for _, s := range p.Shards {
+			if _, err := tx.Exec(ctx, `UPDATE shardid.shards SET host = $2, schema_name = $3, state = $4, changed_generation = $5 WHERE id = $1`,
+				s.Shard, s.To, s.Schema, s.State, gen); err != nil {
+				return fmt.Errorf("shard %d: %w", s.Shard, err)
+			}
+		}
+		if len(p.CloseMoves) > 0 {
+			if _, err := tx.Exec(ctx, `UPDATE shardid.moves SET phase = $2, error = $3, finished_at = pg_catalog.clock_timestamp(),
+				updated_at = pg_catalog.clock_timestamp() WHERE id = ANY ($1) AND `+catalog.OpenMoves,
+				p.CloseMoves, string(catalog.PhaseAborted), "closed by shardid catalog repair --from-hosts: the hosts' records place the shard"); err != nil {
+				return fmt.Errorf("close moves: %w", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return p, err
+	}
+	p.Applied, p.Generation = true, gen
+	// The holders' records follow the catalog: each says its live copy is
+	// there as of the repair's generation.
+	for _, s := range p.Shards {
+		hp, err := c.Host(ctx, s.To, shardmgr.UseWrite)
+		if err == nil {
+			err = shardschema.RecordLocalShard(ctx, hp, s.Shard, s.Schema, holders[s.Shard].State, gen)
+		}
+		if err != nil {
+			return p, fmt.Errorf("catalog repaired at generation %d; host %s: record shard %d: %w", gen, s.To, s.Shard, err)
+		}
+	}
+	return p, nil
+}
+
+func samePlan(a, b *Plan) bool {
+	return a.CatalogGeneration == b.CatalogGeneration && a.HostGeneration == b.HostGeneration &&
+		slices.Equal(a.AddHosts, b.AddHosts) && slices.Equal(a.Shards, b.Shards) && slices.Equal(a.CloseMoves, b.CloseMoves)
+}
+
+// plan is PlanFromHosts, with each placed shard's holder record.
+func plan(ctx context.Context, c *cluster.Cluster) (*Plan, map[int]shardmgr.LocalShard, error) {
+	m, err := c.Map(ctx, shardmgr.UseWrite)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg := c.Config()
+	p := &Plan{Cluster: m.Cluster, CatalogGeneration: m.Generation, AddHosts: []string{}, Shards: []ShardChange{}, CloseMoves: []int64{}}
+	hosts := hostrecords.Read(ctx, c)
+	var unreadable []error
+	for _, h := range hosts {
+		switch {
+		case h.Err != nil:
+			unreadable = append(unreadable, h.Err)
+		case h.Cluster != "" && (h.Cluster != m.Cluster || h.As != h.Name):
+			unreadable = append(unreadable, fmt.Errorf("host %s: %w: its database belongs to cluster %q as host %q", h.Name, shardmgr.ErrClusterMismatch, h.Cluster, h.As))
+		}
+	}
+	if len(unreadable) > 0 {
+		return nil, nil, fmt.Errorf("%w: %w", ErrHostUnreadable, errors.Join(unreadable...))
+	}
+	recs := hostrecords.Records(hosts, m.Cluster)
+	type held struct {
+		host string
+		row  shardmgr.LocalShard
+	}
+	newest := map[int][]held{}
+	for _, h := range cfg.Hosts { // the file's order: conflicts name hosts stably
+		for _, l := range recs[h.Name] {
+			p.HostGeneration = max(p.HostGeneration, l.Generation)
+			if !l.Held() {
+				continue
+			}
+			cur := newest[l.Shard]
+			switch {
+			case len(cur) == 0 || l.Generation > cur[0].row.Generation:
+				newest[l.Shard] = []held{{h.Name, l}}
+			case l.Generation == cur[0].row.Generation:
+				newest[l.Shard] = append(cur, held{h.Name, l})
+			}
+		}
+	}
+	var conflicts []Conflict
+	holders := map[int]shardmgr.LocalShard{}
+	for _, s := range m.Shards {
+		hs := newest[s.ID]
+		switch {
+		case len(hs) == 0:
+			conflicts = append(conflicts, Conflict{Shard: s.ID, Hosts: []string{}})
+			continue
+		case len(hs) > 1:
+			names := make([]string, len(hs))
+			for i, x := range hs {
+				names[i] = x.host
+			}
+			conflicts = append(conflicts, Conflict{Shard: s.ID, Hosts: names, Generation: hs[0].row.Generation})
+			continue
+		}
+		h := hs[0]
+		if h.host == s.Host && h.row.Schema == s.Schema {
+			continue
+		}
+		state := shardmgr.State(h.row.State)
+		if !state.Valid() || state == shardmgr.StateMoving {
+			state = shardmgr.StateActive
+		}
+		holders[s.ID] = shardmgr.LocalShard{Shard: s.ID, Schema: h.row.Schema, State: string(state), Generation: h.row.Generation}
+		p.Shards = append(p.Shards, ShardChange{Shard: s.ID, From: s.Host, FromSchema: s.Schema, FromState: string(s.State),
+			To: h.host, Schema: h.row.Schema, State: string(state), Generation: h.row.Generation})
+	}
+	if len(conflicts) > 0 {
+		return nil, nil, &ConflictError{Conflicts: conflicts}
+	}
+	for _, h := range cfg.Hosts {
+		if _, ok := m.Host(h.Name); !ok {
+			if _, initialised := recs[h.Name]; initialised {
+				p.AddHosts = append(p.AddHosts, h.Name)
+			}
+		}
+	}
+	for _, s := range p.Shards {
+		if _, ok := m.Host(s.To); !ok && !slices.Contains(p.AddHosts, s.To) {
+			return nil, nil, fmt.Errorf("shard %d: host %s is not in the catalog and cannot be added", s.Shard, s.To)
+		}
+	}
+	pool, err := c.Catalog(ctx, shardmgr.UseWrite)
+	if err != nil {
+		return nil, nil, err
+	}
+	open, err := catalog.ReadOpenMoves(ctx, pool)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, s := range p.Shards {
+		if mv, ok := open[s.Shard]; ok {
+			p.CloseMoves = append(p.CloseMoves, mv.ID)
+		}
+	}
+	slices.Sort(p.CloseMoves)
+	return p, holders, nil
+}
