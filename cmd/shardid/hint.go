@@ -62,6 +62,7 @@ var verifyFixes = map[verify.Fix]string{
 	verify.FixCleanupRetired:    "shardid rebalance cleanup drops the retired copy",
 	verify.FixFinishMove:        "finish it with `shardid rebalance apply`",
 	verify.FixResumeOrAbortMove: "resume with `shardid rebalance apply`, undo with `shardid rebalance abort --shard %d`",
+	verify.FixFailover:          "repair: shardid host failover %s --to DSN, with the DSN of the server it now reaches",
 }
 
 // withFix is a verify finding as the CLI prints it: with the command that
@@ -73,6 +74,9 @@ func withFix(p verify.Problem) string {
 	}
 	if strings.Contains(fix, "%d") {
 		fix = fmt.Sprintf(fix, p.Shard)
+	}
+	if strings.Contains(fix, "%s") {
+		fix = fmt.Sprintf(fix, p.Host)
 	}
 	return p.String() + " (" + fix + ")"
 }

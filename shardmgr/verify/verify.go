@@ -132,6 +132,7 @@ const (
 	FixCleanupRetired        // cleanup drops a retired copy once it is not wanted
 	FixFinishMove            // the move passed its point of no return: finish it (apply)
 	FixResumeOrAbortMove     // an unfinished move: resume it (apply) or undo it (abort)
+	FixFailover              // a standby promoted without the command: shardid host failover (failover.go)
 )
 
 func (p Problem) String() string {
@@ -286,6 +287,7 @@ var checks = []check{
 	{name: CheckHost, pass: hostsPass},
 	{name: CheckPlacement, pass: placementPass},
 	{name: CheckHostRecord, pass: hostsPass},
+	{name: CheckFailover, pass: failoverPass},
 	{name: CheckGenerator, pass: shardsPass},
 	{name: CheckGeneratorID, pass: shardsPass},
 	{name: CheckSequence, pass: shardsPass},
