@@ -54,7 +54,7 @@ func newFailoverRig(t *testing.T, standbyClock time.Duration) *failoverRig {
 		n, failoverShards, cat.DSN(catDB), primary.DSN("app")), 0o600))
 	cfg, err := shardmgr.LoadConfig(path)
 	require.NoError(t, err)
-	_, err = install.Init(ctx, clustertest.Handle(t, cfg), install.InitOptions{})
+	_, err = installInit(t, cfg)
 	require.NoError(t, err)
 
 	r := &failoverRig{t: t, ctx: ctx, path: path, cfg: cfg, primary: primary}
@@ -330,4 +330,8 @@ func (r *failoverRig) bulk(shard int, n int64) []int64 {
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	require.NoError(r.t, err)
 	return ids
+}
+
+func installInit(t *testing.T, cfg *shardmgr.Config) (*install.InitResult, error) {
+	return install.Init(clustertest.Ctx(t), clustertest.Handle(t, cfg), install.InitOptions{})
 }
