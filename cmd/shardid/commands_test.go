@@ -34,6 +34,7 @@ func TestCommandTree(t *testing.T) {
 	require.Equal(t, []string{
 		"bench", "bench schemes",
 		"demo",
+		"host", "host failover",
 		"id", "id decode", "id encode",
 		"init",
 		"local", "local add-host", "local down", "local remove-host", "local status", "local up",
@@ -55,7 +56,7 @@ func TestCommandTree(t *testing.T) {
 	for _, line := range strings.Split(cmds, "\n") {
 		names = append(names, strings.Fields(line)[0])
 	}
-	require.Equal(t, []string{"bench", "completion", "demo", "help", "id", "init", "local", "migrate",
+	require.Equal(t, []string{"bench", "completion", "demo", "help", "host", "id", "init", "local", "migrate",
 		"rebalance", "serve", "shard", "sql", "status", "verify", "version"}, names)
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/hosts"
 	"github.com/shardid/shardid/shardmgr/install"
 	"github.com/shardid/shardid/shardmgr/migrate"
 	"github.com/shardid/shardid/shardmgr/rebalance"
@@ -25,6 +26,10 @@ var hints = []struct {
 	{is(shardmgr.ErrCatalogTooNew), "upgrade the binary; shardid version shows the schema it knows"},
 	{is(shardmgr.ErrCatalogTooOld), "run shardid init with this binary to upgrade it"},
 	{is(shardmgr.ErrNotInitialized), "run shardid init"},
+	{is(hosts.ErrNotPromoted), "promote the standby first (pg_ctl promote, or SELECT pg_promote()), then run this again"},
+	{is(hosts.ErrNotStandbyOf), "give --to the DSN of the host's database on the promoted standby; a new address of the same server is not a failover"},
+	{is(hosts.ErrNotIdentified), "run shardid init while the host's server is reachable: it records the server's identity"},
+	{is(hosts.ErrHostMoving), "finish the move with shardid rebalance apply, or undo it with shardid rebalance abort"},
 	{is(shardmgr.ErrLockWait), "run it again once the session named is done, or end it (SELECT pg_terminate_backend(pid))"},
 	{is(migrate.ErrShardSchemaMissing), "run shardid init"},
 	{is(migrate.ErrNoGenerator), "run shardid init"},

@@ -167,7 +167,7 @@ func Failover(ctx context.Context, c *cluster.Cluster, name string, opts Failove
 	}
 	for _, mv := range moves {
 		if mv.From == name || mv.To == name {
-			return nil, fmt.Errorf("host %s: %w: shard %d from %s to %s (finish or abort it first)", name, ErrHostMoving, mv.Shard, mv.From, mv.To)
+			return nil, fmt.Errorf("host %s: %w: shard %d from %s to %s", name, ErrHostMoving, mv.Shard, mv.From, mv.To)
 		}
 	}
 
@@ -227,7 +227,7 @@ func Failover(ctx context.Context, c *cluster.Cluster, name string, opts Failove
 // standby of the host's recorded server.
 func checkPromotedStandby(ctx context.Context, conn *pgx.Conn, clusterName, name string, rec catalog.HostIdentity, id pg.ServerIdentity) error {
 	if id.InRecovery {
-		return fmt.Errorf("%w: promote it first (pg_ctl promote, or SELECT pg_promote())", ErrNotPromoted)
+		return fmt.Errorf("%w: it is a standby, not promoted yet", ErrNotPromoted)
 	}
 	if id.SystemIdentifier != *rec.SystemIdentifier {
 		return fmt.Errorf("%w: its system identifier is %s, the host's server's %s (a standby made from it by pg_basebackup shares it)", ErrNotStandbyOf, id.SystemIdentifier, *rec.SystemIdentifier)

@@ -55,7 +55,7 @@ func TestFailoverRefusesAnotherServer(t *testing.T) {
 		require.Equal(t, before, counters(to), "the counters moved")
 	}
 
-	try(r.standbyDSN, ErrNotPromoted, "promote it first")
+	try(r.standbyDSN, ErrNotPromoted, "not promoted yet")
 	try(r.primary.DSN("app"), ErrNotStandbyOf, "timeline 1, not newer than the host's server's 1")
 
 	require.NoError(t, r.standby.PromoteWait(ctx))
