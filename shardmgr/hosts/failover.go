@@ -200,7 +200,7 @@ func Failover(ctx context.Context, c *cluster.Cluster, name string, opts Failove
 	// The counters are past the bound: from here on the new server may
 	// take writes, and the catalog may send them there.
 	ahead := pg.ClockAhead(t0, id.Now)
-	res.Generation, err = catalog.Change(ctx, catPool, 0, fmt.Sprintf("failover host %s to timeline %d (ids advanced %d ms past the old primary's bound)", name, id.Timeline, res.AdvancedMS),
+	res.Generation, err = catalog.Change(ctx, catPool, m.Generation, fmt.Sprintf("failover host %s to timeline %d (ids advanced %d ms past the old primary's bound)", name, id.Timeline, res.AdvancedMS),
 		func(tx pgx.Tx, _ int64) error {
 			now, err := catalog.ReadHostIdentity(ctx, tx, name, true)
 			if err != nil {
