@@ -70,9 +70,6 @@ type HostIdentity struct {
 	ClockAheadMS *int64
 }
 
-// ErrHostNotInCatalog is a host name the catalog has no row for.
-var ErrHostNotInCatalog = errors.New("host is not in the catalog")
-
 const hostIdentityCols = `name, dsn, system_identifier, timeline, clock_ahead_ms`
 
 func scanHostIdentity(r pgx.Row) (HostIdentity, error) {
@@ -90,7 +87,7 @@ func ReadHostIdentity(ctx context.Context, q pg.Querier, name string, lock bool)
 	}
 	h, err := scanHostIdentity(q.QueryRow(ctx, sql, name))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return h, fmt.Errorf("host %s: %w", name, ErrHostNotInCatalog)
+		return h, fmt.Errorf("host %s: %w (not in the catalog)", name, shardmgr.ErrUnknownHost)
 	}
 	return h, err
 }
