@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -282,8 +283,9 @@ func testFailover(t *testing.T, clock time.Duration, command bool) {
 		cfg, err := shardmgr.LoadConfig(r.path)
 		require.NoError(t, err)
 		r.cfg = cfg
-		_, err = install.Init(ctx, clustertest.Handle(t, cfg), install.InitOptions{})
+		res, err := install.Init(ctx, clustertest.Handle(t, cfg), install.InitOptions{})
 		require.NoError(t, err)
+		require.Contains(t, strings.Join(res.Warnings, "\n"), "host pg1: its server is on timeline 2, the catalog recorded 1: a standby promoted without `shardid host failover`")
 	}
 
 	// Writes again: a bulk insert on the shard nearest its lost ids, then

@@ -35,6 +35,14 @@ func recordServerIdentities(ctx context.Context, c *cluster.Cluster, catalogPool
 		if err != nil {
 			return nil, fmt.Errorf("host %s: %w", h.Name, err)
 		}
+		rec, err := catalog.ReadHostIdentity(ctx, catalogPool, h.Name, false)
+		if err != nil {
+			return nil, fmt.Errorf("catalog: %w", err)
+		}
+		if rec.SystemIdentifier != nil && *rec.SystemIdentifier == id.SystemIdentifier && rec.Timeline != nil && id.Timeline > *rec.Timeline {
+			warnings = append(warnings, fmt.Sprintf("host %s: its server is on timeline %d, the catalog recorded %d: a standby promoted without `shardid host failover`, whose counters may repeat ids the old primary never replicated (docs/operations.md#failover)",
+				h.Name, id.Timeline, *rec.Timeline))
+		}
 		ahead := pg.ClockAhead(t0, id.Now)
 		if _, err := catalog.RecordHostIdentity(ctx, catalogPool, h.Name, id, ahead); err != nil {
 			return nil, fmt.Errorf("catalog: host %s: record its identity: %w", h.Name, err)
