@@ -126,6 +126,9 @@ type ShardAdvance struct {
 // the new server in the catalog (a new generation, which routers follow)
 // and, with WriteClusterFile, in the cluster file. The old primary must be
 // down: the command cannot stop it.
+//
+// It must never record a new server for a host before that server's
+// counters are past the old primary's bound, nor move a counter back.
 func Failover(ctx context.Context, c *cluster.Cluster, name string, opts FailoverOptions) (*FailoverResult, error) {
 	cfg := c.Config()
 	if _, ok := cfg.Host(name); !ok {
