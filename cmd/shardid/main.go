@@ -53,8 +53,8 @@ or 'shardid local up' for local servers and a cluster file that stay up, then
 	root.AddCommand(
 		newBenchCmd(),
 		newDemoCmd(),
-		newHostCmd(),
 		newIDCmd(),
+		newHostCmd(),
 		newInitCmd(),
 		newLocalCmd(),
 		newMigrateCmd(),
