@@ -35,7 +35,7 @@ func TestCommandTree(t *testing.T) {
 		"bench", "bench schemes",
 		"catalog", "catalog repair",
 		"demo",
-		"host", "host drain", "host list", "host remove", "host set-dsn",
+		"host", "host drain", "host failover", "host list", "host remove", "host set-dsn",
 		"id", "id decode", "id encode",
 		"init",
 		"local", "local add-host", "local down", "local remove-host", "local status", "local up",

@@ -31,6 +31,10 @@ var hints = []struct {
 	{is(repair.ErrHostsDisagree), "the hosts' records do not say where these shards live: see shardid verify, keep the right copy and drop or fence the other, then run the repair again"},
 	{is(repair.ErrHostUnreadable), "every host of the cluster file must answer: bring it back, or take it out of the file if it holds nothing"},
 	{is(repair.ErrChangedSincePlan), "run it again to see the new plan"},
+	{is(hosts.ErrNotPromoted), "promote the standby first (pg_ctl promote, or SELECT pg_promote()), then run this again"},
+	{is(hosts.ErrNotStandbyOf), "give --to the DSN of the host's database on the promoted standby; a new address of the same server is not a failover"},
+	{is(hosts.ErrNotIdentified), "run shardid init while the host's server is reachable: it records the server's identity"},
+	{is(hosts.ErrHostMoving), "finish the move with shardid rebalance apply, or undo it with shardid rebalance abort"},
 	{is(shardmgr.ErrLockWait), "run it again once the session named is done, or end it (SELECT pg_terminate_backend(pid))"},
 	{is(migrate.ErrShardSchemaMissing), "run shardid init"},
 	{is(migrate.ErrNoGenerator), "run shardid init"},
@@ -72,6 +76,7 @@ var verifyFixes = map[verify.Fix]string{
 	verify.FixFinishMove:        "finish it with `shardid rebalance apply`",
 	verify.FixResumeOrAbortMove: "resume with `shardid rebalance apply`, undo with `shardid rebalance abort --shard %d`",
 	verify.FixRepairCatalog:     "rebuild the catalog's map from the hosts' records: shardid catalog repair --from-hosts",
+	verify.FixFailover:          "repair: shardid host failover %s --to DSN, with the DSN of the server it now reaches",
 }
 
 // withFix is a verify finding as the CLI prints it: with the command that
@@ -83,6 +88,9 @@ func withFix(p verify.Problem) string {
 	}
 	if strings.Contains(fix, "%d") {
 		fix = fmt.Sprintf(fix, p.Shard)
+	}
+	if strings.Contains(fix, "%s") {
+		fix = fmt.Sprintf(fix, p.Host)
 	}
 	return p.String() + " (" + fix + ")"
 }

@@ -17,18 +17,19 @@ import (
 func newHostCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "host",
-		Short: "List hosts, change a host's address, drain and remove hosts",
+		Short: "List hosts, change a host's address, fail over, drain and remove hosts",
 		Long: `Each command changes a host in the catalog and in the cluster file together
 (the file is edited in place, comments kept), so that the two agree: running
 routers follow at their next refresh. See docs/operations.md.
 
   shardid host list                  # shards, state, server, role, replication lag
   shardid host set-dsn pg2 'postgres://app@10.0.0.7:5432/app'
+  shardid host failover pg1 --to 'postgres://app@10.0.0.6:5432/app'   # a promoted standby
   shardid host drain pg3             # mark it drain, move every shard away
   shardid host remove pg3            # once it holds nothing`,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(newHostListCmd(), newHostSetDSNCmd(), newHostDrainCmd(), newHostRemoveCmd())
+	cmd.AddCommand(newHostListCmd(), newHostSetDSNCmd(), newHostDrainCmd(), newHostRemoveCmd(), newHostFailoverCmd())
 	return cmd
 }
 

@@ -55,6 +55,9 @@ type Server struct {
 
 	// detached servers outlive this process (StartDetached, Open).
 	detached bool
+	// env is extra environment for postgres (a standby's libfaketime:
+	// standby_failover.go).
+	env []string
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -191,7 +194,7 @@ func (s *Server) command(ctx context.Context, name string, args ...string) *exec
 	cmd := exec.CommandContext(ctx, filepath.Join(s.bin, name), args...)
 	cmd.Dir = s.Dir
 	// A clean environment: PG* variables of the caller must not steer initdb.
-	cmd.Env = []string{"LC_ALL=C.UTF-8", "LANG=C.UTF-8", "PATH=" + os.Getenv("PATH")}
+	cmd.Env = append([]string{"LC_ALL=C.UTF-8", "LANG=C.UTF-8", "PATH=" + os.Getenv("PATH")}, s.env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred, Setpgid: true}
 	if s.detached {
 		// A session of its own: no terminal's or process group's signal

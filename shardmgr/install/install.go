@@ -203,6 +203,13 @@ func Init(ctx context.Context, c *cluster.Cluster, opts InitOptions) (*InitResul
 			return nil, err
 		}
 	}
+	if len(failures) == 0 {
+		w, err := recordServerIdentities(ctx, c, catalog)
+		if err != nil {
+			return nil, err
+		}
+		res.Warnings = append(res.Warnings, w...)
+	}
 	if len(failures) > 0 {
 		sort.Slice(failures, func(i, j int) bool { return failures[i].Error() < failures[j].Error() })
 		return res, &shardmgr.ShardErrors{Op: "init", Total: len(m.Shards), Errs: failures}

@@ -36,7 +36,8 @@ type hostScan struct {
 	locksAt               time.Time
 	blocked               map[int]bool // shards whose generator a session blocks
 	clockOffset           time.Duration
-	clockErr              time.Duration // half the round trip
+	clockErr              time.Duration      // half the round trip
+	identity              *pg.ServerIdentity // nil when the server will not tell (failover.go)
 }
 
 // advancer is a next_id_advance function found on a host.
@@ -83,7 +84,7 @@ func (v *verifier) scanHost(ctx context.Context, h shardmgr.Host, hs *hostScan) 
 func (v *verifier) scanHostObjects(ctx context.Context, hs *hostScan) error {
 	// Clock first, on a quiet connection.
 	for _, step := range []func(context.Context, *hostScan) error{
-		v.scanClock, scanRecords, scanSchemas, scanSequences, scanColumns, scanAdvancers, v.scanOwners, v.scanLocks,
+		v.scanClock, scanRecords, scanIdentity, scanSchemas, scanSequences, scanColumns, scanAdvancers, v.scanOwners, v.scanLocks,
 	} {
 		if err := step(ctx, hs); err != nil {
 			return err

@@ -138,6 +138,7 @@ const (
 	FixFinishMove            // the move passed its point of no return: finish it (apply)
 	FixResumeOrAbortMove     // an unfinished move: resume it (apply) or undo it (abort)
 	FixRepairCatalog         // the catalog is older than the hosts: rebuild its map from their records
+	FixFailover              // a standby promoted without the command: shardid host failover (failover.go)
 )
 
 func (p Problem) String() string {
@@ -294,6 +295,7 @@ var checks = []check{
 	{name: CheckPlacement, pass: placementPass},
 	{name: CheckHostRecord, pass: hostsPass},
 	{name: CheckCatalogStale, pass: stalePass},
+	{name: CheckFailover, pass: failoverPass},
 	{name: CheckGenerator, pass: shardsPass},
 	{name: CheckGeneratorID, pass: shardsPass},
 	{name: CheckSequence, pass: shardsPass},

@@ -1,0 +1,257 @@
+package hosts
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/cluster"
+	"github.com/shardid/shardid/shardmgr/internal/catalog"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
+)
+
+// DefaultFailoverMargin is the clock skew between the old primary and
+// the manager that a failover's bound allows for by default: verify fails
+// a host whose clock is off by more than a second (CheckClock), so five
+// is ample for a cluster verify passed.
+const DefaultFailoverMargin = 5 * time.Second
+
+// DefaultFailoverLockWait bounds each wait for a shard generator's lock
+// on the promoted standby (sessions already writing through it hold the
+// shared lock for microseconds).
+const DefaultFailoverLockWait = 30 * time.Second
+
+// The ways a failover is refused; nothing is changed when one is
+// returned.
+var (
+	// ErrNotIdentified: the catalog records no identity for the host (a
+	// row of an older binary; init records it).
+	ErrNotIdentified = errors.New("the catalog records no server identity for the host")
+	// ErrNotPromoted: the new server is still a standby.
+	ErrNotPromoted = errors.New("the new server is still in recovery")
+	// ErrNotStandbyOf: the new server is not a promoted standby of the
+	// host's recorded server (another system identifier, another
+	// database's record, or no newer timeline).
+	ErrNotStandbyOf = errors.New("the new server is not a promoted standby of the host's server")
+	// ErrHostMoving: a move of one of the host's shards is unfinished.
+	ErrHostMoving = errors.New("a move involving the host is unfinished")
+)
+
+// FailoverOptions adjust Failover. To is required.
+type FailoverOptions struct {
+	// To is the promoted standby's DSN, as the cluster file is to hold
+	// it (the catalog records it without its password).
+	To string
+	// Margin is added to the bound for the skew between the old
+	// primary's clock and the manager's, beyond the lead the catalog
+	// recorded. Zero means DefaultFailoverMargin.
+	Margin time.Duration
+	// LockWait bounds each wait for a generator's lock. Zero means
+	// DefaultFailoverLockWait.
+	LockWait time.Duration
+	// WriteClusterFile: rewrite the host's dsn in the cluster file
+	// (Config().Path) after the catalog records the new server.
+	WriteClusterFile bool
+	// Now is the manager's clock. Nil means time.Now.
+	Now func() time.Time
+}
+
+// FailoverResult is what a failover did.
+type FailoverResult struct {
+	Host string `json:"host"`
+	// DSN is the new DSN as the catalog records it (no password).
+	DSN              string `json:"dsn"`
+	SystemIdentifier string `json:"system_identifier"`
+	// Timeline is the new server's; RecordedTimeline the old one's, as
+	// the catalog had it (null when not recorded).
+	Timeline         int64  `json:"timeline"`
+	RecordedTimeline *int64 `json:"recorded_timeline"`
+	// Bound is the last time the old primary can have put into an id;
+	// every shard's next id on the new server carries a later one.
+	Bound time.Time `json:"bound"`
+	// BoundSource says which of the bounds decided it: BoundClock or
+	// BoundReplicated.
+	BoundSource string `json:"bound_source"`
+	// MarginMS and RecordedLeadMS are the parts of a BoundClock bound
+	// beyond the manager's clock.
+	MarginMS       int64 `json:"margin_ms"`
+	RecordedLeadMS int64 `json:"recorded_lead_ms"`
+	// ServerBehindMS is how far the new server's clock is behind the
+	// manager's (negative: ahead).
+	ServerBehindMS int64 `json:"server_behind_ms"`
+	// AdvancedMS is the largest advance of a shard: how far ahead of
+	// where its next id would have been it now is.
+	AdvancedMS int64          `json:"advanced_ms"`
+	Shards     []ShardAdvance `json:"shards"`
+	// Generation is the catalog's generation that records the new server.
+	Generation int64 `json:"generation"`
+	// ClusterFile: the cluster file was rewritten.
+	ClusterFile bool `json:"cluster_file"`
+}
+
+// The sources of a failover's bound.
+const (
+	// BoundClock: the manager's clock when the failover ran (the old
+	// primary is gone, so it handed out nothing later by its own clock),
+	// plus the margin and the lead of its clock the catalog recorded.
+	BoundClock = "clock"
+	// BoundReplicated: a counter replicated to the new server is ahead of
+	// that (the old primary's clock ran further ahead than recorded).
+	BoundReplicated = "replicated-counter"
+)
+
+// ShardAdvance is one shard's counter on the new server.
+type ShardAdvance struct {
+	Shard  int    `json:"shard"`
+	Schema string `json:"schema"`
+	// Before is the id the generator would have handed out next (its
+	// counter, or the server's clock if later); After the one it hands
+	// out next now.
+	Before int64 `json:"before"`
+	After  int64 `json:"after"`
+	// AdvancedMS is After's time less Before's (0: already past).
+	AdvancedMS int64 `json:"advanced_ms"`
+}
+
+// Failover points host name at the promoted standby opts.To of its
+// server. It checks that opts.To is that standby, promoted (same system
+// identifier as the catalog recorded, out of recovery, a newer timeline,
+// its own record naming this cluster and host), and that no move of the
+// host's shards is unfinished; then it advances every shard's counter on
+// it past the bound (docs/uniqueness.md#failover), and only then records
+// the new server in the catalog (a new generation, which routers follow)
+// and, with WriteClusterFile, in the cluster file. The old primary must be
+// down: the command cannot stop it.
+//
+// It must never record a new server for a host before that server's
+// counters are past the old primary's bound, nor move a counter back.
+func Failover(ctx context.Context, c *cluster.Cluster, name string, opts FailoverOptions) (*FailoverResult, error) {
+	cfg := c.Config()
+	if _, ok := cfg.Host(name); !ok {
+		return nil, fmt.Errorf("host %s: %w (not in the cluster file %s)", name, shardmgr.ErrUnknownHost, cfg.Path)
+	}
+	if opts.To == "" {
+		return nil, errors.New("failover: no DSN for the new server")
+	}
+	if opts.Margin == 0 {
+		opts.Margin = DefaultFailoverMargin
+	}
+	if opts.Margin < 0 {
+		return nil, fmt.Errorf("failover: negative margin %s", opts.Margin)
+	}
+	if opts.LockWait <= 0 {
+		opts.LockWait = DefaultFailoverLockWait
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	catPool, err := c.Catalog(ctx, shardmgr.UseWrite)
+	if err != nil {
+		return nil, err
+	}
+	m, err := c.Map(ctx, shardmgr.UseWrite)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := catalog.ReadHostIdentity(ctx, catPool, name, false)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	if rec.SystemIdentifier == nil {
+		return nil, fmt.Errorf("host %s: %w", name, ErrNotIdentified)
+	}
+	moves, err := catalog.ReadOpenMoves(ctx, catPool)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	}
+	for _, mv := range moves {
+		if mv.From == name || mv.To == name {
+			return nil, fmt.Errorf("host %s: %w: shard %d from %s to %s", name, ErrHostMoving, mv.Shard, mv.From, mv.To)
+		}
+	}
+
+	conn, err := pg.Connect(ctx, opts.To)
+	if err != nil {
+		return nil, fmt.Errorf("host %s: new server: %w", name, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	t0 := opts.Now()
+	id, err := pg.ReadServerIdentity(ctx, conn)
+	if err != nil {
+		return nil, fmt.Errorf("host %s: new server: %w", name, err)
+	}
+	if err := checkPromotedStandby(ctx, conn, cfg.Cluster, name, rec, id); err != nil {
+		return nil, fmt.Errorf("host %s: %w", name, err)
+	}
+
+	res := &FailoverResult{
+		Host: name, DSN: shardmgr.Host{Name: name, DSN: opts.To}.CatalogDSN(),
+		SystemIdentifier: id.SystemIdentifier, Timeline: id.Timeline, RecordedTimeline: rec.Timeline,
+		MarginMS: opts.Margin.Milliseconds(), ServerBehindMS: t0.Sub(id.Now).Milliseconds(),
+	}
+	if rec.ClockAheadMS != nil {
+		res.RecordedLeadMS = *rec.ClockAheadMS
+	}
+	if err := advanceCounters(ctx, conn, m, name, opts, res); err != nil {
+		return nil, fmt.Errorf("host %s: new server: %w", name, err)
+	}
+
+	// The counters are past the bound: from here on the new server may
+	// take writes, and the catalog may send them there.
+	ahead := pg.ClockAhead(t0, id.Now)
+	res.Generation, err = catalog.Change(ctx, catPool, m.Generation, fmt.Sprintf("failover host %s to timeline %d (ids advanced %d ms past the old primary's bound)", name, id.Timeline, res.AdvancedMS),
+		func(tx pgx.Tx, _ int64) error {
+			now, err := catalog.ReadHostIdentity(ctx, tx, name, true)
+			if err != nil {
+				return err
+			}
+			if !samePtr(now.SystemIdentifier, rec.SystemIdentifier) || !samePtr(now.Timeline, rec.Timeline) {
+				return fmt.Errorf("host %s: its record changed while the failover ran (another failover?); run it again", name)
+			}
+			return catalog.FailOverHost(ctx, tx, name, res.DSN, id, ahead)
+		})
+	if err != nil {
+		return nil, err
+	}
+	if opts.WriteClusterFile {
+		if err := setClusterFileDSN(cfg.Path, name, opts.To); err != nil {
+			return res, fmt.Errorf("host %s: the catalog records the new server (generation %d) but the cluster file was not updated: %w", name, res.Generation, err)
+		}
+		res.ClusterFile = true
+	}
+	return res, nil
+}
+
+// checkPromotedStandby refuses a new server that is not the promoted
+// standby of the host's recorded server.
+func checkPromotedStandby(ctx context.Context, conn *pgx.Conn, clusterName, name string, rec catalog.HostIdentity, id pg.ServerIdentity) error {
+	if id.InRecovery {
+		return fmt.Errorf("%w: it is a standby, not promoted yet", ErrNotPromoted)
+	}
+	if id.SystemIdentifier != *rec.SystemIdentifier {
+		return fmt.Errorf("%w: its system identifier is %s, the host's server's %s (a standby made from it by pg_basebackup shares it)", ErrNotStandbyOf, id.SystemIdentifier, *rec.SystemIdentifier)
+	}
+	if rec.Timeline != nil && id.Timeline <= *rec.Timeline {
+		return fmt.Errorf("%w: it is on timeline %d, not newer than the host's server's %d: it was not promoted since (the old primary itself, or a copy of it?)", ErrNotStandbyOf, id.Timeline, *rec.Timeline)
+	}
+	var gotCluster, gotHost string
+	err := conn.QueryRow(ctx, `SELECT cluster, host FROM shardid.host_info`).Scan(&gotCluster, &gotHost)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) && !pg.IsUndefinedTable(err) {
+		return fmt.Errorf("new server: read its record: %w", err)
+	}
+	if gotCluster != clusterName || gotHost != name {
+		return fmt.Errorf("%w: its database records cluster %q host %q, not cluster %q host %q (is the DSN's database the host's?)", ErrNotStandbyOf, gotCluster, gotHost, clusterName, name)
+	}
+	return nil
+}
+
+func samePtr[T comparable](a, b *T) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return *a == *b
+}
