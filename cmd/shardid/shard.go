@@ -54,7 +54,7 @@ primary key), for the whole copy. --json prints the move:
 		if err != nil {
 			return err
 		}
-		c, err := openCluster(cmd.Context(), *configPath)
+		c, err := openCluster(cmd, *configPath)
 		if err != nil {
 			return err
 		}
@@ -100,7 +100,7 @@ DSN alone, for psql "$(shardid shard where 5 --dsn)"; --json prints
 		if err != nil || shard < 0 {
 			return usagef("shard %q: want a shard number", args[0])
 		}
-		c, err := openCluster(cmd.Context(), *configPath)
+		c, err := openCluster(cmd, *configPath)
 		if err != nil {
 			return err
 		}

@@ -84,7 +84,6 @@ func (r ApplyResult) MarshalJSON() ([]byte, error) {
 // Apply returns the result with a *shardmgr.ShardErrors.
 func Apply(ctx context.Context, c *cluster.Cluster, opts ApplyOptions) (*ApplyResult, error) {
 	start := time.Now()
-	cfg := c.Config()
 	if opts.Parallel <= 0 {
 		opts.Parallel = 1
 	}
@@ -121,7 +120,7 @@ func Apply(ctx context.Context, c *cluster.Cluster, opts ApplyOptions) (*ApplyRe
 	// The preflight, before anything changes: the plan as it would be
 	// made now, and the open moves, against the hosts of the cluster file
 	// (registered or not). A failed check refuses the whole apply.
-	if _, err := planRebalance(ctx, cfg, mo.catalog, mo.pool, opts.Plan, open); err != nil {
+	if _, err := planRebalance(ctx, c, mo.catalog, mo.pool, opts.Plan, open); err != nil {
 		return nil, err
 	}
 	if err := mo.hostsAgree(); err != nil {
@@ -148,7 +147,7 @@ func Apply(ctx context.Context, c *cluster.Cluster, opts ApplyOptions) (*ApplyRe
 		// Planned again now that the open moves are done; checked again
 		// too, for the modes of the moves (the hosts rarely change in
 		// between).
-		plan, err := planRebalance(ctx, cfg, mo.catalog, mo.pool, opts.Plan, nil)
+		plan, err := planRebalance(ctx, c, mo.catalog, mo.pool, opts.Plan, nil)
 		if err != nil {
 			return res, err
 		}

@@ -299,7 +299,7 @@ func MoveShard(ctx context.Context, c *cluster.Cluster, shard int, to string, op
 		plan.Moves = nil
 	}
 	if !opts.skipPreflight {
-		if err := plan.preflight(ctx, cfg, mo.m, mo.pool, PlanOptions{Mode: opts.Mode, Parallel: 1, Migrations: opts.Migrations, moving: true}, open); err != nil {
+		if err := plan.preflight(ctx, mo.c, mo.m, mo.pool, PlanOptions{Mode: opts.Mode, Parallel: 1, Migrations: opts.Migrations, moving: true}, open); err != nil {
 			return nil, err
 		}
 	}
@@ -418,9 +418,9 @@ const moveLockClass int32 = 0x73686d76
 // managers never work on one move at once; the returned function releases
 // it. The lock goes with the session if the process dies.
 func (mo *mover) lockMove(ctx context.Context, rec *MoveRecord) (func(), error) {
-	conn, err := pg.Connect(ctx, mo.cfg.Catalog)
+	conn, err := mo.c.CatalogConn(ctx, cluster.Session{})
 	if err != nil {
-		return nil, fmt.Errorf("catalog: %w", err)
+		return nil, err
 	}
 	var ok bool
 	if err := conn.QueryRow(ctx, `SELECT pg_catalog.pg_try_advisory_lock($1, $2)`, moveLockClass, int32(rec.ID)).Scan(&ok); err != nil || !ok {
