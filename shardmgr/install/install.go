@@ -40,7 +40,8 @@ type InitOptions struct {
 	// Workers is the number of connections per host that install shards
 	// in parallel. Zero means DefaultWorkers.
 	Workers int
-	// Logger receives progress messages. Nil discards them.
+	// Logger receives progress messages. Nil means the handle's
+	// (cluster.WithLogger; it discards them unless told).
 	Logger *slog.Logger
 	// Migrations, when set, brings every shard to the migration version
 	// of the others after installing (Shards), so that a shard Init
@@ -132,7 +133,7 @@ func Init(ctx context.Context, c *cluster.Cluster, opts InitOptions) (*InitResul
 	}
 	log := opts.Logger
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = c.Logger()
 	}
 	res := &InitResult{Cluster: cfg.Cluster}
 

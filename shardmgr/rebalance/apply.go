@@ -90,8 +90,8 @@ func Apply(ctx context.Context, c *cluster.Cluster, opts ApplyOptions) (*ApplyRe
 	if opts.Plan.By == "" {
 		opts.Plan.By = ByCount
 	}
-	if opts.Plan.By != ByCount && opts.Plan.By != BySize {
-		return nil, fmt.Errorf("plan by %q: want count or size", opts.Plan.By)
+	if err := opts.Plan.check(); err != nil {
+		return nil, err
 	}
 	if opts.Wait <= 0 {
 		opts.Wait = DefaultApplyWait

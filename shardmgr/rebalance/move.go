@@ -82,7 +82,8 @@ type MoveOptions struct {
 	// Progress, when set, is called as a move advances. Calls for one move
 	// are serialised; several moves may call it concurrently.
 	Progress func(MoveProgress)
-	// Logger receives a line per phase. Nil discards them.
+	// Logger receives a line per phase. Nil means the handle's
+	// (cluster.WithLogger; it discards them unless told).
 	Logger *slog.Logger
 
 	// hooks are the tests' levers (move_hooks.go); zero in every other use.
@@ -221,7 +222,7 @@ func newMover(ctx context.Context, c *cluster.Cluster, opts MoveOptions) (*mover
 	}
 	log := opts.Logger
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = c.Logger()
 	}
 	// The handle's catalog pool, once its schema suits a writer: a move
 	// never migrates the catalog (shardid init does), and refuses one

@@ -102,6 +102,10 @@ type Plan struct {
 // no move helps. Both are
 // deterministic: ties go to the lower host name and the higher shard id.
 func PlanRebalance(ctx context.Context, c *cluster.Cluster, opts PlanOptions) (*Plan, error) {
+	// Bad options are refused before anything connects.
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
 	cat, err := c.Catalog(ctx, shardmgr.UseRead)
 	if err != nil {
 		return nil, err
@@ -121,8 +125,8 @@ func planRebalance(ctx context.Context, c *cluster.Cluster, cat shardmgr.Querier
 	if opts.By == "" {
 		opts.By = ByCount
 	}
-	if opts.By != ByCount && opts.By != BySize {
-		return nil, fmt.Errorf("plan by %q: want count or size", opts.By)
+	if err := opts.check(); err != nil {
+		return nil, err
 	}
 	m, err := shardmgr.ReadMap(ctx, cat)
 	if err != nil {
@@ -403,4 +407,15 @@ func abs64(v int64) int64 {
 		return -v
 	}
 	return v
+}
+
+// check refuses what no plan can be made with: an unknown By or Mode.
+func (o PlanOptions) check() error {
+	if o.By != "" && o.By != ByCount && o.By != BySize {
+		return fmt.Errorf("plan by %q: want count or size", o.By)
+	}
+	if o.Mode != "" && o.Mode != MoveOnline && o.Mode != MoveOffline && o.Mode != MoveAuto {
+		return fmt.Errorf("plan mode %q: want online, offline or auto", o.Mode)
+	}
+	return nil
 }
