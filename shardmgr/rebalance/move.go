@@ -261,6 +261,42 @@ func (mo *mover) pool(ctx context.Context, name string) (*pgxpool.Pool, error) {
 // ErrNotCleaned: running the move again, Apply or Cleanup finishes it.
 // After the flip, moving the shard back is a move like any other.
 func MoveShard(ctx context.Context, c *cluster.Cluster, shard int, to string, opts MoveOptions) (*MoveResult, error) {
+	p, err := prepareMove(ctx, c, shard, to, opts)
+	if err != nil {
+		return nil, err
+	}
+	mo, plan, rec := p.mo, p.plan, p.rec
+	if rec == nil {
+		recs, err := mo.journal(ctx, plan.Moves)
+		if err != nil {
+			return nil, err
+		}
+		rec = recs[0]
+	}
+	res, err := mo.run(ctx, rec)
+	if res != nil {
+		if len(plan.Moves) > 0 {
+			res.ModeReason = plan.Moves[0].ModeReason
+		}
+	}
+	if err != nil && !errors.Is(err, ErrMoveBusy) && !errors.Is(err, errStopped) {
+		mo.stopSubscriptions(ctx, []*MoveRecord{rec})
+	}
+	return res, err
+}
+
+// preparedMove is what a move settles before it changes anything: the
+// mover, the plan of its one move (empty when it resumes rec, the
+// journaled move of the shard) with the preflight's checks.
+type preparedMove struct {
+	mo   *mover
+	plan *Plan
+	rec  *MoveRecord
+}
+
+// prepareMove checks a move of shard to host to and runs its preflight:
+// MoveShard's steps before the journal, which DryRunMove stops after.
+func prepareMove(ctx context.Context, c *cluster.Cluster, shard int, to string, opts MoveOptions) (*preparedMove, error) {
 	cfg := c.Config()
 	h, ok := cfg.Host(to)
 	if !ok {
@@ -307,23 +343,7 @@ func MoveShard(ctx context.Context, c *cluster.Cluster, shard int, to string, op
 	if err := mo.hostsAgree(); err != nil {
 		return nil, err
 	}
-	if rec == nil {
-		recs, err := mo.journal(ctx, plan.Moves)
-		if err != nil {
-			return nil, err
-		}
-		rec = recs[0]
-	}
-	res, err := mo.run(ctx, rec)
-	if res != nil {
-		if len(plan.Moves) > 0 {
-			res.ModeReason = plan.Moves[0].ModeReason
-		}
-	}
-	if err != nil && !errors.Is(err, ErrMoveBusy) && !errors.Is(err, errStopped) {
-		mo.stopSubscriptions(ctx, []*MoveRecord{rec})
-	}
-	return res, err
+	return &preparedMove{mo: mo, plan: plan, rec: rec}, nil
 }
 
 // hostsAgree refuses to work from a cluster file whose hosts the catalog
