@@ -1,9 +1,12 @@
 package main
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/shardid/shardid/shardmgr/cluster"
 )
 
 // --conns-per-server: on every command that opens the cluster handle,
@@ -29,6 +32,9 @@ func TestConnsPerServerFlag(t *testing.T) {
 	out, code := runClusterCmd(t, "status", "--config", missing, "--conns-per-server", "many")
 	require.Equal(t, 2, code)
 	require.Contains(t, out, "conns-per-server")
+	// A budget too small for init's lock session beside its work: the
+	// hint names the flag.
+	require.Contains(t, errorWithHint(fmt.Errorf("init: %w", cluster.ErrBudgetTooSmall)), "raise --conns-per-server")
 	// A good value gets as far as the file.
 	out, code = runClusterCmd(t, "status", "--config", missing, "--conns-per-server", "4")
 	require.Equal(t, 1, code, out)

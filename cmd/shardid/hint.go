@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/install"
 	"github.com/shardid/shardid/shardmgr/migrate"
 	"github.com/shardid/shardid/shardmgr/rebalance"
@@ -50,6 +51,7 @@ var hints = []struct {
 	{is(rebalance.ErrHostsNotApplied), "run shardid init to apply the cluster file's hosts to the catalog, then run this again"},
 	{is(install.ErrHostInUse), "drain it first: drain: true, shardid init, then shardid rebalance apply; a retired copy goes with shardid rebalance cleanup --all, an unfinished move with abort"},
 	{is(shardmgr.ErrUnknownHost), "a host must be in the cluster file and registered by shardid init"},
+	{is(cluster.ErrBudgetTooSmall), "raise --conns-per-server"},
 }
 
 // verifyFixes says which command repairs a verify finding (verify.Fix):

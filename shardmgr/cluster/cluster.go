@@ -27,8 +27,13 @@ const DefaultConnsPerServer = 32
 // network refuses or times out, unless WithConnectRetry says.
 const DefaultConnectTries = 4
 
-// ErrClosed is returned for work asked of a closed handle.
-var ErrClosed = errors.New("cluster handle closed")
+var (
+	// ErrClosed is returned for work asked of a closed handle.
+	ErrClosed = errors.New("cluster handle closed")
+	// ErrBudgetTooSmall is returned for work the handle's connection
+	// budget cannot hold (Need).
+	ErrBudgetTooSmall = errors.New("connection budget too small")
+)
 
 // Option adjusts Open. Options are checked when the handle is built.
 type Option func(*options) error
@@ -150,6 +155,20 @@ func Open(ctx context.Context, cfg *shardmgr.Config, opts ...Option) (*Cluster, 
 
 // Config is the cluster file the handle was opened with (validated).
 func (c *Cluster) Config() *shardmgr.Config { return c.cfg }
+
+// ConnsPerServer is the handle's budget: the most connections it holds
+// on one server (WithConnsPerServer).
+func (c *Cluster) ConnsPerServer() int { return c.opts.connsPerServer }
+
+// Need refuses work that holds a session (a lock) while it opens others
+// on the same server, when the budget is below n: such work would wait
+// for its own place forever. what names the work.
+func (c *Cluster) Need(n int, what string) error {
+	if c.opts.connsPerServer < n {
+		return fmt.Errorf("%w: %s needs at least %d connections per server (it holds a lock session while it works there); this handle may hold %d", ErrBudgetTooSmall, what, n, c.opts.connsPerServer)
+	}
+	return nil
+}
 
 // Logger is the handle's logger.
 func (c *Cluster) Logger() *slog.Logger { return c.opts.log }

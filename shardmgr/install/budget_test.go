@@ -13,10 +13,13 @@ import (
 	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/install"
 	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+	"github.com/shardid/shardid/shardmgr/migrate"
+	"github.com/shardid/shardid/shardmgr/verify"
 )
 
-// Init works within a budget smaller than the hosts on one server: no
-// step of it needs a connection to every host of a server at once.
+// Init, migrate and verify work within a budget smaller than the hosts
+// on one server: no step needs a connection to every host of a server at
+// once, nor holds one while it waits for another.
 func TestInitWithBudgetBelowHostsPerServer(t *testing.T) {
 	t.Parallel()
 	s := pgtest.Servers(t, 1)[0]
@@ -37,7 +40,23 @@ func TestInitWithBudgetBelowHostsPerServer(t *testing.T) {
 	c, err := cluster.Open(ctx, cfg, cluster.WithConnsPerServer(2))
 	require.NoError(t, err)
 	defer c.Close()
+	// A budget of one cannot hold init's lock session and work beside
+	// it: refused at once, not after a wait.
+	one, err := cluster.Open(ctx, cfg, cluster.WithConnsPerServer(1))
+	require.NoError(t, err)
+	defer one.Close()
+	_, err = install.Init(ctx, one, install.InitOptions{})
+	require.ErrorIs(t, err, cluster.ErrBudgetTooSmall)
+	require.ErrorContains(t, err, "init needs at least 2 connections per server")
+
 	res, err := install.Init(ctx, c, install.InitOptions{})
 	require.NoError(t, err)
 	require.Equal(t, 24, res.Installed)
+	set, err := migrate.LoadMigrationDir(clustertest.SampleMigrations)
+	require.NoError(t, err)
+	_, err = migrate.Migrate(ctx, c, set, migrate.Options{})
+	require.NoError(t, err)
+	rep, err := verify.Verify(ctx, c, verify.Options{})
+	require.NoError(t, err)
+	require.True(t, rep.OK, "%+v", rep)
 }

@@ -139,6 +139,9 @@ func Init(ctx context.Context, c *cluster.Cluster, opts InitOptions) (*InitResul
 
 	// Nothing is written to a catalog or host that a newer shardid
 	// migrated, or whose last migration failed half way.
+	if err := c.Need(2, "init"); err != nil {
+		return nil, err
+	}
 	if err := checkSchemas(ctx, c); err != nil {
 		return nil, err
 	}

@@ -199,6 +199,11 @@ func keepOf(opts MoveOptions) time.Duration {
 }
 
 func newMover(ctx context.Context, c *cluster.Cluster, opts MoveOptions) (*mover, error) {
+	// A move holds its lock session on the catalog, and copies with a
+	// source and a target connection at once.
+	if err := c.Need(2, "a move"); err != nil {
+		return nil, err
+	}
 	if opts.Mode == "" {
 		opts.Mode = MoveOnline
 	}
