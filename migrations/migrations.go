@@ -8,7 +8,9 @@
 package migrations
 
 import (
+	"cmp"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -42,7 +44,19 @@ type Set struct {
 // Up applies every migration of set not yet applied to the database at dsn.
 // It creates Schema when missing. Running it again changes nothing.
 func Up(ctx context.Context, dsn string, set Set, opts ...Option) error {
-	return run(ctx, dsn, set, newOptions(opts), func(m *migrate.Migrate) error {
+	cfg, err := pgsession.ParseConfig(dsn)
+	if err != nil {
+		return fmt.Errorf("%s migrations: %w", set.Name, err)
+	}
+	return UpConfig(ctx, cfg, set, opts...)
+}
+
+// UpConfig is Up on the database cfg connects to, with cfg's dial and
+// session settings: a caller that bounds its connections per server
+// (shardmgr/cluster) hands its config here. Up holds one connection at a
+// time.
+func UpConfig(ctx context.Context, cfg *pgx.ConnConfig, set Set, opts ...Option) error {
+	return run(ctx, cfg, set, newOptions(opts), func(m *migrate.Migrate) error {
 		if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
 			return err
 		}
@@ -53,7 +67,11 @@ func Up(ctx context.Context, dsn string, set Set, opts ...Option) error {
 // To migrates the database at dsn up or down to version of set: for tests
 // that need a catalog of an older schema, and for a repair by hand.
 func To(ctx context.Context, dsn string, set Set, version uint, opts ...Option) error {
-	return run(ctx, dsn, set, newOptions(opts), func(m *migrate.Migrate) error {
+	cfg, err := pgsession.ParseConfig(dsn)
+	if err != nil {
+		return fmt.Errorf("%s migrations: %w", set.Name, err)
+	}
+	return run(ctx, cfg, set, newOptions(opts), func(m *migrate.Migrate) error {
 		if err := m.Migrate(version); err != nil && !errors.Is(err, migrate.ErrNoChange) {
 			return err
 		}
@@ -64,7 +82,11 @@ func To(ctx context.Context, dsn string, set Set, version uint, opts ...Option) 
 // Version reports the applied version of set (0 when none) and whether the
 // last migration failed half way (dirty).
 func Version(ctx context.Context, dsn string, set Set, opts ...Option) (version uint, dirty bool, err error) {
-	err = run(ctx, dsn, set, newOptions(opts), func(m *migrate.Migrate) error {
+	cfg, err := pgsession.ParseConfig(dsn)
+	if err != nil {
+		return 0, false, fmt.Errorf("%s migrations: %w", set.Name, err)
+	}
+	err = run(ctx, cfg, set, newOptions(opts), func(m *migrate.Migrate) error {
 		version, dirty, err = m.Version()
 		if errors.Is(err, migrate.ErrNilVersion) {
 			version, dirty, err = 0, false, nil
@@ -74,42 +96,53 @@ func Version(ctx context.Context, dsn string, set Set, opts ...Option) (version 
 	return version, dirty, err
 }
 
-// run opens dsn and runs f on a golang-migrate instance for set. The wait
-// for golang-migrate's lock is bounded by o.lockWait (golang-migrate's own
+// run connects with cfg and runs f on a golang-migrate instance for set,
+// on one connection throughout: the look at the lock and golang-migrate's
+// work share it, so that a run never holds one connection while it waits
+// for a second (a bounded number of connections per server could
+// otherwise run out with every run holding its first). The wait for
+// golang-migrate's lock is bounded by o.lockWait (golang-migrate's own
 // pg_advisory_lock waits forever, with no context), and run returns when
 // ctx ends even if golang-migrate has not: it is then left to finish in
 // the background, which the session's lock_timeout bounds.
-func run(ctx context.Context, dsn string, set Set, o options, f func(*migrate.Migrate) error) error {
-	cfg, err := pgsession.ParseConfig(dsn)
-	if err != nil {
-		return fmt.Errorf("%s migrations: %w", set.Name, err)
-	}
+func run(ctx context.Context, cfg *pgx.ConnConfig, set Set, o options, f func(*migrate.Migrate) error) error {
+	cfg = cfg.Copy()
 	// Every lock a migration session waits for, the advisory one
 	// included, gives up after the wait.
 	cfg.RuntimeParams["lock_timeout"] = strconv.FormatInt(max(o.lockWait.Milliseconds(), 1), 10)
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("%s migrations on %s: %w", set.Name, cfg.Database, err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	sqlDB := stdlib.OpenDB(*cfg)
+	sqlDB.SetMaxOpenConns(1)
 	var db string
-	if err := conn.QueryRow(ctx, "SELECT current_database()").Scan(&db); err != nil {
-		return fmt.Errorf("%s migrations on %s: %w", set.Name, cfg.Database, err)
-	}
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+Schema); err != nil {
-		return fmt.Errorf("%s migrations on %s: %w", set.Name, db, err)
-	}
-	key, err := LockKey(db, set)
+	var key int64
+	var left time.Duration
+	err := func() error {
+		sc, err := sqlDB.Conn(ctx)
+		if err != nil {
+			return err
+		}
+		defer sc.Close() // back to sqlDB, for golang-migrate
+		return sc.Raw(func(dc any) error {
+			conn := dc.(*stdlib.Conn).Conn()
+			if err := conn.QueryRow(ctx, "SELECT current_database()").Scan(&db); err != nil {
+				return err
+			}
+			if _, err := conn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+Schema); err != nil {
+				return err
+			}
+			if key, err = LockKey(db, set); err != nil {
+				return err
+			}
+			left, err = waitForLock(ctx, conn, db, key, set, o)
+			return err
+		})
+	}()
 	if err != nil {
-		return fmt.Errorf("%s migrations on %s: %w", set.Name, db, err)
-	}
-	left, err := waitForLock(ctx, conn, db, key, set, o)
-	if err != nil {
-		return fmt.Errorf("%s migrations on %s: %w", set.Name, db, err)
+		sqlDB.Close()
+		return fmt.Errorf("%s migrations on %s: %w", set.Name, cmp.Or(db, cfg.Database), err)
 	}
 	done := make(chan error, 1)
 	stop := make(chan struct{})
-	go func() { done <- migrateOnce(cfg, db, set, left, stop, f) }()
+	go func() { done <- migrateOnce(sqlDB, db, set, left, stop, f) }()
 	select {
 	case err = <-done:
 	case <-ctx.Done():
@@ -117,10 +150,14 @@ func run(ctx context.Context, dsn string, set Set, o options, f func(*migrate.Mi
 		return fmt.Errorf("%s migrations on %s: %w", set.Name, db, ctx.Err())
 	}
 	if err != nil && lockTimedOut(err) {
-		// Taken between our look and golang-migrate's attempt.
-		holders, herr := pgdatabase.AdvisoryLockHolders(context.WithoutCancel(ctx), conn, key)
-		if herr == nil && len(holders) > 0 {
-			return &LockBusyError{Set: set.Name, Database: db, Key: key, Waited: o.lockWait, Holders: holders}
+		// Taken between our look and golang-migrate's attempt: say by
+		// whom, on a connection of its own (golang-migrate's is closed).
+		if conn, cerr := pgx.ConnectConfig(context.WithoutCancel(ctx), cfg); cerr == nil {
+			holders, herr := pgdatabase.AdvisoryLockHolders(context.WithoutCancel(ctx), conn, key)
+			conn.Close(context.WithoutCancel(ctx))
+			if herr == nil && len(holders) > 0 {
+				return &LockBusyError{Set: set.Name, Database: db, Key: key, Waited: o.lockWait, Holders: holders}
+			}
 		}
 	}
 	if err != nil {
@@ -129,10 +166,9 @@ func run(ctx context.Context, dsn string, set Set, o options, f func(*migrate.Mi
 	return nil
 }
 
-// migrateOnce runs f on a golang-migrate instance of its own; stop asks
-// it to stop between migrations.
-func migrateOnce(cfg *pgx.ConnConfig, db string, set Set, lockWait time.Duration, stop <-chan struct{}, f func(*migrate.Migrate) error) error {
-	sqlDB := stdlib.OpenDB(*cfg)
+// migrateOnce runs f on a golang-migrate instance of its own over sqlDB,
+// which it closes; stop asks it to stop between migrations.
+func migrateOnce(sqlDB *sql.DB, db string, set Set, lockWait time.Duration, stop <-chan struct{}, f func(*migrate.Migrate) error) error {
 	defer sqlDB.Close()
 	driver, err := pgxmigrate.WithInstance(sqlDB, &pgxmigrate.Config{
 		MigrationsTable:       fmt.Sprintf("%q.%q", Schema, set.Table),

@@ -52,7 +52,7 @@ read. Exit 1 when differences were shown but not applied.
 		if !fromHosts {
 			return usagef("--from-hosts is required (the hosts' records are the one source a repair reads)")
 		}
-		c, err := openCluster(cmd.Context(), *configPath)
+		c, err := openCluster(cmd, *configPath)
 		if err != nil {
 			return err
 		}

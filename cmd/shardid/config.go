@@ -1,7 +1,7 @@
 package main
 
 import (
-	"context"
+	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -10,9 +10,22 @@ import (
 	"github.com/shardid/shardid/shardmgr/cluster"
 )
 
+// connsPerServerFlag bounds the connections one command holds on one
+// PostgreSQL server: the handle's budget (cluster.WithConnsPerServer).
+const connsPerServerFlag = "conns-per-server"
+
 // addClusterConfigFlag adds --config (default shardid.yaml, or
-// SHARDID_CONFIG) to a cluster command and returns where its value lands.
+// SHARDID_CONFIG) and --conns-per-server to a command that opens the
+// cluster handle (openCluster), and returns where --config lands.
 func addClusterConfigFlag(cmd *cobra.Command) *string {
+	cmd.Flags().Int(connsPerServerFlag, cluster.DefaultConnsPerServer,
+		fmt.Sprintf("most connections this command holds on one PostgreSQL server (host:port), all its databases together; 1 to %d", cluster.MaxConnsPerServer))
+	return addConfigPathFlag(cmd)
+}
+
+// addConfigPathFlag adds --config alone, for a command that reads the
+// cluster file without opening the handle (serve).
+func addConfigPathFlag(cmd *cobra.Command) *string {
 	def := shardmgr.DefaultConfigPath
 	if env := os.Getenv("SHARDID_CONFIG"); env != "" {
 		def = env
@@ -24,11 +37,19 @@ func addClusterConfigFlag(cmd *cobra.Command) *string {
 
 // openCluster reads the cluster file and opens the operator's handle on
 // it (cluster.Open checks the file: one clear error when it is bad): once
-// per command, which passes it on and closes it.
-func openCluster(ctx context.Context, path string) (*cluster.Cluster, error) {
+// per command, which passes it on and closes it. --conns-per-server is
+// checked first, before the file is read.
+func openCluster(cmd *cobra.Command, path string) (*cluster.Cluster, error) {
+	conns, err := cmd.Flags().GetInt(connsPerServerFlag)
+	if err != nil {
+		return nil, err
+	}
+	if conns < 1 || conns > cluster.MaxConnsPerServer {
+		return nil, usagef("--%s %d: want 1 to %d", connsPerServerFlag, conns, cluster.MaxConnsPerServer)
+	}
 	cfg, err := shardmgr.LoadConfig(path)
 	if err != nil {
 		return nil, err
 	}
-	return cluster.Open(ctx, cfg)
+	return cluster.Open(cmd.Context(), cfg, cluster.WithConnsPerServer(conns))
 }

@@ -129,6 +129,7 @@ func TestGoldenJSON(t *testing.T) {
 		checkGolden(t, "migrate-generator.json.shape", jsonShape(t, goldenCmd(t, 0, "migrate", "generator", "--config", path, "--json")))
 		checkGolden(t, "status.json.shape", jsonShape(t, goldenCmd(t, 0, "status", "--config", path, "--json")))
 		checkGolden(t, "shard-where.json.shape", jsonShape(t, goldenCmd(t, 0, "shard", "where", "5", "--config", path, "--json")))
+		checkGolden(t, "shard-move-dry-run.json.shape", jsonShape(t, goldenCmd(t, 0, "shard", "move", "5", "--to", "pg1", "--dry-run", "--dir", dir, "--config", path, "--json")))
 		checkGolden(t, "verify.json.shape", jsonShape(t, goldenCmd(t, 0, "verify", "--config", path, "--json")))
 
 		cfg, err := shardmgr.LoadConfig(path)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/hosts"
 	"github.com/shardid/shardid/shardmgr/install"
 	"github.com/shardid/shardid/shardmgr/migrate"
@@ -63,6 +64,7 @@ var hints = []struct {
 	{is(hosts.ErrUnreachable), "check the address, and that the server runs and accepts this role"},
 	{is(install.ErrHostInUse), "drain it first: drain: true, shardid init, then shardid rebalance apply; a retired copy goes with shardid rebalance cleanup --all, an unfinished move with abort"},
 	{is(shardmgr.ErrUnknownHost), "a host must be in the cluster file and registered by shardid init"},
+	{is(cluster.ErrBudgetTooSmall), "raise --conns-per-server"},
 }
 
 // verifyFixes says which command repairs a verify finding (verify.Fix):

@@ -63,7 +63,7 @@ A host that does not answer is a row saying so, not a failure. --json prints
 		if timeout <= 0 {
 			return usagef("--timeout must be positive")
 		}
-		c, err := openCluster(cmd.Context(), *configPath)
+		c, err := openCluster(cmd, *configPath)
 		if err != nil {
 			return err
 		}
@@ -165,7 +165,7 @@ servers (docs/operations.md). --json prints {"host":"pg2","old_dsn":"...",
 		if timeout <= 0 {
 			return usagef("--timeout must be positive")
 		}
-		c, err := openCluster(cmd.Context(), *configPath)
+		c, err := openCluster(cmd, *configPath)
 		if err != nil {
 			return err
 		}
@@ -258,7 +258,7 @@ prints {"host":"pg3","marked":{...},"plan":{...}|null,"apply":{...}|null}.`,
 			return err
 		}
 		ctx := cmd.Context()
-		c, err := openCluster(ctx, *configPath)
+		c, err := openCluster(cmd, *configPath)
 		if err != nil {
 			return err
 		}
@@ -342,7 +342,7 @@ close their pools on the host at their next refresh. --json prints
 	configPath := addClusterConfigFlag(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		c, err := openCluster(cmd.Context(), *configPath)
+		c, err := openCluster(cmd, *configPath)
 		if err != nil {
 			return err
 		}

@@ -49,7 +49,7 @@ a counter back. docs/operations.md#failover, docs/uniqueness.md#failover.
 		if opts.Margin <= 0 {
 			return usagef("--margin must be positive")
 		}
-		c, err := openCluster(cmd.Context(), *configPath)
+		c, err := openCluster(cmd, *configPath)
 		if err != nil {
 			return err
 		}

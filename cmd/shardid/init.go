@@ -47,7 +47,7 @@ file) is used, if any. See docs/migrations.md.`,
 		if workers < 1 {
 			return usagef("--workers must be at least 1")
 		}
-		c, err := openCluster(cmd.Context(), *configPath)
+		c, err := openCluster(cmd, *configPath)
 		if err != nil {
 			return err
 		}

@@ -187,7 +187,7 @@ required (0 undoes everything). Shards already at or below N are left alone.
 		if to > set.Latest() {
 			return usagef("--to %d: %s has %d migrations", to, dirName, set.Latest())
 		}
-		c, err := openCluster(cmd.Context(), *configPath)
+		c, err := openCluster(cmd, *configPath)
 		if err != nil {
 			return err
 		}
@@ -279,7 +279,7 @@ some shard could not be read. --shards 5,7,10-20 reads those shards only.`,
 		if err != nil {
 			return err
 		}
-		c, err := openCluster(cmd.Context(), *configPath)
+		c, err := openCluster(cmd, *configPath)
 		if err != nil {
 			return err
 		}
@@ -448,7 +448,7 @@ template values are {{.schema}}, {{.shard_id}} and {{.next_id}}).
 		case withCluster && cmd.Flags().Changed("schema"):
 			return usagef("--schema renders outside a cluster, and --config (or SHARDID_CONFIG) names one whose shards live in their default schemas: drop one of them")
 		case withCluster:
-			c, err := openCluster(cmd.Context(), *configPath) // checks the file; connects to nothing
+			c, err := openCluster(cmd, *configPath) // checks the file; connects to nothing
 			if err != nil {
 				return err
 			}
@@ -535,7 +535,7 @@ layout is refused. Shards already current are left alone.`,
 		if lockTimeout <= 0 {
 			return usagef("--lock-timeout must be positive")
 		}
-		c, err := openCluster(cmd.Context(), *configPath)
+		c, err := openCluster(cmd, *configPath)
 		if err != nil {
 			return err
 		}

@@ -88,7 +88,7 @@ sends offline has "mode_reason".`,
 		if parallel < 1 {
 			return usagef("--parallel must be at least 1")
 		}
-		c, err := openCluster(cmd.Context(), *configPath)
+		c, err := openCluster(cmd, *configPath)
 		if err != nil {
 			return err
 		}
@@ -297,7 +297,7 @@ docs/rebalance.md, "Requirements and limits".`,
 		if err != nil {
 			return err
 		}
-		c, err := openCluster(cmd.Context(), *configPath)
+		c, err := openCluster(cmd, *configPath)
 		if err != nil {
 			return err
 		}
@@ -376,7 +376,7 @@ HOST' again) and rolled back by 'shardid rebalance abort --shard N'.
 	cmd.Flags().BoolVar(&all, "all", false, "list finished and aborted moves too")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the moves as JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		c, err := openCluster(cmd.Context(), *configPath)
+		c, err := openCluster(cmd, *configPath)
 		if err != nil {
 			return err
 		}
@@ -421,7 +421,7 @@ flipped the map cannot be aborted: move the shard back with 'shardid shard move'
 	cmd.Flags().IntSliceVar(&shards, "shard", nil, "abort the move of this shard (repeatable)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print what was rolled back as JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		c, err := openCluster(cmd.Context(), *configPath)
+		c, err := openCluster(cmd, *configPath)
 		if err != nil {
 			return err
 		}
@@ -462,7 +462,7 @@ drops the copies whose time is up and says until when it keeps the others;
 	cmd.Flags().BoolVar(&all, "all", false, "drop every retired copy, also those inside their keep period")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print what was dropped as JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		c, err := openCluster(cmd.Context(), *configPath)
+		c, err := openCluster(cmd, *configPath)
 		if err != nil {
 			return err
 		}

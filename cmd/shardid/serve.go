@@ -57,7 +57,7 @@ file may hold only that section. See docs/schemes.md.`,
 			return serve(cmd.Context(), *configPath, listen, grace, heapMiB<<20)
 		},
 	}
-	configPath = addClusterConfigFlag(cmd)
+	configPath = addConfigPathFlag(cmd)
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8080", "address to serve HTTP on")
 	cmd.Flags().DurationVar(&grace, "grace", 10*time.Second, "how long shutdown waits for requests in flight")
 	cmd.Flags().Int64Var(&heapMiB, "heap-mib", httpapi.DefaultHeapLimit>>20, "collect garbage when the heap reaches this many MiB (GOGC=off, GOMEMLIMIT); 0 keeps Go's default; GOGC or GOMEMLIMIT in the environment win")

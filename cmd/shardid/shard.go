@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -24,10 +26,11 @@ func newShardMoveCmd() *cobra.Command {
 	var (
 		to     string
 		asJSON bool
+		dryRun bool
 		mf     moveFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "move N --to HOST [--mode online|offline|auto] [--dir DIR] [--keep DURATION] [--json]",
+		Use:   "move N --to HOST [--mode online|offline|auto] [--dir DIR] [--keep DURATION] [--dry-run] [--json]",
 		Short: "Move logical shard N to HOST (online by default)",
 		Long: `Moves one logical shard, as 'shardid rebalance apply' moves each shard of
 a plan: journaled, resumable (run the same command again), rolled back by
@@ -35,12 +38,16 @@ a plan: journaled, resumable (run the same command again), rolled back by
 cut-over; offline (for hosts without logical replication, or tables without a
 primary key), for the whole copy. --json prints the move:
 {"id":N,"shard":N,"from":"pg1","to":"pg4","mode":"online","phase":"cleaned","rows":N,
-"bytes":N,"refused_ms":N,"elapsed_ms":N,"generation":N,"retired_schema":"..."}`,
+"bytes":N,"refused_ms":N,"elapsed_ms":N,"generation":N,"retired_schema":"..."}.
+--dry-run runs the checks and the preflight only, and prints the phases the
+move would pass, the fenced ones (writes refused) and the point of no return
+(from there the move is finished, never aborted); nothing is changed.`,
 		Args: cobra.ExactArgs(1),
 	}
 	configPath := addClusterConfigFlag(cmd)
 	cmd.Flags().StringVar(&to, "to", "", "the host to move the shard to (required)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the move as JSON")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "check and print the phases the move would pass, the point of no return marked; change nothing")
 	mf.add(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		shard, err := strconv.Atoi(args[0])
@@ -54,11 +61,22 @@ primary key), for the whole copy. --json prints the move:
 		if err != nil {
 			return err
 		}
-		c, err := openCluster(cmd.Context(), *configPath)
+		c, err := openCluster(cmd, *configPath)
 		if err != nil {
 			return err
 		}
 		defer c.Close()
+		if dryRun {
+			d, err := rebalance.DryRunMove(cmd.Context(), c, shard, to, mo)
+			if err != nil {
+				return reportPreflight(cmd.ErrOrStderr(), err)
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), d)
+			}
+			printDryRun(cmd.OutOrStdout(), d)
+			return nil
+		}
 		bars := newMoveProgress(cmd.ErrOrStderr())
 		mo.Progress = bars.Update
 		res, err := rebalance.MoveShard(cmd.Context(), c, shard, to, mo)
@@ -100,7 +118,7 @@ DSN alone, for psql "$(shardid shard where 5 --dsn)"; --json prints
 		if err != nil || shard < 0 {
 			return usagef("shard %q: want a shard number", args[0])
 		}
-		c, err := openCluster(cmd.Context(), *configPath)
+		c, err := openCluster(cmd, *configPath)
 		if err != nil {
 			return err
 		}
@@ -125,4 +143,31 @@ DSN alone, for psql "$(shardid shard where 5 --dsn)"; --json prints
 		return err
 	}
 	return cmd
+}
+
+// printDryRun prints a move's dry run: the move, its preflight and its
+// phases, the fenced ones and the point of no return marked.
+func printDryRun(w io.Writer, d *rebalance.MoveDryRun) {
+	fmt.Fprintf(w, "dry run: shard %d from %s to %s, %s", d.Shard, d.From, d.To, d.Mode)
+	if d.ModeReason != "" {
+		fmt.Fprintf(w, " (%s)", d.ModeReason)
+	}
+	if d.Resumes != 0 {
+		fmt.Fprintf(w, ", resuming move %d", d.Resumes)
+	}
+	fmt.Fprintln(w, "; nothing was changed")
+	printPreflight(w, d.Preflight)
+	for i, p := range d.Phases {
+		var notes []string
+		if p.Done {
+			notes = append(notes, "done")
+		}
+		if p.Fenced {
+			notes = append(notes, "writes refused")
+		}
+		if p.PointOfNoReturn {
+			notes = append(notes, "POINT OF NO RETURN: from here the move is finished, never aborted")
+		}
+		fmt.Fprintf(w, "%2d. %-9s %s\n", i+1, p.Phase, strings.Join(notes, "; "))
+	}
 }

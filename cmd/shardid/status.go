@@ -38,7 +38,7 @@ every move).`,
 	configPath := addClusterConfigFlag(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the map as JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		c, err := openCluster(cmd.Context(), *configPath)
+		c, err := openCluster(cmd, *configPath)
 		if err != nil {
 			return err
 		}

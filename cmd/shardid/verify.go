@@ -40,7 +40,7 @@ Each problem names its check, shard, host and detail. --json prints
 		if opts.MaxClockSkew <= 0 || opts.ProbeIDs < 1 {
 			return usagef("--max-clock-skew and --probe-ids must be positive")
 		}
-		c, err := openCluster(cmd.Context(), *configPath)
+		c, err := openCluster(cmd, *configPath)
 		if err != nil {
 			return err
 		}

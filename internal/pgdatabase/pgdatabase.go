@@ -29,6 +29,13 @@ func Ensure(ctx context.Context, dsn string) (created bool, err error) {
 	if err != nil {
 		return false, err // says "cannot parse the DSN", without the DSN
 	}
+	return EnsureConfig(ctx, cfg)
+}
+
+// EnsureConfig is Ensure for the database cfg names, connecting with
+// cfg's dial and settings (the postgres database through a copy of cfg),
+// one connection at a time.
+func EnsureConfig(ctx context.Context, cfg *pgx.ConnConfig) (created bool, err error) {
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err == nil {
 		return false, conn.Close(ctx)

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/shardid/shardid/internal/pgsession"
@@ -25,8 +27,13 @@ const DefaultConnsPerServer = 32
 // network refuses or times out, unless WithConnectRetry says.
 const DefaultConnectTries = 4
 
-// ErrClosed is returned for work asked of a closed handle.
-var ErrClosed = errors.New("cluster handle closed")
+var (
+	// ErrClosed is returned for work asked of a closed handle.
+	ErrClosed = errors.New("cluster handle closed")
+	// ErrBudgetTooSmall is returned for work the handle's connection
+	// budget cannot hold (Need).
+	ErrBudgetTooSmall = errors.New("connection budget too small")
+)
 
 // Option adjusts Open. Options are checked when the handle is built.
 type Option func(*options) error
@@ -36,6 +43,29 @@ type options struct {
 	connsPerServer int
 	connectTries   int
 	backoff        time.Duration
+	application    string
+}
+
+// DefaultApplication is the application name the handle's sessions show
+// in pg_stat_activity unless WithApplicationName, the session kind or the
+// DSN says otherwise.
+const DefaultApplication = "shardid"
+
+// MaxConnsPerServer bounds WithConnsPerServer: far beyond any server's
+// max_connections, it only catches a typo.
+const MaxConnsPerServer = 10000
+
+// WithApplicationName names the handle's sessions (application_name, at
+// most 63 bytes, as PostgreSQL keeps) unless a session kind or the DSN
+// names them.
+func WithApplicationName(name string) Option {
+	return func(o *options) error {
+		if name == "" || len(name) > 63 {
+			return fmt.Errorf("cluster: application name %q: want 1 to 63 bytes", name)
+		}
+		o.application = name
+		return nil
+	}
 }
 
 // WithLogger sends the handle's messages (retried connects) to log; the
@@ -51,11 +81,12 @@ func WithLogger(log *slog.Logger) Option {
 }
 
 // WithConnsPerServer bounds the connections the handle holds on one
-// server (host:port), all its databases and pools together; n >= 1.
+// server (host:port), all its databases, pools and single connections
+// together; 1 <= n <= MaxConnsPerServer.
 func WithConnsPerServer(n int) Option {
 	return func(o *options) error {
-		if n < 1 {
-			return fmt.Errorf("cluster: connections per server %d: want at least 1", n)
+		if n < 1 || n > MaxConnsPerServer {
+			return fmt.Errorf("cluster: connections per server %d: want 1 to %d", n, MaxConnsPerServer)
 		}
 		o.connsPerServer = n
 		return nil
@@ -82,7 +113,8 @@ type Session struct {
 	// LockTimeout and StatementTimeout bound every statement (zero: the
 	// server's setting).
 	LockTimeout, StatementTimeout time.Duration
-	// Application names the session unless the DSN does.
+	// Application names the session unless the DSN does (empty: the
+	// handle's name, WithApplicationName).
 	Application string
 }
 
@@ -112,7 +144,7 @@ func Open(ctx context.Context, cfg *shardmgr.Config, opts ...Option) (*Cluster, 
 	if err := cfg.ValidateCluster(); err != nil {
 		return nil, err
 	}
-	o := options{log: slog.New(slog.DiscardHandler), connsPerServer: DefaultConnsPerServer, connectTries: DefaultConnectTries, backoff: 250 * time.Millisecond}
+	o := options{log: slog.New(slog.DiscardHandler), connsPerServer: DefaultConnsPerServer, connectTries: DefaultConnectTries, backoff: 250 * time.Millisecond, application: DefaultApplication}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return nil, err
@@ -123,6 +155,20 @@ func Open(ctx context.Context, cfg *shardmgr.Config, opts ...Option) (*Cluster, 
 
 // Config is the cluster file the handle was opened with (validated).
 func (c *Cluster) Config() *shardmgr.Config { return c.cfg }
+
+// ConnsPerServer is the handle's budget: the most connections it holds
+// on one server (WithConnsPerServer).
+func (c *Cluster) ConnsPerServer() int { return c.opts.connsPerServer }
+
+// Need refuses work that holds a session (a lock) while it opens others
+// on the same server, when the budget is below n: such work would wait
+// for its own place forever. what names the work.
+func (c *Cluster) Need(n int, what string) error {
+	if c.opts.connsPerServer < n {
+		return fmt.Errorf("%w: %s needs at least %d connections per server (it holds a lock session while it works there); this handle may hold %d", ErrBudgetTooSmall, what, n, c.opts.connsPerServer)
+	}
+	return nil
+}
 
 // Logger is the handle's logger.
 func (c *Cluster) Logger() *slog.Logger { return c.opts.log }
@@ -258,22 +304,8 @@ func (c *Cluster) pool(ctx context.Context, key poolKey, dsn string) (*pgxpool.P
 	if err != nil {
 		return nil, fmt.Errorf("cannot parse DSN: %w", err)
 	}
-	if cfg.ConnConfig.ConnectTimeout == 0 {
-		// An unreachable host is a finding, not a hang.
-		cfg.ConnConfig.ConnectTimeout = pg.DefaultConnectTimeout
-	}
-	s := key.session
-	rp := cfg.ConnConfig.RuntimeParams
-	if s.LockTimeout > 0 {
-		rp["lock_timeout"] = strconv.FormatInt(s.LockTimeout.Milliseconds(), 10)
-	}
-	if s.StatementTimeout > 0 {
-		rp["statement_timeout"] = strconv.FormatInt(s.StatementTimeout.Milliseconds(), 10)
-	}
-	if s.Application != "" && rp["application_name"] == "" {
-		rp["application_name"] = s.Application
-	}
-	c.budget.apply(cfg)
+	c.session(cfg.ConnConfig, key.session)
+	cfg.MaxConns = int32(c.opts.connsPerServer)
 	p, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -281,4 +313,24 @@ func (c *Cluster) pool(ctx context.Context, key poolKey, dsn string) (*pgxpool.P
 	c.budget.register(cfg, p)
 	c.pools[key] = p
 	return p, nil
+}
+
+// session makes cfg a connection of session kind s drawing on the
+// budget: the one place the handle's connections get their settings.
+func (c *Cluster) session(cfg *pgx.ConnConfig, s Session) {
+	if cfg.ConnectTimeout == 0 {
+		// An unreachable host is a finding, not a hang.
+		cfg.ConnectTimeout = pg.DefaultConnectTimeout
+	}
+	rp := cfg.RuntimeParams
+	if s.LockTimeout > 0 {
+		rp["lock_timeout"] = strconv.FormatInt(s.LockTimeout.Milliseconds(), 10)
+	}
+	if s.StatementTimeout > 0 {
+		rp["statement_timeout"] = strconv.FormatInt(s.StatementTimeout.Milliseconds(), 10)
+	}
+	if rp["application_name"] == "" {
+		rp["application_name"] = cmp.Or(s.Application, c.opts.application)
+	}
+	c.budget.apply(&cfg.Config)
 }

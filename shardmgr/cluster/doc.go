@@ -13,7 +13,20 @@
 // connections to one PostgreSQL server (host:port) across all its
 // databases and pools, so that work on a hundred hosts of four servers
 // starts a bounded number of backends; a connect that fails at the
-// network is retried with backoff (WithConnectRetry). Pools connect
+// network is retried with backoff (WithConnectRetry). The budget covers
+// single connections too (CatalogConn, HostConn, and configs from
+// CatalogConnConfig and HostConnConfig for golang-migrate's sql.DB or a
+// replication connection): a command's every connection draws on it, a
+// place coming back once the server has ended the session. Work that
+// needs two connections at once takes both places together (Reserve).
+// Every session is named DefaultApplication unless WithApplicationName,
+// the session kind or the DSN says otherwise.
+//
+// What the budget cannot cover: a logical-replication subscription's
+// connection to the source is opened by the target server's apply
+// worker, not by this process (one per subscription during a move).
+//
+// Pools connect
 // lazily: opening a handle on a cluster whose databases do not exist yet
 // (init creates them) is fine.
 //
@@ -23,5 +36,6 @@
 // install.Init and rebalance.ErrHostsNotApplied).
 //
 // It must never open a second pool for the same host and session kind,
-// nor hold more connections to a server than its budget.
+// nor hold more connections to a server than its budget, pools and
+// single connections together.
 package cluster

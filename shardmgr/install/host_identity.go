@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -19,13 +19,15 @@ import (
 // checkHostsDistinct refuses a cluster file whose hosts reach one database
 // under two names (127.0.0.1 and localhost, 127.1, [::ffff:127.0.0.1], a
 // unix socket, a pooler in front): the DSNs differ, so only the servers
-// can tell. It asks them: each host's connection takes a transaction
-// advisory lock carrying its index, and each connection then lists the
-// locks that PostgreSQL shows in its own database. Two hosts that see each
-// other's lock in the same database are one database; servers cloned from
-// one another (same system identifier, same database oids) are not, since
-// they share no locks. Nothing is written; the locks go with the
-// transactions.
+// can tell. It asks each host's server when it started
+// (pg_postmaster_start_time, to the microsecond) and its database's oid:
+// two names for one database give the same pair; servers cloned from one
+// another (same system identifier, same database oids) started at
+// different moments and are told apart. Each host is asked on a
+// connection of its own, one at a time from the handle's budget (an
+// earlier probe held one connection per host at once, which a budget
+// smaller than the hosts on a server could never grant). Nothing is
+// written.
 //
 // It returns an error wrapping ErrConfig that names both hosts of every
 // such pair.
@@ -34,41 +36,23 @@ func checkHostsDistinct(ctx context.Context, c *cluster.Cluster) error {
 	if len(cfg.Hosts) < 2 {
 		return nil
 	}
-	// A random first key (below the 'shid' classes shardid uses for its
-	// own locks), so that two managers checking at once, or anyone
-	// else's advisory locks, are not taken for ours.
-	class := int32(rand.N(1<<30)) + 1
-	txs := make([]pgx.Tx, len(cfg.Hosts))
-	conns := make([]*pgxpool.Conn, len(cfg.Hosts))
-	defer func() {
-		for i, tx := range txs {
-			if tx != nil {
-				tx.Rollback(context.WithoutCancel(ctx))
-			}
-			if conns[i] != nil {
-				conns[i].Release()
-			}
-		}
-	}()
+	type identity struct {
+		started time.Time
+		oid     uint32
+	}
+	ids := make([]identity, len(cfg.Hosts))
 	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
 	for i, h := range cfg.Hosts {
 		g.Go(func() error {
 			conn, err := acquire(gctx, c, h.Name)
 			if err != nil {
 				return fmt.Errorf("host %s: %w", h.Name, err)
 			}
-			conns[i] = conn
-			tx, err := conn.Begin(gctx)
-			if err != nil {
-				return fmt.Errorf("host %s: %w", h.Name, err)
-			}
-			txs[i] = tx
-			var ok bool
-			if err := tx.QueryRow(gctx, `SELECT pg_catalog.pg_try_advisory_xact_lock($1, $2)`, class, int32(i)).Scan(&ok); err != nil {
-				return fmt.Errorf("host %s: %w", h.Name, err)
-			}
-			if !ok {
-				return fmt.Errorf("host %s: identify its database: the probe's lock is taken (run init again)", h.Name)
+			defer conn.Release()
+			if err := conn.QueryRow(gctx, `SELECT pg_catalog.pg_postmaster_start_time(), d.oid
+				FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database()`).Scan(&ids[i].started, &ids[i].oid); err != nil {
+				return fmt.Errorf("host %s: identify its database: %w", h.Name, err)
 			}
 			return nil
 		})
@@ -76,37 +60,19 @@ func checkHostsDistinct(ctx context.Context, c *cluster.Cluster) error {
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	same := map[[2]int]bool{}
-	for j, tx := range txs {
-		rows, err := tx.Query(ctx, `SELECT l.objid::int FROM pg_catalog.pg_locks l
-			WHERE l.locktype = 'advisory' AND l.classid = $1::oid AND l.objsubid = 2 AND l.granted
-			  AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())`, int64(class))
-		if err != nil {
-			return fmt.Errorf("host %s: %w", cfg.Hosts[j].Name, err)
-		}
-		seen, err := pgx.CollectRows(rows, pgx.RowTo[int])
-		if err != nil {
-			return fmt.Errorf("host %s: %w", cfg.Hosts[j].Name, err)
-		}
-		for _, i := range seen {
-			if i != j && i >= 0 && i < len(cfg.Hosts) {
-				same[[2]int{min(i, j), max(i, j)}] = true
-			}
-		}
-	}
-	if len(same) == 0 {
-		return nil
-	}
 	var probs []string
 	for i := range cfg.Hosts {
 		for j := i + 1; j < len(cfg.Hosts); j++ {
-			if same[[2]int{i, j}] {
+			if ids[i].oid == ids[j].oid && ids[i].started.Equal(ids[j].started) {
 				ki, _ := pg.DatabaseKey(cfg.Hosts[i].DSN)
 				kj, _ := pg.DatabaseKey(cfg.Hosts[j].DSN)
-				probs = append(probs, fmt.Sprintf("hosts %s (%s) and %s (%s) are one database: the server shows both connections in it",
-					cfg.Hosts[i].Name, ki, cfg.Hosts[j].Name, kj))
+				probs = append(probs, fmt.Sprintf("hosts %s (%s) and %s (%s) are one database: the same server (started %s) and database (oid %d)",
+					cfg.Hosts[i].Name, ki, cfg.Hosts[j].Name, kj, ids[i].started.UTC().Format(time.RFC3339Nano), ids[i].oid))
 			}
 		}
+	}
+	if len(probs) == 0 {
+		return nil
 	}
 	return fmt.Errorf("%w: %s: %s (give each host a database of its own)", shardmgr.ErrConfig, cfg.Path, strings.Join(probs, "; "))
 }

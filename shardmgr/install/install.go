@@ -40,7 +40,8 @@ type InitOptions struct {
 	// Workers is the number of connections per host that install shards
 	// in parallel. Zero means DefaultWorkers.
 	Workers int
-	// Logger receives progress messages. Nil discards them.
+	// Logger receives progress messages. Nil means the handle's
+	// (cluster.WithLogger; it discards them unless told).
 	Logger *slog.Logger
 	// Migrations, when set, brings every shard to the migration version
 	// of the others after installing (Shards), so that a shard Init
@@ -132,18 +133,21 @@ func Init(ctx context.Context, c *cluster.Cluster, opts InitOptions) (*InitResul
 	}
 	log := opts.Logger
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = c.Logger()
 	}
 	res := &InitResult{Cluster: cfg.Cluster}
 
 	// Nothing is written to a catalog or host that a newer shardid
 	// migrated, or whose last migration failed half way.
+	if err := c.Need(2, "init"); err != nil {
+		return nil, err
+	}
 	if err := checkSchemas(ctx, c); err != nil {
 		return nil, err
 	}
 
 	// Databases first: the catalog and every host.
-	dbs, err := ensureDatabases(ctx, cfg, log)
+	dbs, err := ensureDatabases(ctx, c, log)
 	if err != nil {
 		return nil, err
 	}
@@ -161,15 +165,15 @@ func Init(ctx context.Context, c *cluster.Cluster, opts InitOptions) (*InitResul
 
 	// One init at a time per catalog: a second manager waits, then finds
 	// everything done. The lock is the session's, so it goes with a crash.
-	lock, err := pg.Connect(ctx, cfg.Catalog)
+	lock, err := c.CatalogConn(ctx, cluster.Session{})
 	if err != nil {
-		return nil, fmt.Errorf("catalog: %w", err)
+		return nil, err
 	}
 	defer lock.Close(context.WithoutCancel(ctx))
 	if err := waitInitLock(ctx, lock, opts.LockWait, log); err != nil {
 		return nil, fmt.Errorf("catalog: %w", err)
 	}
-	if res.CatalogUpgrade, err = upgradeCatalog(ctx, lock, cfg.Catalog); err != nil {
+	if res.CatalogUpgrade, err = upgradeCatalog(ctx, c, lock); err != nil {
 		return nil, err
 	}
 	if w, err := publicCatalogWarning(ctx, lock); err != nil {
@@ -239,10 +243,10 @@ func publicCatalogWarning(ctx context.Context, conn *pgx.Conn) (string, error) {
 }
 
 // upgradeCatalog migrates the catalog to this binary's schema under the
-// init lock held on conn (a session on dsn), checking its version again first: another
+// init lock held on conn, checking its version again first: another
 // manager may have migrated it since checkSchemas. It returns the upgrade
 // of a catalog that had a schema, nil for a new one or one up to date.
-func upgradeCatalog(ctx context.Context, conn *pgx.Conn, dsn string) (*SchemaUpgrade, error) {
+func upgradeCatalog(ctx context.Context, c *cluster.Cluster, conn *pgx.Conn) (*SchemaUpgrade, error) {
 	v, err := shardmgr.ReadCatalogVersion(ctx, conn)
 	if err != nil {
 		return nil, err
@@ -250,7 +254,11 @@ func upgradeCatalog(ctx context.Context, conn *pgx.Conn, dsn string) (*SchemaUpg
 	if err := initAccepts(v); err != nil {
 		return nil, err
 	}
-	if err := migrations.Up(ctx, dsn, migrations.Catalog); err != nil {
+	mc, err := c.CatalogConnConfig(cluster.Session{})
+	if err != nil {
+		return nil, err
+	}
+	if err := migrations.UpConfig(ctx, mc, migrations.Catalog); err != nil {
 		return nil, err
 	}
 	if v.Have == 0 || v.Have == shardmgr.CatalogSchema {
@@ -261,21 +269,33 @@ func upgradeCatalog(ctx context.Context, conn *pgx.Conn, dsn string) (*SchemaUpg
 
 // ensureDatabases creates the databases the cluster file names (the
 // catalog's and every host's) that do not exist yet, and returns them as
-// host:port/name.
-func ensureDatabases(ctx context.Context, cfg *shardmgr.Config, log *slog.Logger) ([]string, error) {
+// host:port/name. It connects through the handle, within its budget.
+func ensureDatabases(ctx context.Context, c *cluster.Cluster, log *slog.Logger) ([]string, error) {
+	cfg := c.Config()
 	var out []string
-	dsns := []string{cfg.Catalog}
+	type db struct{ name, dsn string } // name "" for the catalog
+	dbs := []db{{"", cfg.Catalog}}
 	for _, h := range cfg.Hosts {
-		dsns = append(dsns, h.DSN)
+		dbs = append(dbs, db{h.Name, h.DSN})
 	}
 	seen := map[string]bool{}
-	for _, dsn := range dsns {
-		key, _ := pg.DatabaseKey(dsn)
+	for _, d := range dbs {
+		key, _ := pg.DatabaseKey(d.dsn)
 		if seen[key] {
 			continue
 		}
 		seen[key] = true
-		created, err := pgdatabase.Ensure(ctx, dsn)
+		var cc *pgx.ConnConfig
+		var err error
+		if d.name == "" {
+			cc, err = c.CatalogConnConfig(cluster.Session{})
+		} else {
+			cc, err = c.HostConnConfig(d.name, cluster.Session{})
+		}
+		if err != nil {
+			return nil, err
+		}
+		created, err := pgdatabase.EnsureConfig(ctx, cc)
 		if err != nil {
 			return nil, err
 		}
@@ -520,7 +540,11 @@ func reconcileCatalog(ctx context.Context, tx pgx.Tx, cfg *shardmgr.Config, cur 
 // failures go to progress; host-wide ones are returned.
 func installHost(ctx context.Context, c *cluster.Cluster, m *shardmgr.ShardMap, h shardmgr.Host, workers int, progress func(id int, present, installed bool, err error)) error {
 	mine := m.ShardsOn(h.Name)
-	if err := migrations.Up(ctx, h.DSN, migrations.Host); err != nil {
+	mc, err := c.HostConnConfig(h.Name, cluster.Session{})
+	if err != nil {
+		return err
+	}
+	if err := migrations.UpConfig(ctx, mc, migrations.Host); err != nil {
 		return fmt.Errorf("host %s: %w", h.Name, err)
 	}
 	cfg := c.Config()

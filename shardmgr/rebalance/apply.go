@@ -85,15 +85,14 @@ func (r ApplyResult) MarshalJSON() ([]byte, error) {
 // Apply returns the result with a *shardmgr.ShardErrors.
 func Apply(ctx context.Context, c *cluster.Cluster, opts ApplyOptions) (*ApplyResult, error) {
 	start := time.Now()
-	cfg := c.Config()
 	if opts.Parallel <= 0 {
 		opts.Parallel = 1
 	}
 	if opts.Plan.By == "" {
 		opts.Plan.By = ByCount
 	}
-	if opts.Plan.By != ByCount && opts.Plan.By != BySize {
-		return nil, fmt.Errorf("plan by %q: want count or size", opts.Plan.By)
+	if err := opts.Plan.check(); err != nil {
+		return nil, err
 	}
 	if opts.Wait <= 0 {
 		opts.Wait = DefaultApplyWait
@@ -122,7 +121,7 @@ func Apply(ctx context.Context, c *cluster.Cluster, opts ApplyOptions) (*ApplyRe
 	// The preflight, before anything changes: the plan as it would be
 	// made now, and the open moves, against the hosts of the cluster file
 	// (registered or not). A failed check refuses the whole apply.
-	if _, err := planRebalance(ctx, cfg, mo.catalog, mo.pool, opts.Plan, open); err != nil {
+	if _, err := planRebalance(ctx, c, mo.catalog, mo.pool, opts.Plan, open); err != nil {
 		return nil, err
 	}
 	if err := mo.hostsAgree(); err != nil {
@@ -149,7 +148,7 @@ func Apply(ctx context.Context, c *cluster.Cluster, opts ApplyOptions) (*ApplyRe
 		// Planned again now that the open moves are done; checked again
 		// too, for the modes of the moves (the hosts rarely change in
 		// between).
-		plan, err := planRebalance(ctx, cfg, mo.catalog, mo.pool, opts.Plan, nil)
+		plan, err := planRebalance(ctx, c, mo.catalog, mo.pool, opts.Plan, nil)
 		if err != nil {
 			return res, err
 		}
@@ -341,6 +340,9 @@ func (mo *mover) runEach(ctx context.Context, recs []*MoveRecord, opts ApplyOpti
 // asks it before it marks the host, so that a drain refused by the
 // preflight leaves no mark behind.
 func PlanApply(ctx context.Context, c *cluster.Cluster, opts ApplyOptions) (*Plan, error) {
+	if err := opts.Plan.check(); err != nil {
+		return nil, err
+	}
 	if opts.Parallel <= 0 {
 		opts.Parallel = 1
 	}
@@ -354,7 +356,7 @@ func PlanApply(ctx context.Context, c *cluster.Cluster, opts ApplyOptions) (*Pla
 	}
 	opts.Plan.Mode, opts.Plan.Parallel = opts.Move.Mode, opts.Parallel
 	opts.Plan.Migrations, opts.Plan.moving = opts.Move.Migrations, true
-	return planRebalance(ctx, c.Config(), cat, func(ctx context.Context, name string) (*pgxpool.Pool, error) {
+	return planRebalance(ctx, c, cat, func(ctx context.Context, name string) (*pgxpool.Pool, error) {
 		return c.HostPool(ctx, name, cluster.Session{})
 	}, opts.Plan, open)
 }

@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/shardid/shardid/internal/pgsession"
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/internal/fence"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
@@ -57,9 +57,10 @@ type snapshotSlot struct {
 }
 
 // createSnapshotSlot creates logical replication slot name (pgoutput) on
-// the database of dsn and keeps its exported snapshot open.
-func createSnapshotSlot(ctx context.Context, dsn, name string) (*snapshotSlot, error) {
-	cfg, err := pgsession.ParseConfig(dsn)
+// the database of host and keeps its exported snapshot open, on a
+// replication connection within the handle's budget.
+func createSnapshotSlot(ctx context.Context, c *cluster.Cluster, host, name string) (*snapshotSlot, error) {
+	cfg, err := c.HostConnConfig(host, cluster.Session{})
 	if err != nil {
 		return nil, err
 	}
@@ -169,8 +170,6 @@ func (mo *mover) copyAtSnapshot(ctx context.Context, mv *move, snapshot string, 
 	if err != nil {
 		return 0, fmt.Errorf("target %s: empty the tables: %w", mv.To, err)
 	}
-	srcHost, _ := mo.cfg.Host(mv.From)
-	dstHost, _ := mo.cfg.Host(mv.To)
 	// A piece is a table, or one range of a big table's key.
 	type piece struct{ table, where string }
 	var pieces []piece
@@ -202,7 +201,7 @@ func (mo *mover) copyAtSnapshot(ctx context.Context, mv *move, snapshot string, 
 			case <-gctx.Done():
 				return gctx.Err()
 			}
-			n, err := copyTableAt(gctx, srcHost.DSN, dstHost.DSN, mv.Schema, p.table, snapshot, p.where)
+			n, err := copyTableAt(gctx, mo.c, mv.From, mv.To, mv.Schema, p.table, snapshot, p.where)
 			if err != nil {
 				return fmt.Errorf("copy %s: %w", pgx.Identifier{mv.Schema, p.table}.Sanitize(), err)
 			}
@@ -337,22 +336,38 @@ func copyRangesOf(ctx context.Context, q shardmgr.Querier, schema, table string,
 	return ranges, nil
 }
 
-// copyTableAt streams one table from the source, read at snapshot, into
-// the target with binary COPY, on connections of its own (a copy never
-// waits for a pool another move's copy holds), the target's side in one
-// transaction past the fence.
+// copyTableAt streams one table from the source host from, read at
+// snapshot, into the target host to with binary COPY, on connections of
+// its own (a copy never waits for a pool another move's copy holds),
+// taken from the handle's budget together (a copy holding its source
+// never waits for its target), the target's side in one transaction past
+// the fence.
 // where, when not empty, limits the copy to one range of the table's key.
-func copyTableAt(ctx context.Context, srcDSN, dstDSN, schema, table, snapshot, where string) (int64, error) {
-	src, err := pg.Connect(ctx, srcDSN)
+func copyTableAt(ctx context.Context, c *cluster.Cluster, from, to, schema, table, snapshot, where string) (int64, error) {
+	srcCfg, err := c.HostConnConfig(from, cluster.Session{})
+	if err != nil {
+		return 0, err
+	}
+	dstCfg, err := c.HostConnConfig(to, cluster.Session{})
+	if err != nil {
+		return 0, err
+	}
+	rctx, release, err := c.Reserve(ctx, srcCfg, dstCfg)
+	if err != nil {
+		return 0, err
+	}
+	defer release()
+	src, err := pgx.ConnectConfig(rctx, srcCfg)
 	if err != nil {
 		return 0, fmt.Errorf("source: %w", err)
 	}
 	defer src.Close(context.WithoutCancel(ctx))
-	dst, err := pg.Connect(ctx, dstDSN)
+	dst, err := pgx.ConnectConfig(rctx, dstCfg)
 	if err != nil {
 		return 0, fmt.Errorf("target: %w", err)
 	}
 	defer dst.Close(context.WithoutCancel(ctx))
+	release()
 	list, err := copyColumns(ctx, src, schema, table)
 	if err != nil {
 		return 0, fmt.Errorf("source: %w", err)

@@ -82,7 +82,8 @@ type MoveOptions struct {
 	// Progress, when set, is called as a move advances. Calls for one move
 	// are serialised; several moves may call it concurrently.
 	Progress func(MoveProgress)
-	// Logger receives a line per phase. Nil discards them.
+	// Logger receives a line per phase. Nil means the handle's
+	// (cluster.WithLogger; it discards them unless told).
 	Logger *slog.Logger
 
 	// hooks are the tests' levers (move_hooks.go); zero in every other use.
@@ -198,6 +199,11 @@ func keepOf(opts MoveOptions) time.Duration {
 }
 
 func newMover(ctx context.Context, c *cluster.Cluster, opts MoveOptions) (*mover, error) {
+	// A move holds its lock session on the catalog, and copies with a
+	// source and a target connection at once.
+	if err := c.Need(2, "a move"); err != nil {
+		return nil, err
+	}
 	if opts.Mode == "" {
 		opts.Mode = MoveOnline
 	}
@@ -221,7 +227,7 @@ func newMover(ctx context.Context, c *cluster.Cluster, opts MoveOptions) (*mover
 	}
 	log := opts.Logger
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = c.Logger()
 	}
 	// The handle's catalog pool, once its schema suits a writer: a move
 	// never migrates the catalog (shardid init does), and refuses one
@@ -264,6 +270,42 @@ func (mo *mover) pool(ctx context.Context, name string) (*pgxpool.Pool, error) {
 // ErrNotCleaned: running the move again, Apply or Cleanup finishes it.
 // After the flip, moving the shard back is a move like any other.
 func MoveShard(ctx context.Context, c *cluster.Cluster, shard int, to string, opts MoveOptions) (*MoveResult, error) {
+	p, err := prepareMove(ctx, c, shard, to, opts)
+	if err != nil {
+		return nil, err
+	}
+	mo, plan, rec := p.mo, p.plan, p.rec
+	if rec == nil {
+		recs, err := mo.journal(ctx, plan.Moves)
+		if err != nil {
+			return nil, err
+		}
+		rec = recs[0]
+	}
+	res, err := mo.run(ctx, rec)
+	if res != nil {
+		if len(plan.Moves) > 0 {
+			res.ModeReason = plan.Moves[0].ModeReason
+		}
+	}
+	if err != nil && !errors.Is(err, ErrMoveBusy) && !errors.Is(err, errStopped) {
+		mo.stopSubscriptions(ctx, []*MoveRecord{rec})
+	}
+	return res, err
+}
+
+// preparedMove is what a move settles before it changes anything: the
+// mover, the plan of its one move (empty when it resumes rec, the
+// journaled move of the shard) with the preflight's checks.
+type preparedMove struct {
+	mo   *mover
+	plan *Plan
+	rec  *MoveRecord
+}
+
+// prepareMove checks a move of shard to host to and runs its preflight:
+// MoveShard's steps before the journal, which DryRunMove stops after.
+func prepareMove(ctx context.Context, c *cluster.Cluster, shard int, to string, opts MoveOptions) (*preparedMove, error) {
 	cfg := c.Config()
 	h, ok := cfg.Host(to)
 	if !ok {
@@ -303,30 +345,14 @@ func MoveShard(ctx context.Context, c *cluster.Cluster, shard int, to string, op
 		plan.Moves = nil
 	}
 	if !opts.skipPreflight {
-		if err := plan.preflight(ctx, cfg, mo.m, mo.pool, PlanOptions{Mode: opts.Mode, Parallel: 1, Migrations: opts.Migrations, moving: true}, open); err != nil {
+		if err := plan.preflight(ctx, mo.c, mo.m, mo.pool, PlanOptions{Mode: opts.Mode, Parallel: 1, Migrations: opts.Migrations, moving: true}, open); err != nil {
 			return nil, err
 		}
 	}
 	if err := mo.hostsAgree(); err != nil {
 		return nil, err
 	}
-	if rec == nil {
-		recs, err := mo.journal(ctx, plan.Moves)
-		if err != nil {
-			return nil, err
-		}
-		rec = recs[0]
-	}
-	res, err := mo.run(ctx, rec)
-	if res != nil {
-		if len(plan.Moves) > 0 {
-			res.ModeReason = plan.Moves[0].ModeReason
-		}
-	}
-	if err != nil && !errors.Is(err, ErrMoveBusy) && !errors.Is(err, errStopped) {
-		mo.stopSubscriptions(ctx, []*MoveRecord{rec})
-	}
-	return res, err
+	return &preparedMove{mo: mo, plan: plan, rec: rec}, nil
 }
 
 // hostsAgree refuses to work from a cluster file whose hosts the catalog
@@ -422,9 +448,9 @@ const moveLockClass int32 = 0x73686d76
 // managers never work on one move at once; the returned function releases
 // it. The lock goes with the session if the process dies.
 func (mo *mover) lockMove(ctx context.Context, rec *MoveRecord) (func(), error) {
-	conn, err := pg.Connect(ctx, mo.cfg.Catalog)
+	conn, err := mo.c.CatalogConn(ctx, cluster.Session{})
 	if err != nil {
-		return nil, fmt.Errorf("catalog: %w", err)
+		return nil, err
 	}
 	var ok bool
 	if err := conn.QueryRow(ctx, `SELECT pg_catalog.pg_try_advisory_lock($1, $2)`, moveLockClass, int32(rec.ID)).Scan(&ok); err != nil || !ok {

@@ -108,11 +108,15 @@ type Plan struct {
 // no move helps. Both are
 // deterministic: ties go to the lower host name and the higher shard id.
 func PlanRebalance(ctx context.Context, c *cluster.Cluster, opts PlanOptions) (*Plan, error) {
+	// Bad options are refused before anything connects.
+	if err := opts.check(); err != nil {
+		return nil, err
+	}
 	cat, err := c.Catalog(ctx, shardmgr.UseRead)
 	if err != nil {
 		return nil, err
 	}
-	return planRebalance(ctx, c.Config(), cat, func(ctx context.Context, name string) (*pgxpool.Pool, error) {
+	return planRebalance(ctx, c, cat, func(ctx context.Context, name string) (*pgxpool.Pool, error) {
 		return c.HostPool(ctx, name, cluster.Session{})
 	}, opts, nil)
 }
@@ -122,12 +126,13 @@ func PlanRebalance(ctx context.Context, c *cluster.Cluster, opts PlanOptions) (*
 // then runs the preflight for the plan's moves and the journaled moves
 // open (which keep their modes; planned moves of their shards are left
 // out of the checks).
-func planRebalance(ctx context.Context, cfg *shardmgr.Config, cat shardmgr.Querier, poolOf func(context.Context, string) (*pgxpool.Pool, error), opts PlanOptions, open []*MoveRecord) (*Plan, error) {
+func planRebalance(ctx context.Context, c *cluster.Cluster, cat shardmgr.Querier, poolOf func(context.Context, string) (*pgxpool.Pool, error), opts PlanOptions, open []*MoveRecord) (*Plan, error) {
+	cfg := c.Config()
 	if opts.By == "" {
 		opts.By = ByCount
 	}
-	if opts.By != ByCount && opts.By != BySize {
-		return nil, fmt.Errorf("plan by %q: want count or size", opts.By)
+	if err := opts.check(); err != nil {
+		return nil, err
 	}
 	m, err := shardmgr.ReadMap(ctx, cat)
 	if err != nil {
@@ -154,19 +159,19 @@ func planRebalance(ctx context.Context, cfg *shardmgr.Config, cat shardmgr.Queri
 	if err != nil {
 		return nil, err
 	}
-	return plan, plan.preflight(ctx, cfg, m, poolOf, opts, open)
+	return plan, plan.preflight(ctx, c, m, poolOf, opts, open)
 }
 
 // preflight checks the hosts for the plan's moves and the open ones, and
 // sets each planned move's mode.
-func (p *Plan) preflight(ctx context.Context, cfg *shardmgr.Config, m *shardmgr.ShardMap, poolOf func(context.Context, string) (*pgxpool.Pool, error), opts PlanOptions, open []*MoveRecord) error {
+func (p *Plan) preflight(ctx context.Context, c *cluster.Cluster, m *shardmgr.ShardMap, poolOf func(context.Context, string) (*pgxpool.Pool, error), opts PlanOptions, open []*MoveRecord) error {
 	if opts.Mode == "" {
 		opts.Mode = MoveOnline
 	}
 	planned := slices.DeleteFunc(slices.Clone(p.Moves), func(pm PlannedMove) bool {
 		return slices.ContainsFunc(open, func(r *MoveRecord) bool { return r.Shard == pm.Shard })
 	})
-	res, err := runPreflight(ctx, cfg, poolOf, movesToCheck(m, planned, opts.Mode, open), opts.Parallel)
+	res, err := runPreflight(ctx, c, poolOf, movesToCheck(m, planned, opts.Mode, open), opts.Parallel)
 	if err != nil {
 		return err
 	}
@@ -426,4 +431,15 @@ func abs64(v int64) int64 {
 		return -v
 	}
 	return v
+}
+
+// check refuses what no plan can be made with: an unknown By or Mode.
+func (o PlanOptions) check() error {
+	if o.By != "" && o.By != ByCount && o.By != BySize {
+		return fmt.Errorf("plan by %q: want count or size", o.By)
+	}
+	if o.Mode != "" && o.Mode != MoveOnline && o.Mode != MoveOffline && o.Mode != MoveAuto {
+		return fmt.Errorf("plan mode %q: want online, offline or auto", o.Mode)
+	}
+	return nil
 }

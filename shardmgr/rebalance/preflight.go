@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/shardid/shardid/internal/pgsession"
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 	"github.com/shardid/shardid/shardmgr/internal/shardmigrate"
 )
@@ -217,10 +217,10 @@ func isMissingDatabase(err error) bool {
 // exist yet (registering the host creates it, owned by the role, which
 // then has CREATE on it): through the postgres database of its server,
 // as the settings and what is in use are the server's.
-func readNewHostFacts(ctx context.Context, dsn string, ours []string) (*hostFacts, error) {
-	cc, err := pgsession.ParseConfig(dsn)
+func readNewHostFacts(ctx context.Context, c *cluster.Cluster, host string, ours []string) (*hostFacts, error) {
+	cc, err := c.HostConnConfig(host, cluster.Session{})
 	if err != nil {
-		return nil, fmt.Errorf("cannot parse DSN: %w", err)
+		return nil, err
 	}
 	cc.Database = "postgres"
 	conn, err := pgx.ConnectConfig(ctx, cc)
@@ -303,8 +303,9 @@ type preflightResult struct {
 // parallel moves at once. Moves in auto mode go online where they can and
 // offline, with the reason, where they cannot; the checks are then made
 // for the moves that stay online.
-func runPreflight(ctx context.Context, cfg *shardmgr.Config, poolOf func(context.Context, string) (*pgxpool.Pool, error), moves []preflightMove, parallel int) (*preflightResult, error) {
+func runPreflight(ctx context.Context, c *cluster.Cluster, poolOf func(context.Context, string) (*pgxpool.Pool, error), moves []preflightMove, parallel int) (*preflightResult, error) {
 	parallel = max(parallel, 1)
+	cfg := c.Config()
 	res := &preflightResult{Modes: map[int]MoveMode{}, Reasons: map[int]string{}}
 	schemasOn := map[string][]string{}
 	oursOn := map[string][]string{}
@@ -335,8 +336,8 @@ func runPreflight(ctx context.Context, cfg *shardmgr.Config, poolOf func(context
 			if err == nil {
 				f, err = readHostFacts(gctx, db, oursOn[h], schemasOn[h])
 			}
-			if hc, ok := cfg.Host(h); ok && isMissingDatabase(err) && len(schemasOn[h]) == 0 {
-				f, err = readNewHostFacts(gctx, hc.DSN, oursOn[h])
+			if _, ok := cfg.Host(h); ok && isMissingDatabase(err) && len(schemasOn[h]) == 0 {
+				f, err = readNewHostFacts(gctx, c, h, oursOn[h])
 			}
 			if err != nil {
 				return fmt.Errorf("preflight: host %s: %w", h, err)

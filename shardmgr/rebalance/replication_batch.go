@@ -61,8 +61,7 @@ func (mo *mover) copyBatch(ctx context.Context, b *batch) error {
 	if err := dropSlot(ctx, src, b.name); err != nil {
 		return fmt.Errorf("source %s: %w", first.From, err)
 	}
-	h, _ := mo.cfg.Host(first.From)
-	slot, err := createSnapshotSlot(ctx, h.DSN, b.name)
+	slot, err := createSnapshotSlot(ctx, mo.c, first.From, b.name)
 	if err != nil {
 		return fmt.Errorf("source %s: %w", first.From, err)
 	}

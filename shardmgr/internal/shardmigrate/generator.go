@@ -43,7 +43,8 @@ type GeneratorOptions struct {
 	// Progress and Waiting are as in Options.
 	Progress func(HostProgress)
 	Waiting  func(LockWait)
-	// Logger receives a line per shard upgraded. Nil discards them.
+	// Logger receives a line per shard upgraded. Nil means the handle's
+	// (cluster.WithLogger; it discards them unless told).
 	Logger *slog.Logger
 }
 
@@ -130,7 +131,7 @@ func UpgradeGenerators(ctx context.Context, c *cluster.Cluster, opts GeneratorOp
 	}
 	log := opts.Logger
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = c.Logger()
 	}
 	m, err := c.Map(ctx, shardmgr.UseWrite)
 	if err != nil {

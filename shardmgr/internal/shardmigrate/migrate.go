@@ -88,7 +88,8 @@ type Options struct {
 	// Waiting, when set, is called when a shard is locked by another run
 	// and this one starts to wait for it. Calls are serialised.
 	Waiting func(LockWait)
-	// Logger receives a line per shard migrated. Nil discards them.
+	// Logger receives a line per shard migrated. Nil means the handle's
+	// (cluster.WithLogger; it discards them unless told).
 	Logger *slog.Logger
 }
 
@@ -375,7 +376,7 @@ func runMigrations(ctx context.Context, c *cluster.Cluster, shards []shardmgr.Sh
 	}
 	log := opts.Logger
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = c.Logger()
 	}
 	f := fanOut[ShardMigration]{
 		op: "migrate " + string(opts.Direction), workers: opts.Workers, failFast: opts.FailFast, progress: opts.Progress,
