@@ -150,6 +150,10 @@ const GeneratorSQLState = "SIDGC"
 // ErrGenerator is a Params.Generator that is none of the three forms.
 var ErrGenerator = errors.New("unknown generator (want auto, plpgsql or c)")
 
+// serverClock is the generator's clock, Params.Clock's default: the
+// server's clock_timestamp(), which no session can set.
+const serverClock = "pg_catalog.floor(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.*) 1000)::bigint"
+
 // clockFunctionRE is the clock the C generator can take: a function name.
 var clockFunctionRE = regexp.MustCompile(`^([a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*)\(\)$`)
 
@@ -250,7 +254,7 @@ func (p Params) withDefaults() (Params, error) {
 	default:
 		return p, fmt.Errorf("%w: %q", ErrGenerator, p.Generator)
 	}
-	if p.Clock != "" && !clockFunctionRE.MatchString(p.Clock) {
+	if p.Clock != "" && p.Clock != serverClock && !clockFunctionRE.MatchString(p.Clock) {
 		// A test clock the C generator cannot call: PL/pgSQL's alone.
 		if p.Generator == GeneratorC && p.Variant == Safe {
 			return p, fmt.Errorf("%w: the C generator's clock must be a function, schema.name(), not %q", ErrGenerator, p.Clock)
@@ -287,7 +291,7 @@ func (p Params) withDefaults() (Params, error) {
 		return p, err
 	}
 	if p.Clock == "" {
-		p.Clock = "pg_catalog.floor(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.*) 1000)::bigint"
+		p.Clock = serverClock
 	}
 	return p, nil
 }
