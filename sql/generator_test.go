@@ -118,7 +118,9 @@ func TestRenderRejectsBadParams(t *testing.T) {
 
 // Two sessions bulk-inserting a million rows each into one shard serve far
 // more than 1024 ids per millisecond: the case that breaks Instagram's scheme.
-func TestSafeBulkConcurrentInsertsNoDuplicates(t *testing.T) { forEachGenerator(t, testSafeBulkConcurrentInsertsNoDuplicates) }
+func TestSafeBulkConcurrentInsertsNoDuplicates(t *testing.T) {
+	forEachGenerator(t, testSafeBulkConcurrentInsertsNoDuplicates)
+}
 
 func testSafeBulkConcurrentInsertsNoDuplicates(t *testing.T, gen string) {
 	ctx := context.Background()
@@ -171,7 +173,9 @@ func TestInstagramSchemeRepeatsAboveRate(t *testing.T) {
 
 // Many sessions calling next_id() one id at a time, as an application does:
 // ids are unique and strictly increase in the order each session gets them.
-func TestSafeManySessionsUniqueAndIncreasing(t *testing.T) { forEachGenerator(t, testSafeManySessionsUniqueAndIncreasing) }
+func TestSafeManySessionsUniqueAndIncreasing(t *testing.T) {
+	forEachGenerator(t, testSafeManySessionsUniqueAndIncreasing)
+}
 
 func testSafeManySessionsUniqueAndIncreasing(t *testing.T, gen string) {
 	ctx := context.Background()
@@ -388,7 +392,9 @@ func testSafeTimeBitsTrackTheClock(t *testing.T, gen string) {
 	require.LessOrEqual(t, lags[len(lags)*99/100], int64(2), "p99 lag within the 1 ms pull-up threshold plus one tick")
 }
 
-func TestOtherLayoutAndDecodeHelpers(t *testing.T) { forEachGenerator(t, testOtherLayoutAndDecodeHelpers) }
+func TestOtherLayoutAndDecodeHelpers(t *testing.T) {
+	forEachGenerator(t, testOtherLayoutAndDecodeHelpers)
+}
 
 func testOtherLayoutAndDecodeHelpers(t *testing.T, gen string) {
 	ctx := context.Background()
@@ -462,7 +468,9 @@ func TestSQLIsPsqlRunnable(t *testing.T) {
 // generator's point of view that is the same as serving far more than 1024
 // ids per millisecond, with a clock stepping back and forth, while four
 // sessions draw ids concurrently and the pull-up races them.
-func TestSafeConcurrentWithFrozenAndJumpingClock(t *testing.T) { forEachGenerator(t, testSafeConcurrentWithFrozenAndJumpingClock) }
+func TestSafeConcurrentWithFrozenAndJumpingClock(t *testing.T) {
+	forEachGenerator(t, testSafeConcurrentWithFrozenAndJumpingClock)
+}
 
 func testSafeConcurrentWithFrozenAndJumpingClock(t *testing.T, gen string) {
 	ctx := context.Background()

@@ -48,7 +48,9 @@ func TestNextIDIsInlined(t *testing.T) {
 // an id from it, at the clock. Afterwards the session
 // holds no advisory lock (a leaked shared lock would stop every later
 // pull-up of the shard).
-func TestLaggingValueIsReplacedAtTheClock(t *testing.T) { forEachGenerator(t, testLaggingValueIsReplacedAtTheClock) }
+func TestLaggingValueIsReplacedAtTheClock(t *testing.T) {
+	forEachGenerator(t, testLaggingValueIsReplacedAtTheClock)
+}
 
 func testLaggingValueIsReplacedAtTheClock(t *testing.T, gen string) {
 	ctx := context.Background()
