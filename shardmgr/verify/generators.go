@@ -27,7 +27,7 @@ type GeneratorCount struct {
 	Kind   string `json:"kind"`
 	Count  int    `json:"count"`
 	Shards string `json:"shards"` // as shardmgr.FormatShardList writes them
-	ids    []int
+	ids    []int  // while counting
 }
 
 // readGeneratorLanguages maps each schema holding a next_id() to the
@@ -87,5 +87,6 @@ func (r *Report) finishGenerators() {
 		g.ids = slices.Compact(g.ids)
 		g.Count = len(g.ids)
 		g.Shards = shardmgr.FormatShardList(g.ids)
+		g.ids = nil
 	}
 }
