@@ -40,6 +40,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -214,6 +215,7 @@ shardid_counter_raise(PG_FUNCTION_ARGS)
 /* What a shard's next_id() reads once per backend (until invalidated). */
 typedef struct layout
 {
+	Oid			fn;				/* hash key: the function */
 	uint64		generation;
 	Oid			counter;
 	int64		shard;
@@ -291,23 +293,52 @@ load_layout(Oid fn, layout *l)
 	l->generation = generation;
 }
 
+/*
+ * The backend's layouts by function: a statement's FmgrInfo lives as long
+ * as the statement, and reading the marker comment (an index scan of
+ * pg_description) for every single-row INSERT would cost more than the id.
+ * Entries are never removed, only reloaded, so fn_extra may point at one.
+ */
+static HTAB *layouts = NULL;
+
+static layout *
+layout_of(FunctionCallInfo fcinfo)
+{
+	layout	   *l = (layout *) fcinfo->flinfo->fn_extra;
+	bool		found;
+
+	if (l == NULL)
+	{
+		if (layouts == NULL)
+		{
+			HASHCTL		ctl;
+
+			ctl.keysize = sizeof(Oid);
+			ctl.entrysize = sizeof(layout);
+			layouts = hash_create("shardid layouts", 16, &ctl, HASH_ELEM | HASH_BLOBS);
+		}
+		l = hash_search(layouts, &fcinfo->flinfo->fn_oid, HASH_ENTER, &found);
+		if (!found)
+			l->generation = 0;
+		fcinfo->flinfo->fn_extra = l;
+	}
+	if (l->generation != cache_generation)
+	{
+		l->generation = 0;		/* a failed load leaves it stale */
+		load_layout(fcinfo->flinfo->fn_oid, l);
+	}
+	return l;
+}
+
 PG_FUNCTION_INFO_V1(shardid_next_id);
 
 /* A shard's next_id(): see the comment at the top. */
 Datum
 shardid_next_id(PG_FUNCTION_ARGS)
 {
-	layout	   *l = (layout *) fcinfo->flinfo->fn_extra;
+	layout	   *l = layout_of(fcinfo);
 	int64		v,
 				ms;
-
-	if (l == NULL)
-	{
-		l = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(layout));
-		fcinfo->flinfo->fn_extra = l;
-	}
-	if (l->generation != cache_generation)
-		load_layout(fcinfo->flinfo->fn_oid, l);
 
 	v = nextval_internal(l->counter, true);
 	ms = now_ms() - l->epoch;
