@@ -61,7 +61,7 @@ func TestVerifyHealthy(t *testing.T) {
 
 	b, err := json.Marshal(rep)
 	require.NoError(t, err)
-	require.JSONEq(t, `{"ok":true,"problems":[]}`, string(b))
+	require.JSONEq(t, `{"ok":true,"problems":[],"generators":[{"kind":"plpgsql","count":6,"shards":"0-5"}]}`, string(b))
 }
 
 func TestVerifyFindsEveryProblem(t *testing.T) {
