@@ -90,3 +90,13 @@ func (r *Report) finishGenerators() {
 		g.ids = nil
 	}
 }
+
+// runsC reports whether shard's generator on hs is the C one, which takes
+// no advisory lock: a session holding the shard's exclusive lock does not
+// block its next_id(), only next_id_advance and a move's clamp.
+func (v *verifier) runsC(hs *hostScan, shard int) bool {
+	if v.m == nil || shard < 0 || shard >= len(v.m.Shards) {
+		return false
+	}
+	return hs.languages[v.m.Shards[shard].Schema] == "c"
+}
