@@ -109,10 +109,12 @@ now_ms(void)
  * raise_counter moves the sequence's last value to target when it is below,
  * atomically with every concurrent nextval (both hold the page's exclusive
  * buffer lock), and never past the sequence's MAXVALUE (a move's clamp lowers
- * it: fence.ClampCounter). Returns the last value after.
+ * it: fence.ClampCounter): a target beyond it is an error, as for setval, or
+ * with cap the counter stops at MAXVALUE, where the next nextval reports the
+ * sequence exhausted. Returns the last value after.
  */
 static int64
-raise_counter(Oid relid, int64 target)
+raise_counter(Oid relid, int64 target, bool cap)
 {
 	Relation	rel = relation_open(relid, RowExclusiveLock);
 	Buffer		buf;
@@ -136,6 +138,10 @@ raise_counter(Oid relid, int64 target)
 		elog(ERROR, "cache lookup failed for sequence %u", relid);
 	seqmax = ((Form_pg_sequence) GETSTRUCT(pgs))->seqmax;
 	ReleaseSysCache(pgs);
+	if (target > seqmax && !cap)
+		ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+						errmsg("shardid counter raise: value " INT64_FORMAT " is out of bounds for sequence \"%s\" (..%s)",
+							   target, RelationGetRelationName(rel), psprintf(INT64_FORMAT, seqmax))));
 	if (target > seqmax)
 		target = seqmax;
 
@@ -209,7 +215,7 @@ shardid_counter_raise(PG_FUNCTION_ARGS)
 	if (pg_class_aclcheck(relid, GetUserId(), ACL_UPDATE) != ACLCHECK_OK)
 		ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 						errmsg("permission denied for sequence %s", get_rel_name(relid))));
-	PG_RETURN_INT64(raise_counter(relid, target));
+	PG_RETURN_INT64(raise_counter(relid, target, false));
 }
 
 /* What a shard's next_id() reads once per backend (until invalidated). */
@@ -347,7 +353,7 @@ shardid_next_id(PG_FUNCTION_ARGS)
 		int64		target = ms << l->seqbits;
 
 		if (target <= l->counter_max)
-			(void) raise_counter(l->counter, target);
+			(void) raise_counter(l->counter, target, true);
 		v = nextval_internal(l->counter, true);
 	}
 	PG_RETURN_INT64(((v >> l->seqbits) << (l->shardbits + l->seqbits)) |
