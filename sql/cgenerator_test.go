@@ -245,3 +245,28 @@ func TestCGeneratorIsOneCall(t *testing.T) {
 	require.Contains(t, plan, "shard_0014.next_id()")
 	require.NotContains(t, plan, "advisory")
 }
+
+// counter_raise, the movers' setval where the extension is installed, only
+// ever moves the counter forward, and refuses a value beyond MAXVALUE as
+// setval does (a move's clamp lowers MAXVALUE).
+func TestCounterRaiseIsForwardOnlyAndBounded(t *testing.T) {
+	ctx := context.Background()
+	pool := newShard(t, shsql.Params{Generator: shsql.GeneratorC, Shard: 24})
+	raise := func(target int64) (int64, error) {
+		var last int64
+		err := pool.QueryRow(ctx, "SELECT shardid_ext.counter_raise('shard_0024.next_id_counter', $1)", target).Scan(&last)
+		return last, err
+	}
+	id := drawIDs(t, pool, "shard_0024.next_id", 1)[0]
+	now := id>>23<<10 | id&1023
+	last, err := raise(5)
+	require.NoError(t, err)
+	require.Equal(t, now, last, "a raise below the counter changes nothing")
+	last, err = raise(now + 10_000_000)
+	require.NoError(t, err)
+	require.Equal(t, now+10_000_000, last, "10 s of ids ahead of the clock")
+	next := drawIDs(t, pool, "shard_0024.next_id", 1)[0]
+	require.Equal(t, now+10_000_001, next>>23<<10|next&1023)
+	_, err = raise(1 << 50)
+	requireSQLState(t, err, pgerrcode.NumericValueOutOfRange)
+}
