@@ -45,11 +45,13 @@ bench:
 # The optional C generator (ext/shardid): built with PGXS against the installed
 # server (its headers pinned to its exact version by scripts/ensure-pgdev) and
 # installed into it, where shardid init finds it (pg_available_extensions).
-# Installing writes under /usr/lib/postgresql: run as root (or with sudo).
+# Installing writes under /usr/lib/postgresql: as root, or through sudo.
 PG_CONFIG ?= $(lastword $(sort $(wildcard /usr/lib/postgresql/*/bin/pg_config)))
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 ext:
 	./scripts/ensure-pgdev
-	$(MAKE) -C ext/shardid PG_CONFIG=$(PG_CONFIG) install
+	$(MAKE) -C ext/shardid PG_CONFIG=$(PG_CONFIG)
+	$(SUDO) $(MAKE) -C ext/shardid PG_CONFIG=$(PG_CONFIG) install
 
 # Cross-builds linux and darwin, amd64 and arm64, into dist/ with the version
 # stamped (VERSION=v0.2.0 make release, else git describe) and SHA256SUMS.
