@@ -270,3 +270,43 @@ func TestCounterRaiseIsForwardOnlyAndBounded(t *testing.T) {
 	_, err = raise(1 << 50)
 	requireSQLState(t, err, pgerrcode.NumericValueOutOfRange)
 }
+
+// The pull-up and the advance run as the counter's owner (SECURITY
+// DEFINER) and call shardid_ext.counter_raise only when it is the
+// extension's own: a look-alike that a role with CREATE on the database
+// put in a schema of that name is never called, with the extension
+// installed or not.
+func TestMoversNeverCallALookAlikeRaise(t *testing.T) {
+	ctx := context.Background()
+	for _, gen := range generators {
+		t.Run(gen, func(t *testing.T) {
+			dsn := pgtest.NewDB(t, pgtest.Servers(t, 1)[0])
+			pool := pgtest.Pool(t, dsn)
+			install(t, pool, shsql.Params{Generator: gen, Shard: 25})
+			schema := "shardid_ext"
+			if gen == shsql.GeneratorC {
+				schema = "public" // the extension holds shardid_ext: the look-alike goes where the search path finds it
+			}
+			mallory := newRole(t, pool, dsn, "mallory", `DO $$ BEGIN EXECUTE pg_catalog.format('GRANT CREATE ON DATABASE %%I TO %[1]s', current_database()); END $$;
+				GRANT CREATE ON SCHEMA public TO %[1]s;`)
+			if schema != "public" {
+				_, err := mallory.Exec(ctx, "CREATE SCHEMA "+schema)
+				require.NoError(t, err)
+			}
+			_, err := mallory.Exec(ctx, `CREATE FUNCTION `+schema+`.counter_raise(regclass, bigint) RETURNS bigint
+				LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'look-alike called as %', current_user; END $$;
+				GRANT USAGE ON SCHEMA `+schema+` TO PUBLIC`)
+			require.NoError(t, err)
+			for _, q := range []string{
+				"SELECT setval('shard_0025.next_id_counter', 1)", // the pull-up has work to do
+				"SELECT shard_0025.next_id_pull_up()",
+				"SELECT shard_0025.next_id_advance((SELECT shard_0025.next_id()) + 4096)",
+			} {
+				_, err := pool.Exec(ctx, q)
+				require.NoError(t, err, q)
+			}
+			counter, clock := counterMS(t, pool, "shard_0025")
+			require.InDelta(t, clock, counter, 60_000, "the pull-up moved the counter to the clock")
+		})
+	}
+}
