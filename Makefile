@@ -11,14 +11,16 @@ GO ?= go
 PREFIX ?=
 BINDIR ?= $(if $(PREFIX),$(PREFIX)/bin,$(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin))
 
-.PHONY: demo test build install bench lint release
+.PHONY: demo test build install bench lint release ext
 
 demo:
 	./scripts/ensure-postgres
+	$(MAKE) ext
 	$(GO) run ./cmd/shardid demo
 
 test: lint
 	./scripts/ensure-postgres
+	$(MAKE) ext
 	./scripts/ensure-faketime   # the failover tests run a standby under libfaketime
 	$(GO) test -race -count=1 -timeout 60m ./...   # a bound on a hang: a loaded machine took over 30m
 
@@ -38,7 +40,19 @@ install:
 
 bench:
 	./scripts/ensure-postgres
+	$(MAKE) ext
 	$(GO) run ./cmd/shardid bench
+
+# The optional C generator (ext/shardid): built with PGXS against the installed
+# server (its headers pinned to its exact version by scripts/ensure-pgdev) and
+# installed into it, where shardid init finds it (pg_available_extensions).
+# Installing writes under /usr/lib/postgresql: as root, or through sudo.
+PG_CONFIG ?= $(lastword $(sort $(wildcard /usr/lib/postgresql/*/bin/pg_config)))
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+ext:
+	./scripts/ensure-pgdev
+	$(MAKE) -C ext/shardid PG_CONFIG=$(PG_CONFIG)
+	$(SUDO) $(MAKE) -C ext/shardid PG_CONFIG=$(PG_CONFIG) install
 
 # Cross-builds linux and darwin, amd64 and arm64, into dist/ with the version
 # stamped (VERSION=v0.2.0 make release, else git describe) and SHA256SUMS.

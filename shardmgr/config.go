@@ -62,6 +62,16 @@ type Config struct {
 	// to the cluster file's own directory (see MigrationsDir); commands
 	// that need it use it when not told another. Empty: none named.
 	Migrations string `yaml:"migrations"`
+	// Generator is the form of the shards' next_id(): auto (empty means
+	// auto), plpgsql or c (sql.Params.Generator). auto installs the
+	// shardid extension's C generator in a host database where the
+	// extension is created and the host's role is a superuser, the
+	// PL/pgSQL generator elsewhere; c makes init create the extension on
+	// every host (the server must offer it: make ext) and fails where it
+	// cannot; plpgsql never uses it. Changing it and running init
+	// switches the installed shards; ids stay unique
+	// (docs/uniqueness.md#the-c-generator).
+	Generator string `yaml:"generator"`
 
 	// Path is the file the configuration was loaded from, for messages.
 	Path string `yaml:"-"`
@@ -241,6 +251,11 @@ func (c *Config) ValidateCluster() error {
 	var ee *shsql.EpochError
 	if err := shsql.CheckEpoch(c.EpochMS, 63-shsql.DefaultShardBits-shsql.DefaultSeqBits, time.Now()); c.EpochMS != 0 && errors.As(err, &ee) {
 		add("epoch_ms: %d %s", c.EpochMS, ee.Reason)
+	}
+	switch c.Generator {
+	case "", shsql.GeneratorAuto, shsql.GeneratorPLpgSQL, shsql.GeneratorC:
+	default:
+		add("generator: %s must be auto, plpgsql or c", quoteInput(c.Generator))
 	}
 	if c.Catalog == "" {
 		add("catalog: missing (the DSN of the catalog database)")

@@ -11,6 +11,14 @@
 // Instagram's 2012 function, kept for compatibility and comparison with its
 // hazards documented.
 //
+// The safe generator's next_id() comes in two forms on the same counter
+// (Params.Generator): the PL/pgSQL one above, the default, which works on
+// every PostgreSQL; and the shardid extension's C function (ext/shardid),
+// lock-free, as fast as a bare sequence, installed where the extension is
+// created in the database and the role is a superuser (GeneratorAuto) or
+// on request (GeneratorC). Switching between them keeps every id unique
+// (docs/uniqueness.md#the-c-generator).
+//
 //	ddl, err := sql.Render(sql.Params{Shard: 5})
 //	// CREATE TABLE shard_0005.likes (id bigint PRIMARY KEY DEFAULT shard_0005.next_id(), ...)
 //

@@ -33,12 +33,17 @@ func newShard(t *testing.T, p shsql.Params) *pgxpool.Pool {
 	return pool
 }
 
+// install runs the generator's SQL; for the C generator it creates the
+// extension in the database first (make ext installs it into the server).
 func install(t *testing.T, pool *pgxpool.Pool, p shsql.Params) {
 	t.Helper()
 	ddl, err := shsql.Render(p)
 	require.NoError(t, err)
-	_, err = pool.Exec(context.Background(), ddl)
+	_, err = pool.Exec(context.Background(), createExtension(p.Generator)+ddl)
 	require.NoError(t, err)
+	if p.Variant == "" || p.Variant == shsql.Safe {
+		requireGenerator(t, pool, p.Schema, p.Shard, p.Generator)
+	}
 }
 
 // decode splits an id of the default layout.
@@ -114,8 +119,12 @@ func TestRenderRejectsBadParams(t *testing.T) {
 // Two sessions bulk-inserting a million rows each into one shard serve far
 // more than 1024 ids per millisecond: the case that breaks Instagram's scheme.
 func TestSafeBulkConcurrentInsertsNoDuplicates(t *testing.T) {
+	forEachGenerator(t, testSafeBulkConcurrentInsertsNoDuplicates)
+}
+
+func testSafeBulkConcurrentInsertsNoDuplicates(t *testing.T, gen string) {
 	ctx := context.Background()
-	pool := newShard(t, shsql.Params{Shard: 7})
+	pool := newShard(t, shsql.Params{Generator: gen, Shard: 7})
 	_, err := pool.Exec(ctx, "CREATE TABLE shard_0007.likes (id bigint DEFAULT shard_0007.next_id(), session int)")
 	require.NoError(t, err)
 	var g errgroup.Group
@@ -165,8 +174,12 @@ func TestInstagramSchemeRepeatsAboveRate(t *testing.T) {
 // Many sessions calling next_id() one id at a time, as an application does:
 // ids are unique and strictly increase in the order each session gets them.
 func TestSafeManySessionsUniqueAndIncreasing(t *testing.T) {
+	forEachGenerator(t, testSafeManySessionsUniqueAndIncreasing)
+}
+
+func testSafeManySessionsUniqueAndIncreasing(t *testing.T, gen string) {
 	ctx := context.Background()
-	pool := newShard(t, shsql.Params{Shard: 11})
+	pool := newShard(t, shsql.Params{Generator: gen, Shard: 11})
 	const sessions, perSession = 16, 1500
 	all := make([][]int64, sessions)
 	var g errgroup.Group
@@ -228,10 +241,12 @@ func drawIDs(t *testing.T, pool *pgxpool.Pool, fn string, n int) []int64 {
 	return ids
 }
 
-func TestSafeClockStepsBack(t *testing.T) {
+func TestSafeClockStepsBack(t *testing.T) { forEachGenerator(t, testSafeClockStepsBack) }
+
+func testSafeClockStepsBack(t *testing.T, gen string) {
 	pool := pgtest.Pool(t, pgtest.NewDB(t, pgtest.Servers(t, 1)[0]))
 	setClock := testClock(t, pool)
-	install(t, pool, shsql.Params{Shard: 2, Clock: "public.test_now_ms()"})
+	install(t, pool, shsql.Params{Generator: gen, Shard: 2, Clock: "public.test_now_ms()"})
 	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC).UnixMilli()
 
 	setClock(t0)
@@ -267,16 +282,18 @@ func TestInstagramRepeatsWhenClockStepsBack(t *testing.T) {
 	require.True(t, dup, "the published function repeats an id within one clock millisecond")
 }
 
-func TestSafeSurvivesCrashRestart(t *testing.T) {
+func TestSafeSurvivesCrashRestart(t *testing.T) { forEachGenerator(t, testSafeSurvivesCrashRestart) }
+
+func testSafeSurvivesCrashRestart(t *testing.T, gen string) {
 	ctx := context.Background()
 	server := pgtest.Own(t, localpg.Options{})
 	dsn, err := server.CreateDatabase(ctx, "app")
 	require.NoError(t, err)
 	conn, err := pgx.Connect(ctx, dsn)
 	require.NoError(t, err)
-	ddl, err := shsql.Render(shsql.Params{Shard: 9})
+	ddl, err := shsql.Render(shsql.Params{Generator: gen, Shard: 9})
 	require.NoError(t, err)
-	_, err = conn.Exec(ctx, ddl+`;CREATE TABLE shard_0009.t (id bigint PRIMARY KEY DEFAULT shard_0009.next_id());
+	_, err = conn.Exec(ctx, createExtension(gen)+ddl+`;CREATE TABLE shard_0009.t (id bigint PRIMARY KEY DEFAULT shard_0009.next_id());
 		INSERT INTO shard_0009.t SELECT FROM generate_series(1, 200000);`)
 	require.NoError(t, err)
 	// Push the counter ahead of the clock, as a burst or a clock step would:
@@ -306,9 +323,11 @@ func TestSafeSurvivesCrashRestart(t *testing.T) {
 	require.EqualValues(t, 301_000, total)
 }
 
-func TestSafeReinstallNeverResets(t *testing.T) {
+func TestSafeReinstallNeverResets(t *testing.T) { forEachGenerator(t, testSafeReinstallNeverResets) }
+
+func testSafeReinstallNeverResets(t *testing.T, gen string) {
 	ctx := context.Background()
-	p := shsql.Params{Shard: 4}
+	p := shsql.Params{Generator: gen, Shard: 4}
 	pool := newShard(t, p)
 	// Someone "tunes" the counter with a cache: values would come out of
 	// order across sessions. Re-installing must put it back to CACHE 1.
@@ -326,9 +345,11 @@ func TestSafeReinstallNeverResets(t *testing.T) {
 // A shard restored from a backup taken before its last ids were handed out
 // has a counter behind ids stored elsewhere; next_id_advance carries the
 // state over so that no stored id can come again.
-func TestSafeAdvanceAfterRestore(t *testing.T) {
+func TestSafeAdvanceAfterRestore(t *testing.T) { forEachGenerator(t, testSafeAdvanceAfterRestore) }
+
+func testSafeAdvanceAfterRestore(t *testing.T, gen string) {
 	ctx := context.Background()
-	pool := newShard(t, shsql.Params{Shard: 6})
+	pool := newShard(t, shsql.Params{Generator: gen, Shard: 6})
 	future := (time.Now().Add(24*time.Hour).UnixMilli()-shsql.DefaultEpoch)<<23 | 6<<10 | 1000
 	_, err := pool.Exec(ctx, "SELECT setval('shard_0006.next_id_counter', 1)") // the reset
 	require.NoError(t, err)
@@ -347,9 +368,11 @@ func TestSafeAdvanceAfterRestore(t *testing.T) {
 
 // At ordinary rates the time bits track the clock closely; the bound we
 // document (docs/uniqueness.md) is checked here.
-func TestSafeTimeBitsTrackTheClock(t *testing.T) {
+func TestSafeTimeBitsTrackTheClock(t *testing.T) { forEachGenerator(t, testSafeTimeBitsTrackTheClock) }
+
+func testSafeTimeBitsTrackTheClock(t *testing.T, gen string) {
 	ctx := context.Background()
-	pool := newShard(t, shsql.Params{Shard: 12})
+	pool := newShard(t, shsql.Params{Generator: gen, Shard: 12})
 	conn, err := pool.Acquire(ctx)
 	require.NoError(t, err)
 	defer conn.Release()
@@ -370,8 +393,12 @@ func TestSafeTimeBitsTrackTheClock(t *testing.T) {
 }
 
 func TestOtherLayoutAndDecodeHelpers(t *testing.T) {
+	forEachGenerator(t, testOtherLayoutAndDecodeHelpers)
+}
+
+func testOtherLayoutAndDecodeHelpers(t *testing.T, gen string) {
 	ctx := context.Background()
-	pool := newShard(t, shsql.Params{Shard: 1000, TimeBits: 41, ShardBits: 10, SeqBits: 12, Schema: "app_1000"})
+	pool := newShard(t, shsql.Params{Generator: gen, Shard: 1000, TimeBits: 41, ShardBits: 10, SeqBits: 12, Schema: "app_1000"})
 	var id int64
 	var shard, seq int32
 	var ts time.Time
@@ -387,12 +414,14 @@ func TestOtherLayoutAndDecodeHelpers(t *testing.T) {
 
 // A role that may only insert into a table (and use its schema) can use the
 // DEFAULT, including the pull-up path, which needs the counter's owner.
-func TestPrivilegesInsertOnlyRole(t *testing.T) {
+func TestPrivilegesInsertOnlyRole(t *testing.T) { forEachGenerator(t, testPrivilegesInsertOnlyRole) }
+
+func testPrivilegesInsertOnlyRole(t *testing.T, gen string) {
 	ctx := context.Background()
 	server := pgtest.Servers(t, 1)[0]
 	dsn := pgtest.NewDB(t, server)
 	pool := pgtest.Pool(t, dsn)
-	install(t, pool, shsql.Params{Shard: 8})
+	install(t, pool, shsql.Params{Generator: gen, Shard: 8})
 	role := fmt.Sprintf("app_%d", time.Now().UnixNano())
 	_, err := pool.Exec(ctx, fmt.Sprintf(`CREATE TABLE shard_0008.t (id bigint PRIMARY KEY DEFAULT shard_0008.next_id(), v int);
 		CREATE ROLE %[1]s LOGIN; GRANT USAGE ON SCHEMA shard_0008 TO %[1]s; GRANT INSERT ON shard_0008.t TO %[1]s;
@@ -440,10 +469,14 @@ func TestSQLIsPsqlRunnable(t *testing.T) {
 // ids per millisecond, with a clock stepping back and forth, while four
 // sessions draw ids concurrently and the pull-up races them.
 func TestSafeConcurrentWithFrozenAndJumpingClock(t *testing.T) {
+	forEachGenerator(t, testSafeConcurrentWithFrozenAndJumpingClock)
+}
+
+func testSafeConcurrentWithFrozenAndJumpingClock(t *testing.T, gen string) {
 	ctx := context.Background()
 	pool := pgtest.Pool(t, pgtest.NewDB(t, pgtest.Servers(t, 1)[0]))
 	setClock := testClock(t, pool)
-	install(t, pool, shsql.Params{Shard: 13, Clock: "public.test_now_ms()"})
+	install(t, pool, shsql.Params{Generator: gen, Shard: 13, Clock: "public.test_now_ms()"})
 	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC).UnixMilli()
 	setClock(t0)
 

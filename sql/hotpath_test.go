@@ -49,10 +49,14 @@ func TestNextIDIsInlined(t *testing.T) {
 // holds no advisory lock (a leaked shared lock would stop every later
 // pull-up of the shard).
 func TestLaggingValueIsReplacedAtTheClock(t *testing.T) {
+	forEachGenerator(t, testLaggingValueIsReplacedAtTheClock)
+}
+
+func testLaggingValueIsReplacedAtTheClock(t *testing.T, gen string) {
 	ctx := context.Background()
 	pool := pgtest.Pool(t, pgtest.NewDB(t, pgtest.Servers(t, 1)[0]))
 	setClock := testClock(t, pool)
-	install(t, pool, shsql.Params{Shard: 15, Clock: "public.test_now_ms()"})
+	install(t, pool, shsql.Params{Generator: gen, Shard: 15, Clock: "public.test_now_ms()"})
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC).UnixMilli()
 	setClock(t0)
 	first := drawIDs(t, pool, "shard_0015.next_id", 3)

@@ -109,9 +109,53 @@ type Params struct {
 	LagMS int
 	// Clock is the SQL expression for "now" in ms since the Unix epoch.
 	// Empty means the server's clock_timestamp(); tests substitute a
-	// controllable clock.
+	// controllable clock. The C generator takes only the form
+	// "schema.function()" (a function it calls for the clock, through
+	// the superuser-only setting shardid.test_clock).
 	Clock string
+	// Generator is the form of the safe variant's next_id(): GeneratorAuto
+	// (the zero value), GeneratorPLpgSQL or GeneratorC. The form is chosen
+	// when the SQL runs, on the server: auto takes C where the shardid
+	// extension (ExtensionVersion) is installed in the database and the
+	// role running the SQL is a superuser, PL/pgSQL otherwise.
+	Generator string
 }
+
+// Forms of the safe generator's next_id() (Params.Generator). Both use
+// the same counter, layout and marker; switching between them keeps every
+// id unique (docs/uniqueness.md#the-c-generator).
+const (
+	// GeneratorAuto is C where it can be installed, PL/pgSQL elsewhere.
+	GeneratorAuto = "auto"
+	// GeneratorPLpgSQL is the inlined SQL expression with its advisory-lock
+	// fence: works on every PostgreSQL, managed ones included.
+	GeneratorPLpgSQL = "plpgsql"
+	// GeneratorC is the shardid extension's lock-free C function (ext/shardid).
+	GeneratorC = "c"
+)
+
+// The shardid extension the C generator needs (ext/shardid): its name, the
+// version this release installs and requires, and its schema.
+const (
+	ExtensionName    = "shardid"
+	ExtensionVersion = "1.0"
+	ExtensionSchema  = "shardid_ext"
+)
+
+// GeneratorSQLState is the SQLSTATE the install SQL raises when
+// GeneratorC was asked for where it cannot be installed (no extension in
+// the database, or a role that is not a superuser).
+const GeneratorSQLState = "SIDGC"
+
+// ErrGenerator is a Params.Generator that is none of the three forms.
+var ErrGenerator = errors.New("unknown generator (want auto, plpgsql or c)")
+
+// serverClock is the generator's clock, Params.Clock's default: the
+// server's clock_timestamp(), which no session can set.
+const serverClock = "pg_catalog.floor(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.*) 1000)::bigint"
+
+// clockFunctionRE is the clock the C generator can take: a function name.
+var clockFunctionRE = regexp.MustCompile(`^([a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*)\(\)$`)
 
 // UsableTimeBits is how many time bits an id can really use: bit 63 always
 // stays 0, so a layout whose widths add up to 64 (Instagram's 41/13/10) keeps
@@ -203,6 +247,20 @@ func (p Params) withDefaults() (Params, error) {
 	if p.Variant != Safe && p.Variant != Instagram {
 		return p, fmt.Errorf("%w: %q", ErrVariant, p.Variant)
 	}
+	switch p.Generator {
+	case "":
+		p.Generator = GeneratorAuto
+	case GeneratorAuto, GeneratorPLpgSQL, GeneratorC:
+	default:
+		return p, fmt.Errorf("%w: %q", ErrGenerator, p.Generator)
+	}
+	if p.Clock != "" && p.Clock != serverClock && !clockFunctionRE.MatchString(p.Clock) {
+		// A test clock the C generator cannot call: PL/pgSQL's alone.
+		if p.Generator == GeneratorC && p.Variant == Safe {
+			return p, fmt.Errorf("%w: the C generator's clock must be a function, schema.name(), not %q", ErrGenerator, p.Clock)
+		}
+		p.Generator = GeneratorPLpgSQL
+	}
 	if p.TimeBits == 0 && p.ShardBits == 0 && p.SeqBits == 0 {
 		p.TimeBits, p.ShardBits, p.SeqBits = DefaultTimeBits, DefaultShardBits, DefaultSeqBits
 	}
@@ -233,7 +291,7 @@ func (p Params) withDefaults() (Params, error) {
 		return p, err
 	}
 	if p.Clock == "" {
-		p.Clock = "pg_catalog.floor(pg_catalog.date_part('epoch', pg_catalog.clock_timestamp()) OPERATOR(pg_catalog.*) 1000)::bigint"
+		p.Clock = serverClock
 	}
 	return p, nil
 }

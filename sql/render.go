@@ -11,7 +11,19 @@ import (
 //go:embed templates/*.sql.tmpl
 var templateFS embed.FS
 
-var templates = template.Must(template.ParseFS(templateFS, "templates/*.sql.tmpl"))
+var templates = template.Must(template.New("sql").Funcs(template.FuncMap{
+	"extName":    func() string { return ExtensionName },
+	"extVersion": func() string { return ExtensionVersion },
+	"extSchema":  func() string { return ExtensionSchema },
+	// raiseArgs hands the "raise" template the data and the PL/pgSQL
+	// variable holding the target.
+	"raiseArgs": func(d data, target string) raiseArgs { return raiseArgs{D: d, Target: target} },
+}).ParseFS(templateFS, "templates/*.sql.tmpl"))
+
+type raiseArgs struct {
+	D      data
+	Target string
+}
 
 // data is what the templates see: Params with defaults applied plus the
 // numbers derived from the layout.
@@ -39,6 +51,10 @@ type data struct {
 	OverlayAt            int    // where the shard bits go into it (1-based, from the top)
 	CustomClock          bool
 	Marker               string
+	GeneratorSQLState    string
+	// ClockFunction is the C generator's test clock (shardid.test_clock),
+	// from a custom Clock of the form schema.name().
+	ClockFunction string
 }
 
 // Render returns the SQL that installs the generator described by p (and the
@@ -80,6 +96,10 @@ func Render(p Params) (string, error) {
 		OverlayAt:            p.UsableTimeBits() + 1,
 		CustomClock:          custom,
 		Marker:               strings.ReplaceAll(marker, "'", "''"),
+		GeneratorSQLState:    GeneratorSQLState,
+	}
+	if m := clockFunctionRE.FindStringSubmatch(p.Clock); custom && m != nil {
+		d.ClockFunction = m[1]
 	}
 	var b bytes.Buffer
 	if err := templates.ExecuteTemplate(&b, p.Variant+".sql.tmpl", d); err != nil {

@@ -18,6 +18,7 @@ func printBenchGoals(w io.Writer, res *genbench.Result) {
 		res.InsertRatio, genbench.GoalInsertRatio, verdict(goals[1].Met), res.InsertInstagramRatio)
 	more := res.MoreGoals()
 	fmt.Fprintln(w, more[0])
+	defer printIssueGoals(w, res)
 	if len(res.Inserts) == 0 {
 		return
 	}
@@ -35,4 +36,25 @@ func verdict(met bool) string {
 		return "met"
 	}
 	return "MISSED"
+}
+
+// printIssueGoals prints issue 21's three ratios for the PL/pgSQL
+// generator (the default) and the C one side by side, each with its goal
+// and whether the run met it.
+func printIssueGoals(w io.Writer, res *genbench.Result) {
+	c := "C (ext/shardid)"
+	if !res.CGenerator {
+		c = "C: not measured (the server does not offer the shardid extension: make ext)"
+	}
+	fmt.Fprintf(w, "\nthe generator against a sequence, PL/pgSQL (the default) and C side by side\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "ratio\tgoal\tPL/pgSQL\t%s\n", c)
+	for _, r := range res.IssueGoals() {
+		cell := "-"
+		if r.C != nil {
+			cell = fmt.Sprintf("%.2fx %s", r.C.Value, verdict(r.C.Met))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.2fx %s\t%s\n", r.Name, r.Want, r.PLpgSQL.Value, verdict(r.PLpgSQL.Met), cell)
+	}
+	tw.Flush()
 }

@@ -76,10 +76,18 @@ func TestInitStatusVerifyCLI(t *testing.T) {
 			Host   string `json:"host"`
 			Detail string `json:"detail"`
 		} `json:"problems"`
+		Generators []struct {
+			Kind   string `json:"kind"`
+			Count  int    `json:"count"`
+			Shards string `json:"shards"`
+		} `json:"generators"`
 	}
 	dec = json.NewDecoder(strings.NewReader(out))
 	dec.DisallowUnknownFields()
 	require.NoError(t, dec.Decode(&rep))
+	require.Len(t, rep.Generators, 1, "every shard runs the default generator")
+	require.Equal(t, "plpgsql", rep.Generators[0].Kind)
+	require.Equal(t, "0-5", rep.Generators[0].Shards)
 	require.False(t, rep.OK)
 	require.Len(t, rep.Problems, 1)
 	require.Equal(t, "placement", rep.Problems[0].Check)

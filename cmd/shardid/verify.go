@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -27,8 +28,10 @@ each other; a live probe drawing ids concurrently from every shard. --deep also
 reads every id stored in a column whose DEFAULT is a shard generator: each must
 decode to its shard and none may appear twice.
 
-Each problem names its check, shard, host and detail. --json prints
-{"ok":bool,"problems":[{"check":"...","shard":N,"host":"...","detail":"..."}]}.`,
+Each problem names its check, shard, host and detail; a line counts the shards
+by the generator they run (plpgsql, c: the shardid extension's, instagram).
+--json prints {"ok":bool,"problems":[{"check":"...","shard":N,"host":"...",
+"detail":"..."}],"generators":[{"kind":"plpgsql","count":N,"shards":"0-5"}]}.`,
 		Args: cobra.NoArgs,
 	}
 	configPath := addClusterConfigFlag(cmd)
@@ -70,6 +73,13 @@ func printVerify(w io.Writer, rep *verify.Report) {
 	}
 	for _, n := range rep.Notes {
 		fmt.Fprintf(w, "NOTE %s\n", withFix(n))
+	}
+	if len(rep.Generators) > 0 { // which generator each shard runs
+		kinds := make([]string, len(rep.Generators))
+		for i, g := range rep.Generators {
+			kinds[i] = fmt.Sprintf("%s %d (shards %s)", g.Kind, g.Count, g.Shards)
+		}
+		fmt.Fprintf(w, "generators: %s\n", strings.Join(kinds, ", "))
 	}
 	summary := fmt.Sprintf("%d shards on %d hosts, %d checks, %d probe ids, %.2fs", rep.Shards, rep.Hosts, len(rep.Checks), rep.ProbeIDs, rep.Elapsed.Seconds())
 	if rep.OK {

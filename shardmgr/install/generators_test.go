@@ -54,6 +54,17 @@ func generatorMarker(t *testing.T, p *pgxpool.Pool, schema string) string {
 // stored.
 func TestInitUpgradesAnOlderGeneratorVersion(t *testing.T) {
 	t.Parallel()
+	for _, gen := range []string{shsql.GeneratorPLpgSQL, shsql.GeneratorC} {
+		t.Run(gen, func(t *testing.T) {
+			t.Parallel()
+			testInitUpgradesAnOlderGeneratorVersion(t, gen)
+		})
+	}
+}
+
+// testInitUpgradesAnOlderGeneratorVersion upgrades a v1 generator to this
+// release's in the form gen.
+func testInitUpgradesAnOlderGeneratorVersion(t *testing.T, gen string) {
 	cfg := initCluster(t, 3)
 	m, err := shardmgr.ReadMap(clustertest.Ctx(t), clustertest.Pool(t, cfg.Catalog))
 	require.NoError(t, err)
@@ -77,8 +88,13 @@ func TestInitUpgradesAnOlderGeneratorVersion(t *testing.T) {
 	_, err = p.Exec(clustertest.Ctx(t), `SELECT setval('shard_0001.next_id_counter', 1)`)
 	require.NoError(t, err)
 
+	cfg.Generator = gen
 	res, err := Init(clustertest.Ctx(t), clustertest.Handle(t, cfg), InitOptions{})
 	require.NoError(t, err)
+	var lang string
+	require.NoError(t, p.QueryRow(clustertest.Ctx(t), `SELECT l.lanname FROM pg_proc f JOIN pg_language l ON l.oid = f.prolang
+		WHERE f.oid = 'shard_0001.next_id()'::regprocedure`).Scan(&lang))
+	require.Equal(t, map[string]string{shsql.GeneratorPLpgSQL: "sql", shsql.GeneratorC: "c"}[gen], lang, "the upgrade installed the %s form", gen)
 	require.Equal(t, 1, res.Installed, "the upgraded shard counts as installed")
 	require.Equal(t, 2, res.Unchanged)
 	require.True(t, res.Changed())

@@ -563,6 +563,9 @@ func installHost(ctx context.Context, c *cluster.Cluster, m *shardmgr.ShardMap, 
 		return fmt.Errorf("host %s: %w: its database belongs to cluster %q as host %q", h.Name, shardmgr.ErrClusterMismatch, cluster, name)
 	}
 
+	if err := ensureExtension(ctx, pool, cfg.Generator); err != nil {
+		return fmt.Errorf("host %s: %w", h.Name, err)
+	}
 	markers, err := shardschema.ReadMarkers(ctx, pool)
 	if err != nil {
 		return fmt.Errorf("host %s: %w", h.Name, err)
@@ -586,7 +589,7 @@ func installHost(ctx context.Context, c *cluster.Cluster, m *shardmgr.ShardMap, 
 		g.Go(func() error {
 			for id := range work {
 				marker, present := markers[m.Shards[id].Schema]
-				installed, err := installShard(gctx, pool, m, id, present, marker, recorded[id])
+				installed, err := installShard(gctx, pool, m, id, cfg.Generator, present, marker, recorded[id])
 				if err != nil {
 					err = &shardmgr.ShardError{Shard: id, Host: h.Name, Err: err}
 				}
@@ -610,8 +613,9 @@ func installHost(ctx context.Context, c *cluster.Cluster, m *shardmgr.ShardMap, 
 // are already right. A generator with a different marker is left alone,
 // but for an older version of the same generator (same variant, shard,
 // epoch and layout), which Init then upgrades (upgradeGenerators).
-func installShard(ctx context.Context, pool *pgxpool.Pool, m *shardmgr.ShardMap, id int, present bool, marker string, recorded bool) (bool, error) {
+func installShard(ctx context.Context, pool *pgxpool.Pool, m *shardmgr.ShardMap, id int, generator string, present bool, marker string, recorded bool) (bool, error) {
 	p := catalog.GeneratorParams(m, id)
+	p.Generator = generator
 	want, err := shsql.Marker(p)
 	if err != nil {
 		return false, err

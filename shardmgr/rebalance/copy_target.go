@@ -131,7 +131,9 @@ func (mo *mover) createTarget(ctx context.Context, mv *move, version int) error 
 	if comment != nil && *comment != incomingComment(mv.MoveRecord) {
 		return fmt.Errorf("target %s: %w: a schema %s that this move did not make (a stray copy?); drop it or move the shard elsewhere", mv.To, ErrTargetOccupied, schema)
 	}
-	ddl, err := shsql.Render(catalog.GeneratorParams(mo.m, mv.Shard))
+	p := catalog.GeneratorParams(mo.m, mv.Shard)
+	p.Generator = mo.cfg.Generator // C where the target offers it (auto), as init installs
+	ddl, err := shsql.Render(p)
 	if err != nil {
 		return err
 	}

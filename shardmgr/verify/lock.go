@@ -104,6 +104,10 @@ func (v *verifier) confirmBlocked(ctx context.Context, hs *hostScan) map[int]boo
 	}
 	blocked := map[int]bool{}
 	for _, h := range now {
+		if h.Exclusive && seen[[2]int{h.shard, int(h.PID)}] && v.runsC(hs, h.shard) {
+			v.note(CheckLock, h.shard, hs.name, "%s holds the generator's exclusive advisory lock: next_id() (the C generator) does not wait for it, next_id_advance and a move's clamp do; end that session (SELECT pg_terminate_backend(%d))", h, h.PID)
+			continue
+		}
 		if h.Exclusive && seen[[2]int{h.shard, int(h.PID)}] {
 			blocked[h.shard] = true
 			v.problem(CheckLock, h.shard, hs.name, "next_id() is blocked: %s holds the generator's exclusive advisory lock, so every insert using the shard's DEFAULT waits for it; end that session (SELECT pg_terminate_backend(%d))", h, h.PID)

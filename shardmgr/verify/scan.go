@@ -28,6 +28,7 @@ type hostScan struct {
 	local                 []shardmgr.LocalShard // shardid.local_shards
 	schemas               map[string]bool       // shard_NNNN schemas
 	generators            map[string]string     // schema -> marker
+	languages             map[string]string     // schema -> next_id()'s language
 	sequences             map[string]seqInfo
 	columns               map[string][]shardschema.IDColumn // by generator schema
 	retired               map[string]fence.RetiredCopy      // moved shards' old copies, by schema
@@ -152,6 +153,9 @@ func scanSchemas(ctx context.Context, hs *hostScan) error {
 		hs.schemas[n] = true
 	}
 	if hs.generators, err = shardschema.ReadMarkers(ctx, q); err != nil {
+		return err
+	}
+	if hs.languages, err = readGeneratorLanguages(ctx, q); err != nil {
 		return err
 	}
 	hs.retired, err = fence.ReadRetired(ctx, q)

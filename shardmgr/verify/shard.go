@@ -129,6 +129,7 @@ func (v *verifier) checkGenerator(t *shardTask) {
 	}
 	want := t.params
 	t.safe = got.Variant == shsql.Safe
+	v.countGenerator(t.id, generatorKind(got.Variant, t.host.languages[t.schema]))
 	for _, a := range t.host.advancers[t.schema] {
 		if a.public {
 			v.problemFix(FixInitOrGenerator, CheckGenerator, t.id, t.host.name, "PUBLIC may execute %s: any role with USAGE on the schema can push the counter far ahead of the clock, or with an older generator to its maximum, stopping it for good (the install SQL again revokes it)", a.signature)

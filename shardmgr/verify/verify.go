@@ -170,8 +170,8 @@ func (p Problem) MarshalJSON() ([]byte, error) {
 	}{p.Check, shard, p.Host, p.Detail})
 }
 
-// Report is the outcome of Verify. JSON: {"ok":bool,"problems":[...]},
-// with "notes":[...] when there are notes.
+// Report is the outcome of Verify. JSON: {"ok":bool,"problems":[...],
+// "generators":[...]}, with "notes":[...] when there are notes.
 type Report struct {
 	OK       bool      `json:"ok"`
 	Problems []Problem `json:"problems"`
@@ -182,6 +182,10 @@ type Report struct {
 	Checks []string `json:"-"`
 	// Shards and Hosts count what was verified.
 	Shards, Hosts int `json:"-"`
+	// Generators counts the shards by the generator they run (PL/pgSQL,
+	// C, Instagram's), sorted by kind; a shard whose generator is missing
+	// or unreadable is in none.
+	Generators []GeneratorCount `json:"generators"`
 	// ProbeIDs is how many ids the live probe drew.
 	ProbeIDs int           `json:"-"`
 	Elapsed  time.Duration `json:"-"`
@@ -224,7 +228,7 @@ func Verify(ctx context.Context, c *cluster.Cluster, opts Options) (*Report, err
 	if opts.StatementTimeout <= 0 {
 		opts.StatementTimeout = defaultVerifyStatementTimeout
 	}
-	v := &verifier{c: c, cfg: cfg, opts: opts, rep: &Report{Problems: []Problem{}}}
+	v := &verifier{c: c, cfg: cfg, opts: opts, rep: &Report{Problems: []Problem{}, Generators: []GeneratorCount{}}}
 	if err := checkCatalogVersion(ctx, v); err != nil {
 		return nil, err
 	}
@@ -240,6 +244,7 @@ func Verify(ctx context.Context, c *cluster.Cluster, opts Options) (*Report, err
 		})
 	}
 	r.OK = len(r.Problems) == 0
+	r.finishGenerators()
 	r.Elapsed = time.Since(start)
 	return r, nil
 }

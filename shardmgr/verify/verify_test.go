@@ -61,7 +61,7 @@ func TestVerifyHealthy(t *testing.T) {
 
 	b, err := json.Marshal(rep)
 	require.NoError(t, err)
-	require.JSONEq(t, `{"ok":true,"problems":[]}`, string(b))
+	require.JSONEq(t, `{"ok":true,"problems":[],"generators":[{"kind":"plpgsql","count":6,"shards":"0-5"}]}`, string(b))
 }
 
 func TestVerifyFindsEveryProblem(t *testing.T) {
@@ -351,4 +351,29 @@ func TestVerifyBoundedWithHostsDown(t *testing.T) {
 		t.Logf("%s", p)
 	}
 	require.ElementsMatch(t, []string{"pg2", "pg3"}, hosts)
+}
+
+// With the C generator a session holding a shard's exclusive advisory lock
+// blocks no insert (next_id() takes no advisory lock): verify probes the
+// shard, passes, and notes the session, which still holds up
+// next_id_advance and a move's clamp.
+func TestVerifyHeldLockDoesNotBlockTheCGenerator(t *testing.T) {
+	t.Parallel()
+	cfg, m := sixShards(t)
+	cfg.Generator = shsql.GeneratorC
+	_, err := install.Init(clustertest.Ctx(t), clustertest.Handle(t, cfg), install.InitOptions{})
+	require.NoError(t, err)
+	holder, err := pgx.Connect(clustertest.Ctx(t), hostDSN(cfg, m.Shards[0].Host))
+	require.NoError(t, err)
+	t.Cleanup(func() { holder.Close(context.Background()) })
+	_, err = holder.Exec(clustertest.Ctx(t), "SELECT pg_advisory_lock($1, 0)", int64(shsql.LockClass))
+	require.NoError(t, err)
+	rep, err := Verify(clustertest.Ctx(t), clustertest.Handle(t, cfg), Options{LockTimeout: time.Second})
+	require.NoError(t, err)
+	require.True(t, rep.OK, "%v", rep.Problems)
+	require.Len(t, rep.Notes, 1, "%v", rep.Notes)
+	require.Equal(t, CheckLock, rep.Notes[0].Check)
+	require.Equal(t, 0, rep.Notes[0].Shard)
+	require.Contains(t, rep.Notes[0].Detail, "does not wait for it")
+	require.Equal(t, []GeneratorCount{{Kind: GeneratorC, Count: 6, Shards: "0-5"}}, rep.Generators)
 }

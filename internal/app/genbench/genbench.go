@@ -34,6 +34,9 @@ const (
 	CaseInsertSerial    = "insert bigserial"
 	CaseInsertSafe      = "insert safe DEFAULT"
 	CaseInsertInstagram = "insert instagram DEFAULT"
+	// The C generator's cases (ext/shardid), where the server offers it.
+	CaseSafeC       = "safe C"
+	CaseInsertSafeC = "insert safe C DEFAULT"
 )
 
 // Case is one measured statement.
@@ -66,6 +69,16 @@ type Result struct {
 	InsertInstagramRatio float64 `json:"insert_instagram_over_bigserial"`
 	// Inserts are the single-row INSERT cases (Options.Clients).
 	Inserts []InsertRun `json:"single_row_inserts,omitempty"`
+
+	// CGenerator says whether the run measured the C generator (shard
+	// 3): the server offers the shardid extension (make ext) and the
+	// session may create it. The safe cases above are the PL/pgSQL
+	// generator, the default, either way.
+	CGenerator bool `json:"c_generator"`
+	// COverNextval and InsertCRatio are SafeOverNextval and InsertRatio
+	// for the C generator.
+	COverNextval float64 `json:"c_over_nextval,omitempty"`
+	InsertCRatio float64 `json:"insert_c_over_bigserial,omitempty"`
 }
 
 // Case returns the named case.
@@ -97,7 +110,7 @@ func Run(ctx context.Context, conn *pgx.Conn, opts Options) (*Result, error) {
 	if _, err := conn.Exec(ctx, `SET lock_timeout = '10s'; SET statement_timeout = '30min'`); err != nil {
 		return nil, err
 	}
-	safe, err := shsql.Render(shsql.Params{Shard: 1})
+	safe, err := shsql.Render(shsql.Params{Shard: 1, Generator: shsql.GeneratorPLpgSQL})
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +118,20 @@ func Run(ctx context.Context, conn *pgx.Conn, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	setup := `DROP SCHEMA IF EXISTS shardid_bench, shard_0001, shard_0002 CASCADE;` + safe + ";" + insta + `;
+	withC, err := offersC(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	cSetup := ""
+	if withC {
+		ddl, err := shsql.Render(shsql.Params{Shard: 3, Generator: shsql.GeneratorC})
+		if err != nil {
+			return nil, err
+		}
+		cSetup = "CREATE EXTENSION IF NOT EXISTS " + shsql.ExtensionName + " VERSION '" + shsql.ExtensionVersion + "';" + ddl +
+			";CREATE TABLE shard_0003.likes (id bigint PRIMARY KEY DEFAULT shard_0003.next_id(), v int);"
+	}
+	setup := `DROP SCHEMA IF EXISTS shardid_bench, shard_0001, shard_0002, shard_0003 CASCADE;` + safe + ";" + insta + ";" + cSetup + `
 		CREATE SCHEMA shardid_bench;
 		CREATE SEQUENCE shardid_bench.seq;
 		CREATE TABLE shardid_bench.serial (id bigserial PRIMARY KEY, v int);
@@ -114,7 +140,7 @@ func Run(ctx context.Context, conn *pgx.Conn, opts Options) (*Result, error) {
 	if _, err := conn.Exec(ctx, setup); err != nil {
 		return nil, fmt.Errorf("bench setup: %w", err)
 	}
-	res := &Result{IDs: opts.IDs, Rounds: opts.Rounds}
+	res := &Result{IDs: opts.IDs, Rounds: opts.Rounds, CGenerator: withC}
 	res.Machine = Machine()
 	if err := conn.QueryRow(ctx, "SHOW server_version").Scan(&res.Server); err != nil {
 		return nil, err
@@ -128,8 +154,15 @@ func Run(ctx context.Context, conn *pgx.Conn, opts Options) (*Result, error) {
 		{Name: CaseInsertSafe, SQL: "INSERT INTO shard_0001.likes (v) SELECT g FROM generate_series(1, " + n + ") g"},
 		{Name: CaseInsertInstagram, SQL: "INSERT INTO shard_0002.likes (v) SELECT g FROM generate_series(1, " + n + ") g"},
 	}
+	truncate := "TRUNCATE shardid_bench.serial, shard_0001.likes, shard_0002.likes; CHECKPOINT"
+	if withC {
+		res.Cases = append(res.Cases,
+			Case{Name: CaseSafeC, SQL: "SELECT count(shard_0003.next_id()) FROM generate_series(1, " + n + ")"},
+			Case{Name: CaseInsertSafeC, SQL: "INSERT INTO shard_0003.likes (v) SELECT g FROM generate_series(1, " + n + ") g"})
+		truncate = "TRUNCATE shardid_bench.serial, shard_0001.likes, shard_0002.likes, shard_0003.likes; CHECKPOINT"
+	}
 	for round := range opts.Rounds {
-		if _, err := conn.Exec(ctx, "TRUNCATE shardid_bench.serial, shard_0001.likes, shard_0002.likes; CHECKPOINT"); err != nil {
+		if _, err := conn.Exec(ctx, truncate); err != nil {
 			return nil, err
 		}
 		for i := range res.Cases {
@@ -155,10 +188,27 @@ func Run(ctx context.Context, conn *pgx.Conn, opts Options) (*Result, error) {
 	res.SafeOverNextval = med(CaseSafe) / med(CaseNextval)
 	res.InsertRatio = med(CaseInsertSafe) / med(CaseInsertSerial)
 	res.InsertInstagramRatio = med(CaseInsertInstagram) / med(CaseInsertSerial)
+	if withC {
+		res.COverNextval = med(CaseSafeC) / med(CaseNextval)
+		res.InsertCRatio = med(CaseInsertSafeC) / med(CaseInsertSerial)
+	}
 	if len(opts.Clients) > 0 {
-		if res.Inserts, err = runInserts(ctx, conn, opts, opts.Progress); err != nil {
+		if res.Inserts, err = runInserts(ctx, conn, opts, withC, opts.Progress); err != nil {
 			return nil, err
 		}
 	}
 	return res, nil
+}
+
+// offersC reports whether the server offers the shardid extension at the
+// version this release installs and the session's role may create it (a
+// superuser): then the run measures the C generator beside the default.
+func offersC(ctx context.Context, conn *pgx.Conn) (bool, error) {
+	var ok bool
+	err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_catalog.pg_available_extension_versions WHERE name = $1 AND version = $2)
+		AND (SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user)`, shsql.ExtensionName, shsql.ExtensionVersion).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("look for the shardid extension: %w", err)
+	}
+	return ok, nil
 }

@@ -103,9 +103,21 @@ func TestSingleRowInsertCases(t *testing.T) {
 			require.Positive(t, r.SafeTPS[k])
 		}
 		require.Positive(t, r.Ratio)
+		require.Len(t, r.CTPS, 2, "the C generator's table too (make ext installs the extension)")
+		require.Positive(t, r.CRatio)
+	}
+	require.True(t, res.CGenerator)
+	require.Positive(t, res.COverNextval)
+	require.Positive(t, res.InsertCRatio)
+	require.Len(t, res.IssueGoals(), 4)
+	for _, g := range res.IssueGoals() {
+		require.NotNil(t, g.C, g.Name)
 	}
 	var rows, distinct int64
 	require.NoError(t, conn.QueryRow(ctx, "SELECT count(*), count(DISTINCT id) FROM shard_0001.likes").Scan(&rows, &distinct))
 	require.Positive(t, rows)
 	require.Equal(t, rows, distinct, "concurrent single-row inserts produced distinct ids")
+	require.NoError(t, conn.QueryRow(ctx, "SELECT count(*), count(DISTINCT id) FROM shard_0003.likes").Scan(&rows, &distinct))
+	require.Positive(t, rows)
+	require.Equal(t, rows, distinct, "the C generator's concurrent single-row inserts produced distinct ids")
 }

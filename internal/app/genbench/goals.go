@@ -62,6 +62,40 @@ func (r *Result) MoreGoals() []Goal {
 	return out
 }
 
+// Row is one goal measured for both generators, side by side: the
+// PL/pgSQL one (the default) and, when the run measured it, the C one.
+type Row struct {
+	Name    string `json:"name"`
+	Want    string `json:"want"`
+	PLpgSQL Goal   `json:"plpgsql"`
+	C       *Goal  `json:"c,omitempty"`
+}
+
+// IssueGoals are issue 21's three ratios, for each generator the run
+// measured: a million ids against a bare nextval, a bulk INSERT against
+// bigserial, and each single-row INSERT case against bigserial.
+func (r *Result) IssueGoals() []Row {
+	atMost := func(v, goal float64) Goal { return Goal{Value: v, Want: fmt.Sprintf("<= %gx", goal), Met: v <= goal} }
+	atLeast := func(v, goal float64) Goal { return Goal{Value: v, Want: fmt.Sprintf(">= %gx", goal), Met: v >= goal} }
+	row := func(name string, pl, c Goal) Row {
+		pl.Name, c.Name = name+", PL/pgSQL", name+", C"
+		out := Row{Name: name, Want: pl.Want, PLpgSQL: pl}
+		if r.CGenerator {
+			out.C = &c
+		}
+		return out
+	}
+	rows := []Row{
+		row("1 M ids over bare nextval, time", atMost(r.SafeOverNextval, GoalOverNextval), atMost(r.COverNextval, GoalOverNextval)),
+		row("bulk INSERT over bigserial, time", atMost(r.InsertRatio, GoalInsertRatio), atMost(r.InsertCRatio, GoalInsertRatio)),
+	}
+	for _, in := range r.Inserts {
+		rows = append(rows, row(fmt.Sprintf("single-row INSERTs, %d clients, %s, over bigserial, tps", in.Clients, in.Protocol),
+			atLeast(in.Ratio, GoalSingleRow), atLeast(in.CRatio, GoalSingleRow)))
+	}
+	return rows
+}
+
 // Machine describes the machine a run is on: OS and architecture, CPUs
 // and their model when the system says (Linux's /proc/cpuinfo).
 func Machine() string {

@@ -34,10 +34,14 @@ type InsertRun struct {
 	// Ratio is the median of the rounds' safe / bigserial tps (goal: at
 	// least 0.95). Rounds are paired because the machine drifts between them.
 	Ratio float64 `json:"safe_over_bigserial"`
+	// CTPS and CRatio are SafeTPS and Ratio for the C generator's table,
+	// when the run measures it (Result.CGenerator).
+	CTPS   []float64 `json:"c_tps,omitempty"`
+	CRatio float64   `json:"c_over_bigserial,omitempty"`
 }
 
 // runInserts measures the single-row INSERT cases of opts.Clients.
-func runInserts(ctx context.Context, conn *pgx.Conn, opts Options, progress func(round int, name string)) ([]InsertRun, error) {
+func runInserts(ctx context.Context, conn *pgx.Conn, opts Options, withC bool, progress func(round int, name string)) ([]InsertRun, error) {
 	var runs []InsertRun
 	for _, clients := range opts.Clients {
 		for _, proto := range []string{ProtocolSimple, ProtocolPrepared} {
@@ -45,15 +49,18 @@ func runInserts(ctx context.Context, conn *pgx.Conn, opts Options, progress func
 		}
 	}
 	for round := range opts.Rounds {
-		if _, err := conn.Exec(ctx, "TRUNCATE shardid_bench.serial, shard_0001.likes; CHECKPOINT"); err != nil {
+		truncate, tables := "TRUNCATE shardid_bench.serial, shard_0001.likes; CHECKPOINT", []string{"shardid_bench.serial", "shard_0001.likes"}
+		if withC {
+			truncate, tables = "TRUNCATE shardid_bench.serial, shard_0001.likes, shard_0003.likes; CHECKPOINT", append(tables, cTable)
+		}
+		if _, err := conn.Exec(ctx, truncate); err != nil {
 			return nil, err
 		}
 		for i := range runs {
 			r := &runs[i]
-			tables := []string{"shardid_bench.serial", "shard_0001.likes"}
-			if round%2 == 1 {
-				slices.Reverse(tables) // neither table always runs first
-			}
+			// No table always runs first: the order turns every round.
+			k := (round + i) % len(tables)
+			tables := append(slices.Clone(tables[k:]), tables[:k]...)
 			for _, table := range tables {
 				if progress != nil {
 					progress(round+1, fmt.Sprintf("%d clients, %s protocol, %s", r.Clients, r.Protocol, table))
@@ -62,9 +69,12 @@ func runInserts(ctx context.Context, conn *pgx.Conn, opts Options, progress func
 				if err != nil {
 					return nil, fmt.Errorf("bench single-row inserts into %s, %d clients: %w", table, r.Clients, err)
 				}
-				if table == "shardid_bench.serial" {
+				switch table {
+				case "shardid_bench.serial":
 					r.SerialTPS = append(r.SerialTPS, tps)
-				} else {
+				case cTable:
+					r.CTPS = append(r.CTPS, tps)
+				default:
 					r.SafeTPS = append(r.SafeTPS, tps)
 				}
 			}
@@ -72,14 +82,25 @@ func runInserts(ctx context.Context, conn *pgx.Conn, opts Options, progress func
 	}
 	for i := range runs {
 		r := &runs[i]
-		ratios := make([]float64, len(r.SerialTPS))
-		for k := range ratios {
-			ratios[k] = r.SafeTPS[k] / r.SerialTPS[k]
+		r.Ratio = pairedRatio(r.SafeTPS, r.SerialTPS)
+		if withC {
+			r.CRatio = pairedRatio(r.CTPS, r.SerialTPS)
 		}
-		slices.Sort(ratios)
-		r.Ratio = ratios[len(ratios)/2]
 	}
 	return runs, nil
+}
+
+// cTable is the C generator's table in the single-row cases.
+const cTable = "shard_0003.likes"
+
+// pairedRatio is the median of the rounds' a / b.
+func pairedRatio(a, b []float64) float64 {
+	ratios := make([]float64, len(b))
+	for k := range ratios {
+		ratios[k] = a[k] / b[k]
+	}
+	slices.Sort(ratios)
+	return ratios[len(ratios)/2]
 }
 
 // singleRowInserts runs clients sessions inserting one row per statement

@@ -352,8 +352,10 @@ func RemoveOpen(ctx context.Context, db interface {
 }
 
 // ClampCounter stops shard's counter in schema where it stands: under the
-// generator's exclusive lock it draws one value and lowers MAXVALUE to
-// it, so every later nextval fails. It returns that last value.
+// generator's exclusive lock and the sequence's own ALTER SEQUENCE lock
+// (which the C generator's nextval respects too) it draws one value and
+// lowers MAXVALUE to it, so every later nextval fails. It returns that
+// last value.
 func ClampCounter(ctx context.Context, tx pg.Execer, schema string, shard int) (int64, error) {
 	seq := pgx.Identifier{schema, shsql.CounterName}.Sanitize()
 	if _, err := tx.Exec(ctx, `SELECT pg_catalog.pg_advisory_xact_lock($1, $2)`, int64(shsql.LockClass), int64(shard)); err != nil {
@@ -367,6 +369,13 @@ func ClampCounter(ctx context.Context, tx pg.Execer, schema string, shard int) (
 	}
 	if called && last == maxv {
 		return last, nil // already clamped
+	}
+	// The C generator draws without the advisory lock: ALTER SEQUENCE's
+	// lock, held to the end of tx, is what stops every nextval (C or not)
+	// between the draw below and the new MAXVALUE. Without it a draw in
+	// between makes the clamp fail (RESTART value greater than MAXVALUE).
+	if _, err := tx.Exec(ctx, fmt.Sprintf(`ALTER SEQUENCE %s MAXVALUE %d`, seq, maxv)); err != nil {
+		return 0, err
 	}
 	if err := tx.QueryRow(ctx, `SELECT pg_catalog.nextval($1::regclass)`, seq).Scan(&last); err != nil {
 		return 0, err

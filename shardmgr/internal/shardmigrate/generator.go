@@ -38,6 +38,9 @@ type GeneratorOptions struct {
 	// the shard fails (and can be retried) rather than queueing every
 	// writer behind a long transaction. Zero means DefaultGeneratorLockTimeout.
 	LockTimeout time.Duration
+	// Generator is the form of next_id() to install (sql.Params.Generator).
+	// Empty means the cluster file's (generator:, auto when it names none).
+	Generator string
 	// LockWait is as in Options.
 	LockWait time.Duration
 	// Progress and Waiting are as in Options.
@@ -129,6 +132,9 @@ func UpgradeGenerators(ctx context.Context, c *cluster.Cluster, opts GeneratorOp
 	if opts.LockTimeout <= 0 {
 		opts.LockTimeout = DefaultGeneratorLockTimeout
 	}
+	if opts.Generator == "" {
+		opts.Generator = c.Config().Generator
+	}
 	log := opts.Logger
 	if log == nil {
 		log = c.Logger()
@@ -185,6 +191,7 @@ func upgradeGenerator(ctx context.Context, conn *pgx.Conn, m *shardmgr.ShardMap,
 	defer unlock()
 
 	p := catalog.GeneratorParams(m, sh.ID)
+	p.Generator = opts.Generator
 	want, err := shsql.Marker(p)
 	if err != nil {
 		return err
