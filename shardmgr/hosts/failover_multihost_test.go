@@ -83,7 +83,7 @@ func TestFailoverMultiHostDSN(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, rep.Failed(verify.CheckFailover), 1, "%v", rep.Problems)
 
-	res, err := Failover(ctx, clustertest.Handle(t, cfg), "pg1", FailoverOptions{To: dsn, WriteClusterFile: true})
+	res, err := Failover(ctx, clustertest.Handle(t, cfg), "pg1", FailoverOptions{To: dsn})
 	require.NoError(t, err)
 	require.Equal(t, int64(2), res.Timeline)
 	require.Equal(t, dsn, res.DSN, "the catalog keeps the multi-host DSN")
