@@ -14,6 +14,7 @@ import (
 	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	"github.com/shardid/shardid/shardmgr/internal/clusterfile"
+	"github.com/shardid/shardid/shardmgr/internal/hostrecords"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
 
@@ -27,22 +28,6 @@ const DefaultFailoverMargin = 5 * time.Second
 // on the promoted standby (sessions already writing through it hold the
 // shared lock for microseconds).
 const DefaultFailoverLockWait = 30 * time.Second
-
-// The ways a failover is refused; nothing is changed when one is
-// returned.
-var (
-	// ErrNotIdentified: the catalog records no identity for the host (a
-	// row of an older binary; init records it).
-	ErrNotIdentified = errors.New("the catalog records no server identity for the host")
-	// ErrNotPromoted: the new server is still a standby.
-	ErrNotPromoted = errors.New("the new server is still in recovery")
-	// ErrNotStandbyOf: the new server is not a promoted standby of the
-	// host's recorded server (another system identifier, another
-	// database's record, or no newer timeline).
-	ErrNotStandbyOf = errors.New("the new server is not a promoted standby of the host's server")
-	// ErrHostMoving: a move of one of the host's shards is unfinished.
-	ErrHostMoving = errors.New("a move involving the host is unfinished")
-)
 
 // FailoverOptions adjust Failover. To is required.
 type FailoverOptions struct {
@@ -248,7 +233,7 @@ func checkPromotedStandby(ctx context.Context, conn *pgx.Conn, clusterName, name
 	if rec.Timeline != nil && id.Timeline <= *rec.Timeline {
 		return fmt.Errorf("%w: it is on timeline %d, not newer than the host's server's %d: it was not promoted since (the old primary itself, or a copy of it?)", ErrNotStandbyOf, id.Timeline, *rec.Timeline)
 	}
-	gotCluster, gotHost, err := hostRecord(ctx, conn)
+	gotCluster, gotHost, err := hostrecords.ReadInfo(ctx, conn)
 	if err != nil {
 		return fmt.Errorf("new server: read its record: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/shardid/shardid/shardmgr/internal/hostrecords"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
 
@@ -84,7 +85,7 @@ func identify(ctx context.Context, q pg.Querier) (*Server, error) {
 	if inRecovery {
 		s.Role = RoleStandby
 	}
-	if s.Cluster, s.Host, err = hostRecord(ctx, q); err != nil {
+	if s.Cluster, s.Host, err = hostrecords.ReadInfo(ctx, q); err != nil {
 		return s, fmt.Errorf("read its record (shardid.host_info): %w", err)
 	}
 	if inRecovery {
@@ -102,14 +103,4 @@ func identify(ctx context.Context, q pg.Querier) (*Server, error) {
 		return sb, r.Scan(&sb.Name, &sb.Address, &sb.State, &sb.LagMS)
 	})
 	return s, err
-}
-
-// hostRecord is the cluster and host a database records about itself,
-// "" when it records nothing.
-func hostRecord(ctx context.Context, q pg.Querier) (cluster, host string, err error) {
-	err = q.QueryRow(ctx, `SELECT cluster, host FROM shardid.host_info`).Scan(&cluster, &host)
-	if errors.Is(err, pgx.ErrNoRows) || pg.IsUndefinedTable(err) {
-		return "", "", nil
-	}
-	return cluster, host, err
 }

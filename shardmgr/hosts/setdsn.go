@@ -17,24 +17,6 @@ import (
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
 
-// Sentinel errors of the package; test with errors.Is.
-var (
-	// ErrNotSameDatabase: the server at a new DSN is not the host's
-	// database nor its promoted standby, by what the servers say.
-	ErrNotSameDatabase = errors.New("not the host's database")
-	// ErrUnreachable: the server at a new DSN did not answer.
-	ErrUnreachable = errors.New("server unreachable")
-	// ErrHostInUse: a host to remove still holds shards, takes part in
-	// an unfinished move or keeps a moved shard's retired copy.
-	ErrHostInUse = errors.New("host still in use")
-	// ErrNeedsFailover: the server at a new DSN is the host's server on a
-	// newer timeline than the catalog recorded (a promoted standby, or a
-	// backup restored to a point in time): it may lack ids the old
-	// primary handed out and never replicated, so only Failover, which
-	// first carries every counter past them, may point the host there.
-	ErrNeedsFailover = errors.New("a promoted standby of the host's server: its counters must be advanced first")
-)
-
 // SetDSNResult is what SetDSN did. JSON:
 // {"host":"pg2","old_dsn":"...","new_dsn":"...","changed":true,"old_answered":false,"server":{...},"generation":N}.
 type SetDSNResult struct {
