@@ -174,9 +174,9 @@ func Failover(ctx context.Context, c *cluster.Cluster, name string, opts Failove
 	}
 	nh, _ := edit.Config.Host(name)
 
-	conn, err := pg.Connect(ctx, nh.DSN)
+	conn, err := connect(ctx, nh.DSN, DefaultProbeTimeout)
 	if err != nil {
-		return nil, fmt.Errorf("host %s: new server: %w", name, err)
+		return nil, fmt.Errorf("host %s: new server: %w: %s", name, ErrUnreachable, pg.OneLine(err))
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	t0 := opts.Now()
