@@ -44,7 +44,7 @@ func TestHostFailoverCommand(t *testing.T) {
 	require.Contains(t, stderr, "promote the standby first")
 
 	primary.KillHard()
-	require.NoError(t, standby.PromoteWait(ctx))
+	require.NoError(t, standby.Promote(ctx, 2*time.Minute))
 
 	// By hand: the file repointed, init run. verify fails it, naming the repair.
 	file, err := os.ReadFile(path)

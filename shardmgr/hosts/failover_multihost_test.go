@@ -66,7 +66,7 @@ func TestFailoverMultiHostDSN(t *testing.T) {
 	require.NoError(t, err)
 
 	primary.KillHard()
-	require.NoError(t, standby.PromoteWait(ctx))
+	require.NoError(t, standby.Promote(ctx, 2*time.Minute))
 	// The router follows by itself: a retry lands on the promoted server.
 	var after int64
 	deadline := time.Now().Add(2 * time.Minute)

@@ -200,7 +200,7 @@ func testFailover(t *testing.T, clock time.Duration, command bool) {
 	require.NoError(t, err)
 	acked = append(acked, r.write(2*time.Second)...)
 	r.primary.KillHard()
-	require.NoError(t, r.standby.PromoteWait(ctx))
+	require.NoError(t, r.standby.Promote(ctx, 2*time.Minute))
 
 	replicated := r.storedIDs(r.standbyDSN)
 	maxAcked := make([]int64, failoverShards)

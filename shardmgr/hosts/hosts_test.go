@@ -194,7 +194,7 @@ func TestSetDSNRefusals(t *testing.T) {
 	// server, and its counters may lack ids the old primary handed out.
 	t.Run("a promoted standby, the old primary gone", func(t *testing.T) {
 		primary := pgtest.Own(t, localpg.Options{})
-		standby, err := localpg.StartStandby(ctx, primary)
+		standby, err := primary.NewAsyncStandby(ctx)
 		require.NoError(t, err)
 		t.Cleanup(func() { standby.Stop() })
 		base := clustertest.Cluster(t, 2, false)

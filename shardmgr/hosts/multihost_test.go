@@ -27,7 +27,7 @@ import (
 func TestMultiHostDSNFollowsFailover(t *testing.T) {
 	ctx := clustertest.Ctx(t)
 	primary := pgtest.Own(t, localpg.Options{})
-	standby, err := localpg.StartStandby(ctx, primary)
+	standby, err := primary.NewAsyncStandby(ctx)
 	require.NoError(t, err)
 	t.Cleanup(func() { standby.Stop() })
 
