@@ -6,7 +6,8 @@ import "errors"
 // nothing.
 var (
 	// ErrNotSameDatabase: the server at a new DSN is not the host's
-	// database nor its promoted standby, by what the servers say.
+	// database, by what the servers say (or a second primary of it while
+	// the old one still accepts writes).
 	ErrNotSameDatabase = errors.New("not the host's database")
 	// ErrUnreachable: the server at a new DSN did not answer.
 	ErrUnreachable = errors.New("server unreachable")
