@@ -46,7 +46,8 @@ type ShardChange struct {
 
 // Plan is what the repair changes in the catalog. JSON: {"cluster":...,
 // "catalog_generation":N,"host_generation":N,"add_hosts":[...],
-// "shards":[...],"close_moves":[...],"applied":bool,"generation":N}.
+// "shards":[...],"close_moves":[...],"retired_copies":[...],"applied":bool,
+// "generation":N}.
 type Plan struct {
 	Cluster string `json:"cluster"`
 	// CatalogGeneration is the catalog's generation when planned;
