@@ -192,7 +192,7 @@ func TestSetDSNRefusals(t *testing.T) {
 	// shares the system identifier, on a newer timeline; with the old
 	// primary gone nothing else tells it from a new address of the same
 	// server, and its counters may lack ids the old primary handed out.
-	t.Run("a promoted standby, the old primary gone", func(t *testing.T) {
+	t.Run("a promoted standby or another server, the old primary gone", func(t *testing.T) {
 		primary := pgtest.Own(t, localpg.Options{})
 		standby, err := primary.NewAsyncStandby(ctx)
 		require.NoError(t, err)
@@ -210,6 +210,18 @@ func TestSetDSNRefusals(t *testing.T) {
 		require.ErrorIs(t, err, hosts.ErrNeedsFailover)
 		require.ErrorContains(t, err, "on timeline 2, the catalog recorded 1")
 		require.NotContains(t, err.Error(), "\n")
+		require.Equal(t, before, snapshot(t, one), "nothing changed")
+
+		// Another server altogether (its own system identifier), whose
+		// database records itself as pg1: refused too, the old primary
+		// gone or not.
+		other := pgtest.Own(t, localpg.Options{OwnSystemID: true})
+		_, err = other.CreateDatabase(ctx, db)
+		require.NoError(t, err)
+		forge(other.DSN(db), one.Cluster, "pg1")
+		_, err = hosts.SetDSN(ctx, open(t, one), "pg1", other.DSN(db), hosts.SetDSNOptions{ProbeTimeout: time.Minute})
+		require.ErrorIs(t, err, hosts.ErrNotSameDatabase)
+		require.ErrorContains(t, err, "the catalog recorded")
 		require.Equal(t, before, snapshot(t, one), "nothing changed")
 	})
 }

@@ -61,12 +61,11 @@ type SetDSNOptions struct {
 //     the very database the new address reaches: two primaries of one host
 //     are refused;
 //   - it is the very server the catalog recorded for the host: the same
-//     system identifier on the same timeline. A newer timeline (a
+//     system identifier, on the recorded timeline. A newer timeline (a
 //     promoted standby) is ErrNeedsFailover: Failover advances the
-//     counters first. Another system identifier is another server
-//     (pg_upgrade makes one) and is accepted only once the old address
-//     no longer answers, as above; a host whose identity the catalog
-//     has not recorded yet is ErrNotIdentified (init records it).
+//     counters first. Another system identifier is another server,
+//     refused as verify fails it; a host whose identity the catalog has
+//     not recorded yet is ErrNotIdentified (init records it).
 //
 // Bad input (an unknown host, a DSN that does not parse, a server that does
 // not answer) is an error and nothing changes. c keeps the cluster file it
@@ -124,7 +123,7 @@ func SetDSN(ctx context.Context, c *cluster.Cluster, name, dsn string, opts SetD
 	if err := checkOld(pctx, old.DSN, newConn, res, opts.ProbeTimeout); err != nil {
 		return nil, fmt.Errorf("host %s: %w", name, err)
 	}
-	if err := checkNotPromoted(ctx, cat, name, ns); err != nil {
+	if err := checkRecorded(ctx, cat, name, ns); err != nil {
 		return nil, fmt.Errorf("host %s: %w", name, err)
 	}
 	// Nothing to do only when both the file and the catalog have it (a
@@ -146,21 +145,27 @@ func SetDSN(ctx context.Context, c *cluster.Cluster, name, dsn string, opts SetD
 	return res, nil
 }
 
-// checkNotPromoted refuses a new server that is the host's recorded
-// server on a newer timeline: its counters stop where its replay did, and
-// ids the old primary handed out after that would come again
-// (docs/uniqueness.md#failover).
-func checkNotPromoted(ctx context.Context, cat pg.Querier, name string, ns *Server) error {
+// checkRecorded refuses a new server that is not the one the catalog
+// recorded for the host: on a newer timeline it is a promoted standby (or
+// a backup restored to a point in time), whose counters stop where its
+// replay did, so that ids the old primary handed out after that would
+// come again (docs/uniqueness.md#failover); with another system
+// identifier it is another server altogether, whose counters nothing
+// ties to the recorded one's (verify fails such a host).
+func checkRecorded(ctx context.Context, cat pg.Querier, name string, ns *Server) error {
 	rec, err := catalog.ReadHostIdentity(ctx, cat, name, false)
 	if err != nil {
 		return fmt.Errorf("catalog: %w", err)
 	}
 	switch {
 	case ns.SystemID == "":
-		return fmt.Errorf("%w: cannot tell whether the server at the new DSN (%s) was promoted", pg.ErrIdentityDenied, ns.Address)
+		return fmt.Errorf("%w: cannot tell whether the server at the new DSN (%s) is the recorded one", pg.ErrIdentityDenied, ns.Address)
 	case rec.SystemIdentifier == nil || rec.Timeline == nil:
 		return ErrNotIdentified
-	case *rec.SystemIdentifier == ns.SystemID && ns.Timeline > *rec.Timeline:
+	case *rec.SystemIdentifier != ns.SystemID:
+		return fmt.Errorf("%w: the server at the new DSN (%s) has system identifier %s, the catalog recorded %s for the host's server: another server, whose counters may be behind ids the recorded one handed out",
+			ErrNotSameDatabase, ns.Address, ns.SystemID, *rec.SystemIdentifier)
+	case ns.Timeline > *rec.Timeline:
 		return fmt.Errorf("%w: the server at the new DSN (%s) is on timeline %d, the catalog recorded %d for the host's server: it was promoted (or restored) since, and may lack ids the old primary handed out",
 			ErrNeedsFailover, ns.Address, ns.Timeline, *rec.Timeline)
 	}
