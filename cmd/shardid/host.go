@@ -148,12 +148,12 @@ func newHostSetDSNCmd() *cobra.Command {
 		Long: `Records DSN as host NAME's in the catalog and in the cluster file, once the
 server at DSN proves to be the host's own server at a new address, by what the
 servers say: the database there records itself as host NAME of this cluster
-(shardid.host_info), the server is not in recovery, it is on the timeline the
-catalog recorded for the host (a promoted standby, on a newer one, is refused:
-its counters may lack ids the old primary handed out; shardid host failover
-NAME --to DSN advances them first), and, when the old address still answers,
-both report the same system identifier and database, and the old one, if it
-still accepts writes, is the very database DSN reaches. Anything else is
+(shardid.host_info), the server is not in recovery, it has the system
+identifier and timeline the catalog recorded for the host (a promoted standby,
+on a newer timeline, is refused: its counters may lack ids the old primary
+handed out; shardid host failover NAME --to DSN advances them first), and, when
+the old address still answers, both report the same database, and the old
+one, if it still accepts writes, is the very database DSN reaches. Anything else is
 refused and nothing changes. Running routers connect to the new address at
 their next refresh and close their pools on the old one. To follow a failover
 without this command, give the host a DSN naming both servers

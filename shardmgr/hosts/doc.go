@@ -23,9 +23,9 @@
 // as that host of this cluster, at a server in recovery, at a promoted
 // standby whose counters were not advanced (SetDSN refuses a newer
 // timeline than recorded: ErrNeedsFailover), at a server whose system
-// identifier differs from the old address's while that one still
-// answers, or at a copy while the old primary still accepts writes; never
-// remove a host that holds a shard, takes part in an unfinished move or
-// keeps a moved shard's retired copy; and never touch the servers or
-// databases themselves (a removed host's database stays).
+// identifier differs from the one the catalog recorded (or from the old
+// address's), or at a copy while the old primary still accepts writes;
+// never remove a host that holds a shard, takes part in an unfinished
+// move or keeps a moved shard's retired copy; and never touch the servers
+// or databases themselves (a removed host's database stays).
 package hosts
