@@ -13,14 +13,14 @@ import (
 )
 
 // TestOperatorSiblingsImportNoSibling: install, verify, migrate,
-// rebalance and hosts share the engine below them (shardmgr/internal/...), never one
+// rebalance, hosts and repair share the engine below them (shardmgr/internal/...), never one
 // another, so that each can change without the others (issue 19, item 4).
 // Test files may import a sibling to set a cluster up; only the packages
 // themselves are checked.
 func TestOperatorSiblingsImportNoSibling(t *testing.T) {
 	const mod = "github.com/shardid/shardid/shardmgr/"
-	siblings := []string{mod + "install", mod + "verify", mod + "migrate", mod + "rebalance", mod + "hosts"}
-	out, err := exec.Command("go", "list", "-json", "./install", "./verify", "./migrate", "./rebalance", "./hosts").Output()
+	siblings := []string{mod + "install", mod + "verify", mod + "migrate", mod + "rebalance", mod + "hosts", mod + "repair"}
+	out, err := exec.Command("go", "list", "-json", "./install", "./verify", "./migrate", "./rebalance", "./hosts", "./repair").Output()
 	require.NoError(t, err)
 
 	dec := json.NewDecoder(bytes.NewReader(out))

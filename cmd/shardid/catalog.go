@@ -31,7 +31,10 @@ func newCatalogRepairCmd() *cobra.Command {
 (routers refuse the shards it places wrongly, verify reports catalog-stale, init
 refuses), rebuilds its map from what every host records of itself: each shard
 goes to the host that holds its live copy at the newest generation, and hosts of
-the cluster file the catalog forgot are added. The differences are shown first;
+the cluster file the catalog forgot are added; retired copies of moves the
+restored journal never saw are journaled, so that rebalance cleanup drops them
+(or, where the shard lives on that host again, the DROP to run is shown). The
+differences are shown first;
 they are applied with --yes (or after a confirmation on a terminal), in one
 catalog transaction whose generation is above every generation a host recorded.
 Two hosts holding one shard live at the same generation, or a shard no host
@@ -41,7 +44,8 @@ read. Exit 1 when differences were shown but not applied.
 --json prints {"cluster":"...","catalog_generation":N,"host_generation":N,
 "add_hosts":[...],"shards":[{"shard":N,"from":"pg1","from_schema":"...",
 "from_state":"...","to":"pg4","schema":"...","state":"active","generation":N}],
-"close_moves":[N],"applied":bool,"generation":N}.`,
+"close_moves":[N],"retired_copies":[{"host":"pg2","shard":N,"schema":"shard_0002_moved_g7",
+"to":"pg4","journal":bool,"drop":"DROP SCHEMA ..."}],"applied":bool,"generation":N}.`,
 		Args: cobra.NoArgs,
 	}
 	configPath := addClusterConfigFlag(cmd)
@@ -108,6 +112,13 @@ func printRepair(w io.Writer, p *repair.Plan) {
 	}
 	for _, id := range p.CloseMoves {
 		fmt.Fprintf(w, "x move %d: closed (aborted in the journal; the hosts say where its shard is)\n", id)
+	}
+	for _, r := range p.RetiredCopies {
+		if r.Journal {
+			fmt.Fprintf(w, "+ retired copy %s of shard %d on %s: journaled (shardid rebalance cleanup drops it)\n", r.Schema, r.Shard, r.Host)
+		} else {
+			fmt.Fprintf(w, "! retired copy %s of shard %d on %s, where the shard lives again: drop it there by hand when it is not wanted: %s\n", r.Schema, r.Shard, r.Host, r.Drop)
+		}
 	}
 	if p.Applied {
 		fmt.Fprintf(w, "catalog repair: applied at generation %d: %d shards placed anew, %d hosts added\n", p.Generation, len(p.Shards), len(p.AddHosts))

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/hosts"
 	"github.com/shardid/shardid/shardmgr/migrate"
 	"github.com/shardid/shardid/shardmgr/rebalance"
 	"github.com/shardid/shardid/shardmgr/verify"
@@ -27,6 +28,7 @@ func TestHints(t *testing.T) {
 		{fmt.Errorf("move 1: %w: after 30m0s (the catch-up timeout)", rebalance.ErrCatchupTimeout), "--catchup-timeout"},
 		{fmt.Errorf("%w for subscription s: all 4 slots are taken", rebalance.ErrNoWorker), "--parallel"},
 		{&shardmgr.ShardErrors{Op: "migrate up", Total: 4, Stopped: 3, Errs: []error{fmt.Errorf("x")}}, "--fail-fast"},
+		{fmt.Errorf("host pg1: %w: on timeline 2", hosts.ErrNeedsFailover), "shardid host failover NAME --to DSN"},
 	} {
 		require.Contains(t, errorWithHint(tc.err), tc.want, "%v", tc.err)
 	}
@@ -38,7 +40,7 @@ func TestHints(t *testing.T) {
 func TestVerifyFixes(t *testing.T) {
 	p := verify.Problem{Check: verify.CheckPlacement, Shard: 5, Host: "pg4", Detail: "copy on pg4 belongs to unfinished move 3", Fix: verify.FixResumeOrAbortMove}
 	require.Equal(t, "placement shard 5 on pg4: copy on pg4 belongs to unfinished move 3 (resume with `shardid rebalance apply`, undo with `shardid rebalance abort --shard 5`)", withFix(p))
-	for fix := verify.FixInit; fix <= verify.FixRepairCatalog; fix++ {
+	for fix := verify.FixInit; fix <= verify.FixFailover; fix++ {
 		require.NotEmpty(t, verifyFixes[fix], "fix %d has a command", fix)
 	}
 	p.Fix = verify.FixNone

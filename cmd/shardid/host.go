@@ -44,13 +44,13 @@ func newHostListCmd() *cobra.Command {
 		Long: `Probes every host at once (each for at most --timeout) and prints, per host:
 its DSN without the password, the shards the catalog places there, its state
 (ok, draining, unreachable), what its server says about itself (system
-identifier, version, the address it actually reached: with a DSN naming
+identifier, timeline, version, the address it actually reached: with a DSN naming
 several servers, the one that answered), its role (primary or standby) and the
 replication lag where it can be read (a primary's standbys from
 pg_stat_replication, a standby's time since the last transaction it replayed).
 A host that does not answer is a row saying so, not a failure. --json prints
 [{"name":"pg1","dsn":"...","shards":N,"ranges":"0-5","state":"ok","drain":false,
-"server":{"system_identifier":"...","version":"...","address":"127.0.0.1:5432",
+"server":{"system_identifier":"...","timeline":N,"version":"...","address":"127.0.0.1:5432",
 "database":"app","role":"primary","cluster":"demo","host":"pg1",
 "standbys":[{"name":"...","address":"...","state":"streaming","replay_lag_ms":N}],
 "replay_lag_ms":null},"error":""}].`,
@@ -144,17 +144,20 @@ func newHostSetDSNCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "set-dsn NAME DSN [--json]",
-		Short: "Point a host at a new address: the same database, or its promoted standby",
+		Short: "Point a host at a new address of the same server",
 		Long: `Records DSN as host NAME's in the catalog and in the cluster file, once the
-server at DSN proves to be the host's database or its promoted standby, by
-what the servers say: the database there records itself as host NAME of this
-cluster (shardid.host_info), the server is not in recovery, and, when the old
-address still answers, both report the same system identifier and database,
-and the old one, if it still accepts writes, is the very database DSN reaches.
-Anything else is refused and nothing changes. Running routers connect to the
-new address at their next refresh and close their pools on the old one. To
-follow a failover without this command, give the host a DSN naming both
-servers (docs/operations.md). --json prints {"host":"pg2","old_dsn":"...",
+server at DSN proves to be the host's own server at a new address, by what the
+servers say: the database there records itself as host NAME of this cluster
+(shardid.host_info), the server is not in recovery, it has the system
+identifier and timeline the catalog recorded for the host (a promoted standby,
+on a newer timeline, is refused: its counters may lack ids the old primary
+handed out; shardid host failover NAME --to DSN advances them first), and, when
+the old address still answers, both report the same database, and the old
+one, if it still accepts writes, is the very database DSN reaches. Anything else is
+refused and nothing changes. Running routers connect to the new address at
+their next refresh and close their pools on the old one. To follow a failover
+without this command, give the host a DSN naming both servers
+(docs/operations.md). --json prints {"host":"pg2","old_dsn":"...",
 "new_dsn":"...","changed":true,"old_answered":false,"server":{...},"generation":N}.`,
 		Args: cobra.ExactArgs(2),
 	}

@@ -54,7 +54,6 @@ a counter back. docs/operations.md#failover, docs/uniqueness.md#failover.
 			return err
 		}
 		defer c.Close()
-		opts.WriteClusterFile = true
 		res, err := hosts.Failover(cmd.Context(), c, args[0], opts)
 		if err != nil {
 			return err

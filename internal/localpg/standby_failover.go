@@ -19,13 +19,15 @@ import (
 // pointing at s) into a new data directory, started on a free port with
 // s's settings. env is extra environment for the standby's postgres, for
 // example libfaketime's (FaketimeEnv) to run it with its clock behind
-// s's. It returns once the standby accepts connections; Stop removes it.
+// s's. It returns once the standby accepts connections; Stop removes it,
+// Promote makes it a primary.
 func (s *Server) NewAsyncStandby(ctx context.Context, env ...string) (*Server, error) {
 	dir, err := os.MkdirTemp("", "shardid-pgstandby-")
 	if err != nil {
 		return nil, fmt.Errorf("localpg: %w", err)
 	}
 	st := &Server{Dir: dir, bin: s.bin, cred: s.cred, opts: s.opts, logPath: filepath.Join(dir, "server.log"), env: env}
+	st.opts.OwnSystemID = false // a copy of s's data directory: s's system identifier
 	if err := st.chown(dir); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -63,24 +65,6 @@ func FaketimeEnv(offset time.Duration) ([]string, error) {
 		return nil, errors.New("localpg: libfaketime not found (run scripts/ensure-faketime, or apt-get install libfaketime)")
 	}
 	return []string{"LD_PRELOAD=" + libs[0], fmt.Sprintf("FAKETIME=%+ds", int64(offset/time.Second)), "FAKETIME_DONT_FAKE_MONOTONIC=1"}, nil
-}
-
-// PromoteWait promotes a standby and waits, at most two minutes, until it
-// accepts writes.
-func (s *Server) PromoteWait(ctx context.Context) error {
-	conn, err := pgx.Connect(ctx, s.DSN("postgres"))
-	if err != nil {
-		return err
-	}
-	defer conn.Close(ctx)
-	var ok bool
-	if err := conn.QueryRow(ctx, `SELECT pg_catalog.pg_promote(true, 120)`).Scan(&ok); err != nil {
-		return fmt.Errorf("localpg: promote: %w", err)
-	}
-	if !ok {
-		return errors.New("localpg: promote: the standby did not finish recovery within 120 s")
-	}
-	return nil
 }
 
 // KillHard kills the server and every backend with SIGKILL (kill -9):

@@ -53,7 +53,7 @@ func SetDrain(ctx context.Context, c *cluster.Cluster, name string, drain bool) 
 	}
 	res := &ChangeResult{Host: name, Config: edit.Config}
 	what := fmt.Sprintf("host %s: drain %t", name, drain)
-	err = change(ctx, cat, edit, res, func(tx pgx.Tx, m *shardmgr.ShardMap) (string, error) {
+	done, err := change(ctx, cat, 0, edit, func(tx pgx.Tx, m *shardmgr.ShardMap) (string, error) {
 		ch, ok := m.Host(name)
 		if !ok {
 			return "", fmt.Errorf("host %s: %w (in the cluster file, not in the catalog: run init)", name, shardmgr.ErrUnknownHost)
@@ -66,6 +66,7 @@ func SetDrain(ctx context.Context, c *cluster.Cluster, name string, drain bool) 
 	if err != nil {
 		return nil, err
 	}
+	done.applyTo(res)
 	return res, nil
 }
 
@@ -89,7 +90,7 @@ func Remove(ctx context.Context, c *cluster.Cluster, name string) (*ChangeResult
 		}
 		res.Config = edit.Config
 	}
-	err = change(ctx, cat, edit, res, func(tx pgx.Tx, m *shardmgr.ShardMap) (string, error) {
+	done, err := change(ctx, cat, 0, edit, func(tx pgx.Tx, m *shardmgr.ShardMap) (string, error) {
 		if _, ok := m.Host(name); !ok {
 			if edit == nil {
 				return "", fmt.Errorf("host %s: %w (neither in the cluster file %s nor in the catalog)", name, shardmgr.ErrUnknownHost, cfg.Path)
@@ -104,6 +105,7 @@ func Remove(ctx context.Context, c *cluster.Cluster, name string) (*ChangeResult
 	if err != nil {
 		return nil, err
 	}
+	done.applyTo(res)
 	return res, nil
 }
 
@@ -118,15 +120,7 @@ func inUse(ctx context.Context, tx pgx.Tx, m *shardmgr.ShardMap, name string) er
 	if err != nil {
 		return err
 	}
-	var open, kept []string
-	for _, mv := range moves {
-		s := fmt.Sprintf("move %d (shard %d, %s -> %s)", mv.ID, mv.Shard, mv.From, mv.To)
-		if mv.Retained {
-			kept = append(kept, s)
-		} else {
-			open = append(open, s+" at "+string(mv.Phase))
-		}
-	}
+	open, kept := describeMoves(moves)
 	if len(open) > 0 {
 		why = append(why, fmt.Sprintf("unfinished moves involve it: %s: finish them (rebalance apply) or abort them (rebalance abort)", strings.Join(open, ", ")))
 	}
@@ -139,14 +133,38 @@ func inUse(ctx context.Context, tx pgx.Tx, m *shardmgr.ShardMap, name string) er
 	return nil
 }
 
+// changed is what a change did: the catalog's generation afterwards, and
+// where the host changed.
+type changed struct {
+	Generation    int64
+	Catalog, File bool
+}
+
+// describeMoves names catalog.HostMoves' moves for a refusal: the
+// unfinished ones (with their phase) and those that keep a retired copy.
+func describeMoves(moves []catalog.HostMove) (open, kept []string) {
+	for _, mv := range moves {
+		s := fmt.Sprintf("move %d (shard %d, %s -> %s)", mv.ID, mv.Shard, mv.From, mv.To)
+		if mv.Retained {
+			kept = append(kept, s)
+		} else {
+			open = append(open, s+" at "+string(mv.Phase))
+		}
+	}
+	return open, kept
+}
+
 // change runs fn in one catalog change on the map as the transaction sees
-// it, and writes edit (if any) as the change's last step: the catalog and
-// the file change together, or neither does (a commit that fails after
-// the file was written puts the file back). fn returns what it changed,
-// "" for nothing.
-func change(ctx context.Context, cat *pgxpool.Pool, edit *clusterfile.Edit, res *ChangeResult, fn func(tx pgx.Tx, m *shardmgr.ShardMap) (string, error)) error {
+// it (want: the generation it must still be at, 0 for any), and writes
+// edit (if any) as the change's last step: the catalog and the file
+// change together, or neither does (a commit that fails after the file
+// was written puts the file back). fn returns what it changed, "" for
+// nothing. Every host change goes through here: SetDrain, Remove, SetDSN
+// and Failover.
+func change(ctx context.Context, cat *pgxpool.Pool, want int64, edit *clusterfile.Edit, fn func(tx pgx.Tx, m *shardmgr.ShardMap) (string, error)) (changed, error) {
+	var out changed
 	written := false
-	gen, changed, err := catalog.ChangeIf(ctx, cat, 0, func(tx pgx.Tx, _ int64) (string, error) {
+	gen, bumped, err := catalog.ChangeIf(ctx, cat, want, func(tx pgx.Tx, _ int64) (string, error) {
 		m, err := shardmgr.ReadMap(ctx, tx)
 		if err != nil {
 			return "", err
@@ -155,30 +173,32 @@ func change(ctx context.Context, cat *pgxpool.Pool, edit *clusterfile.Edit, res 
 		if err != nil {
 			return "", err
 		}
-		res.Catalog = what != ""
 		if edit != nil && edit.Changes() {
+			// Last, so that a failed change leaves the file alone.
 			written = true
 			if err := edit.Write(); err != nil {
 				return "", err
 			}
-			res.File = true
-			if what == "" {
-				// The file alone changed: the generation stays.
-				return "", nil
-			}
+			out.File = true
 		}
+		// what == "": the file alone changed, or nothing; the generation
+		// stays.
 		return what, nil
 	})
 	if err != nil {
-		res.Catalog, res.File = false, false
 		if written {
 			err = errors.Join(err, edit.Undo())
 		}
-		return err
+		return changed{}, err
 	}
-	res.Generation = gen
-	res.Changed = changed || res.File
-	return nil
+	out.Generation, out.Catalog = gen, bumped
+	return out, nil
+}
+
+// applyTo copies what a change did into res.
+func (c changed) applyTo(res *ChangeResult) {
+	res.Generation, res.Catalog, res.File = c.Generation, c.Catalog, c.File
+	res.Changed = c.Catalog || c.File
 }
 
 // WithDrain is a copy of cfg in which host name is marked drain, for a

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -11,6 +13,8 @@ import (
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
+	"github.com/shardid/shardid/shardmgr/internal/clusterfile"
+	"github.com/shardid/shardid/shardmgr/internal/hostrecords"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
 
@@ -25,22 +29,6 @@ const DefaultFailoverMargin = 5 * time.Second
 // shared lock for microseconds).
 const DefaultFailoverLockWait = 30 * time.Second
 
-// The ways a failover is refused; nothing is changed when one is
-// returned.
-var (
-	// ErrNotIdentified: the catalog records no identity for the host (a
-	// row of an older binary; init records it).
-	ErrNotIdentified = errors.New("the catalog records no server identity for the host")
-	// ErrNotPromoted: the new server is still a standby.
-	ErrNotPromoted = errors.New("the new server is still in recovery")
-	// ErrNotStandbyOf: the new server is not a promoted standby of the
-	// host's recorded server (another system identifier, another
-	// database's record, or no newer timeline).
-	ErrNotStandbyOf = errors.New("the new server is not a promoted standby of the host's server")
-	// ErrHostMoving: a move of one of the host's shards is unfinished.
-	ErrHostMoving = errors.New("a move involving the host is unfinished")
-)
-
 // FailoverOptions adjust Failover. To is required.
 type FailoverOptions struct {
 	// To is the promoted standby's DSN, as the cluster file is to hold
@@ -53,9 +41,9 @@ type FailoverOptions struct {
 	// LockWait bounds each wait for a generator's lock. Zero means
 	// DefaultFailoverLockWait.
 	LockWait time.Duration
-	// WriteClusterFile: rewrite the host's dsn in the cluster file
-	// (Config().Path) after the catalog records the new server.
-	WriteClusterFile bool
+	// LookupEnv resolves ${VAR} in To (and the rest of the cluster file,
+	// read again); nil means os.LookupEnv, as shardmgr.LoadConfig.
+	LookupEnv func(string) (string, bool)
 	// Now is the manager's clock. Nil means time.Now.
 	Now func() time.Time
 }
@@ -89,7 +77,8 @@ type FailoverResult struct {
 	Shards     []ShardAdvance `json:"shards"`
 	// Generation is the catalog's generation that records the new server.
 	Generation int64 `json:"generation"`
-	// ClusterFile: the cluster file was rewritten.
+	// ClusterFile: the cluster file was rewritten (false when it already
+	// named To).
 	ClusterFile bool `json:"cluster_file"`
 }
 
@@ -124,8 +113,9 @@ type ShardAdvance struct {
 // host's shards is unfinished; then it advances every shard's counter on
 // it past the bound (docs/uniqueness.md#failover), and only then records
 // the new server in the catalog (a new generation, which routers follow)
-// and, with WriteClusterFile, in the cluster file. The old primary must be
-// down: the command cannot stop it.
+// and its DSN in the cluster file, together, as SetDSN does (a failed
+// change leaves both as they were). The old primary must be down: the
+// command cannot stop it.
 //
 // It must never record a new server for a host before that server's
 // counters are past the old primary's bound, nor move a counter back.
@@ -149,6 +139,9 @@ func Failover(ctx context.Context, c *cluster.Cluster, name string, opts Failove
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.LookupEnv == nil {
+		opts.LookupEnv = os.LookupEnv
+	}
 	catPool, err := c.Catalog(ctx, shardmgr.UseWrite)
 	if err != nil {
 		return nil, err
@@ -164,19 +157,26 @@ func Failover(ctx context.Context, c *cluster.Cluster, name string, opts Failove
 	if rec.SystemIdentifier == nil {
 		return nil, fmt.Errorf("host %s: %w", name, ErrNotIdentified)
 	}
-	moves, err := catalog.ReadOpenMoves(ctx, catPool)
+	moves, err := catalog.HostMoves(ctx, catPool, name)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: %w", err)
 	}
-	for _, mv := range moves {
-		if mv.From == name || mv.To == name {
-			return nil, fmt.Errorf("host %s: %w: shard %d from %s to %s", name, ErrHostMoving, mv.Shard, mv.From, mv.To)
-		}
+	// A retired copy is no obstacle: it failed over with the rest of the
+	// host's database.
+	if open, _ := describeMoves(moves); len(open) > 0 {
+		return nil, fmt.Errorf("host %s: %w: %s", name, ErrHostMoving, strings.Join(open, ", "))
 	}
-
-	conn, err := pg.Connect(ctx, opts.To)
+	// The cluster file's edit is prepared (and the new DSN checked as the
+	// file will hold it) before anything changes.
+	edit, err := clusterfile.SetHost(cfg.Path, name, "dsn", opts.To, opts.LookupEnv)
 	if err != nil {
-		return nil, fmt.Errorf("host %s: new server: %w", name, err)
+		return nil, err
+	}
+	nh, _ := edit.Config.Host(name)
+
+	conn, err := connect(ctx, nh.DSN, DefaultProbeTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("host %s: new server: %w: %s", name, ErrUnreachable, pg.OneLine(err))
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	t0 := opts.Now()
@@ -189,7 +189,7 @@ func Failover(ctx context.Context, c *cluster.Cluster, name string, opts Failove
 	}
 
 	res := &FailoverResult{
-		Host: name, DSN: shardmgr.Host{Name: name, DSN: opts.To}.CatalogDSN(),
+		Host: name, DSN: nh.CatalogDSN(),
 		SystemIdentifier: id.SystemIdentifier, Timeline: id.Timeline, RecordedTimeline: rec.Timeline,
 		MarginMS: opts.Margin.Milliseconds(), ServerBehindMS: t0.Sub(id.Now).Milliseconds(),
 	}
@@ -203,26 +203,21 @@ func Failover(ctx context.Context, c *cluster.Cluster, name string, opts Failove
 	// The counters are past the bound: from here on the new server may
 	// take writes, and the catalog may send them there.
 	ahead := pg.ClockAhead(t0, id.Now)
-	res.Generation, err = catalog.Change(ctx, catPool, m.Generation, fmt.Sprintf("failover host %s to timeline %d (ids advanced %d ms past the old primary's bound)", name, id.Timeline, res.AdvancedMS),
-		func(tx pgx.Tx, _ int64) error {
-			now, err := catalog.ReadHostIdentity(ctx, tx, name, true)
-			if err != nil {
-				return err
-			}
-			if !samePtr(now.SystemIdentifier, rec.SystemIdentifier) || !samePtr(now.Timeline, rec.Timeline) {
-				return fmt.Errorf("host %s: its record changed while the failover ran (another failover?); run it again", name)
-			}
-			return catalog.FailOverHost(ctx, tx, name, res.DSN, id, ahead)
-		})
-	if err != nil {
-		return nil, err
-	}
-	if opts.WriteClusterFile {
-		if err := setClusterFileDSN(cfg.Path, name, opts.To); err != nil {
-			return res, fmt.Errorf("host %s: the catalog records the new server (generation %d) but the cluster file was not updated: %w", name, res.Generation, err)
+	what := fmt.Sprintf("failover host %s to timeline %d (ids advanced %d ms past the old primary's bound)", name, id.Timeline, res.AdvancedMS)
+	done, err := change(ctx, catPool, m.Generation, edit, func(tx pgx.Tx, _ *shardmgr.ShardMap) (string, error) {
+		now, err := catalog.ReadHostIdentity(ctx, tx, name, true)
+		if err != nil {
+			return "", err
 		}
-		res.ClusterFile = true
+		if !samePtr(now.SystemIdentifier, rec.SystemIdentifier) || !samePtr(now.Timeline, rec.Timeline) {
+			return "", fmt.Errorf("host %s: its record changed while the failover ran (another failover?); run it again", name)
+		}
+		return what, catalog.FailOverHost(ctx, tx, name, res.DSN, id, ahead)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("catalog change (%s): %w", what, err)
 	}
+	res.Generation, res.ClusterFile = done.Generation, done.File
 	return res, nil
 }
 
@@ -238,9 +233,8 @@ func checkPromotedStandby(ctx context.Context, conn *pgx.Conn, clusterName, name
 	if rec.Timeline != nil && id.Timeline <= *rec.Timeline {
 		return fmt.Errorf("%w: it is on timeline %d, not newer than the host's server's %d: it was not promoted since (the old primary itself, or a copy of it?)", ErrNotStandbyOf, id.Timeline, *rec.Timeline)
 	}
-	var gotCluster, gotHost string
-	err := conn.QueryRow(ctx, `SELECT cluster, host FROM shardid.host_info`).Scan(&gotCluster, &gotHost)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) && !pg.IsUndefinedTable(err) {
+	gotCluster, gotHost, err := hostrecords.ReadInfo(ctx, conn)
+	if err != nil {
 		return fmt.Errorf("new server: read its record: %w", err)
 	}
 	if gotCluster != clusterName || gotHost != name {

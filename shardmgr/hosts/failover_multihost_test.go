@@ -66,7 +66,7 @@ func TestFailoverMultiHostDSN(t *testing.T) {
 	require.NoError(t, err)
 
 	primary.KillHard()
-	require.NoError(t, standby.PromoteWait(ctx))
+	require.NoError(t, standby.Promote(ctx, 2*time.Minute))
 	// The router follows by itself: a retry lands on the promoted server.
 	var after int64
 	deadline := time.Now().Add(2 * time.Minute)
@@ -83,7 +83,7 @@ func TestFailoverMultiHostDSN(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, rep.Failed(verify.CheckFailover), 1, "%v", rep.Problems)
 
-	res, err := Failover(ctx, clustertest.Handle(t, cfg), "pg1", FailoverOptions{To: dsn, WriteClusterFile: true})
+	res, err := Failover(ctx, clustertest.Handle(t, cfg), "pg1", FailoverOptions{To: dsn})
 	require.NoError(t, err)
 	require.Equal(t, int64(2), res.Timeline)
 	require.Equal(t, dsn, res.DSN, "the catalog keeps the multi-host DSN")

@@ -58,7 +58,7 @@ func TestFailoverRefusesAnotherServer(t *testing.T) {
 	try(r.standbyDSN, ErrNotPromoted, "not promoted yet")
 	try(r.primary.DSN("app"), ErrNotStandbyOf, "timeline 1, not newer than the host's server's 1")
 
-	require.NoError(t, r.standby.PromoteWait(ctx))
+	require.NoError(t, r.standby.Promote(ctx, 2*time.Minute))
 	_, err = cat.Exec(ctx, `UPDATE shardid.hosts SET system_identifier = '12345' WHERE name = 'pg1'`)
 	require.NoError(t, err)
 	try(r.standbyDSN, ErrNotStandbyOf, "the host's server's 12345")

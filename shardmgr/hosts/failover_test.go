@@ -18,6 +18,7 @@ import (
 	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/install"
+	"github.com/shardid/shardid/shardmgr/internal/clusterfile"
 	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 	"github.com/shardid/shardid/shardmgr/internal/shardschema"
 	"github.com/shardid/shardid/shardmgr/verify"
@@ -199,7 +200,7 @@ func testFailover(t *testing.T, clock time.Duration, command bool) {
 	require.NoError(t, err)
 	acked = append(acked, r.write(2*time.Second)...)
 	r.primary.KillHard()
-	require.NoError(t, r.standby.PromoteWait(ctx))
+	require.NoError(t, r.standby.Promote(ctx, 2*time.Minute))
 
 	replicated := r.storedIDs(r.standbyDSN)
 	maxAcked := make([]int64, failoverShards)
@@ -257,7 +258,7 @@ func testFailover(t *testing.T, clock time.Duration, command bool) {
 	require.Less(t, bulkN, int64(3_000_000), "the gap to the first lost id is too wide for the bulk insert")
 
 	if command {
-		res, err := Failover(ctx, clustertest.Handle(t, r.cfg), "pg1", FailoverOptions{To: r.standbyDSN, WriteClusterFile: true})
+		res, err := Failover(ctx, clustertest.Handle(t, r.cfg), "pg1", FailoverOptions{To: r.standbyDSN})
 		require.NoError(t, err)
 		t.Logf("failover: bound %s (%s, margin %d ms), advanced %d ms, timeline %d -> %d, server clock behind %d ms",
 			res.Bound.Format(time.RFC3339Nano), res.BoundSource, res.MarginMS, res.AdvancedMS, *res.RecordedTimeline, res.Timeline, res.ServerBehindMS)
@@ -279,7 +280,9 @@ func testFailover(t *testing.T, clock time.Duration, command bool) {
 		r.cfg = cfg
 	} else {
 		// Today's way: point the file at the new server and run init.
-		require.NoError(t, setClusterFileDSN(r.path, "pg1", r.standbyDSN))
+		edit, err := clusterfile.SetHost(r.path, "pg1", "dsn", r.standbyDSN, os.LookupEnv)
+		require.NoError(t, err)
+		require.NoError(t, edit.Write())
 		cfg, err := shardmgr.LoadConfig(r.path)
 		require.NoError(t, err)
 		r.cfg = cfg

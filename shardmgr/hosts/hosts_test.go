@@ -119,9 +119,9 @@ func TestSetDSNSameDatabaseNewAddress(t *testing.T) {
 	require.Equal(t, res.Generation, clustertest.ClusterMap(t, cfg).Generation)
 }
 
-// TestSetDSNRefusals: each DSN that is not the host's database (or its
-// promoted standby) is refused with one error, and neither the file nor
-// the catalog changes.
+// TestSetDSNRefusals: each DSN that is not the host's database at a new
+// address is refused with one error, and neither the file nor the catalog
+// changes; its promoted standby too (ErrNeedsFailover: that is Failover's).
 func TestSetDSNRefusals(t *testing.T) {
 	ctx := clustertest.Ctx(t)
 	cfg := initFile(t, clustertest.Cluster(t, 6, false))
@@ -187,6 +187,43 @@ func TestSetDSNRefusals(t *testing.T) {
 			require.Equal(t, before, snapshot(t, cfg), "nothing changed")
 		})
 	}
+
+	// The host's own server, promoted: a standby made by pg_basebackup -R
+	// shares the system identifier, on a newer timeline; with the old
+	// primary gone nothing else tells it from a new address of the same
+	// server, and its counters may lack ids the old primary handed out.
+	t.Run("a promoted standby or another server, the old primary gone", func(t *testing.T) {
+		primary := pgtest.Own(t, localpg.Options{})
+		standby, err := primary.NewAsyncStandby(ctx)
+		require.NoError(t, err)
+		t.Cleanup(func() { standby.Stop() })
+		base := clustertest.Cluster(t, 2, false)
+		db := fmt.Sprintf("sm%d_promoted", clustertest.DBCounter.Add(1))
+		base.Hosts = base.Hosts[:1]
+		base.Hosts[0].DSN = primary.DSN(db)
+		one := initFile(t, base)
+		require.NoError(t, primary.WaitReplayed(ctx, standby, 3*time.Minute))
+		require.NoError(t, standby.Promote(ctx, 2*time.Minute))
+		require.NoError(t, primary.Halt())
+		before := snapshot(t, one)
+		_, err = hosts.SetDSN(ctx, open(t, one), "pg1", standby.DSN(db), hosts.SetDSNOptions{ProbeTimeout: time.Minute})
+		require.ErrorIs(t, err, hosts.ErrNeedsFailover)
+		require.ErrorContains(t, err, "on timeline 2, the catalog recorded 1")
+		require.NotContains(t, err.Error(), "\n")
+		require.Equal(t, before, snapshot(t, one), "nothing changed")
+
+		// Another server altogether (its own system identifier), whose
+		// database records itself as pg1: refused too, the old primary
+		// gone or not.
+		other := pgtest.Own(t, localpg.Options{OwnSystemID: true})
+		_, err = other.CreateDatabase(ctx, db)
+		require.NoError(t, err)
+		forge(other.DSN(db), one.Cluster, "pg1")
+		_, err = hosts.SetDSN(ctx, open(t, one), "pg1", other.DSN(db), hosts.SetDSNOptions{ProbeTimeout: time.Minute})
+		require.ErrorIs(t, err, hosts.ErrNotSameDatabase)
+		require.ErrorContains(t, err, "the catalog recorded")
+		require.Equal(t, before, snapshot(t, one), "nothing changed")
+	})
 }
 
 // TestSetDrain: the drain mark goes to the catalog and the file together,

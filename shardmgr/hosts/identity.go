@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/shardid/shardid/shardmgr/internal/hostrecords"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
 
@@ -19,6 +18,10 @@ type Server struct {
 	// the same on a primary and the standbys copied from it; "" where
 	// the role may not read it.
 	SystemID string `json:"system_identifier"`
+	// Timeline is the WAL timeline it writes on (a standby: the one it
+	// last replayed a checkpoint of); a promotion starts a newer one. 0
+	// where the role may not read it.
+	Timeline int64  `json:"timeline"`
 	Version  string `json:"version"`
 	// Address is the address and port the connection reached
 	// (inet_server_addr, inet_server_port): with a DSN naming several
@@ -53,12 +56,16 @@ const (
 	RoleStandby = "standby"
 )
 
-// identify asks the server behind q who it is. A question refused after
-// the first returns what was learned with the error.
+// identify asks the server behind q who it is: its identity as
+// pg.ReadServerIdentity reads it (the one reader, which init, failover and
+// verify use too), then where it runs and what its database records. A
+// question refused after the first returns what was learned with the
+// error; a role that may not read the identity leaves SystemID "" and
+// Timeline 0.
 func identify(ctx context.Context, q pg.Querier) (*Server, error) {
 	s := &Server{}
-	var inRecovery bool
 	var port int
+	var inRecovery bool
 	err := q.QueryRow(ctx, `SELECT pg_catalog.current_database(), pg_catalog.current_setting('server_version'),
 			coalesce(pg_catalog.host(pg_catalog.inet_server_addr()), 'local socket'), coalesce(pg_catalog.inet_server_port(), 0),
 			pg_catalog.pg_is_in_recovery()`).Scan(&s.Database, &s.Version, &s.Address, &port, &inRecovery)
@@ -68,18 +75,17 @@ func identify(ctx context.Context, q pg.Querier) (*Server, error) {
 	if port != 0 {
 		s.Address += ":" + strconv.Itoa(port)
 	}
+	switch id, err := pg.ReadServerIdentity(ctx, q); {
+	case err == nil:
+		s.SystemID, s.Timeline, inRecovery = id.SystemIdentifier, id.Timeline, id.InRecovery
+	case !errors.Is(err, pg.ErrIdentityDenied):
+		return s, err
+	}
 	s.Role = RolePrimary
 	if inRecovery {
 		s.Role = RoleStandby
 	}
-	var sysid int64
-	switch err := q.QueryRow(ctx, `SELECT system_identifier FROM pg_catalog.pg_control_system()`).Scan(&sysid); {
-	case err == nil:
-		s.SystemID = strconv.FormatUint(uint64(sysid), 10)
-	case !isPrivilege(err):
-		return s, fmt.Errorf("system identifier: %w", err)
-	}
-	if s.Cluster, s.Host, err = hostRecord(ctx, q); err != nil {
+	if s.Cluster, s.Host, err = hostrecords.ReadInfo(ctx, q); err != nil {
 		return s, fmt.Errorf("read its record (shardid.host_info): %w", err)
 	}
 	if inRecovery {
@@ -97,19 +103,4 @@ func identify(ctx context.Context, q pg.Querier) (*Server, error) {
 		return sb, r.Scan(&sb.Name, &sb.Address, &sb.State, &sb.LagMS)
 	})
 	return s, err
-}
-
-// hostRecord is the cluster and host a database records about itself,
-// "" when it records nothing.
-func hostRecord(ctx context.Context, q pg.Querier) (cluster, host string, err error) {
-	err = q.QueryRow(ctx, `SELECT cluster, host FROM shardid.host_info`).Scan(&cluster, &host)
-	if errors.Is(err, pgx.ErrNoRows) || pg.IsUndefinedTable(err) {
-		return "", "", nil
-	}
-	return cluster, host, err
-}
-
-func isPrivilege(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == pgerrcode.InsufficientPrivilege
 }

@@ -21,12 +21,13 @@ import (
 // handle and a router; after the standby is promoted and the primary
 // stopped, the router writes ids on the promoted server by itself, with no
 // command run. Along the way set-dsn refuses the standby while it is in
-// recovery and while the old primary still accepts writes, and accepts it
-// once it is the only primary.
+// recovery, while the old primary still accepts writes, and once it is the
+// only primary too (a promoted standby needs Failover, which advances its
+// counters); Failover then points the host at it alone, and no id repeats.
 func TestMultiHostDSNFollowsFailover(t *testing.T) {
 	ctx := clustertest.Ctx(t)
 	primary := pgtest.Own(t, localpg.Options{})
-	standby, err := localpg.StartStandby(ctx, primary)
+	standby, err := primary.NewAsyncStandby(ctx)
 	require.NoError(t, err)
 	t.Cleanup(func() { standby.Stop() })
 
@@ -111,15 +112,22 @@ func TestMultiHostDSNFollowsFailover(t *testing.T) {
 	require.Equal(t, fmt.Sprintf("127.0.0.1:%d", standby.Port), list[0].Server.Address)
 	require.Equal(t, hosts.RolePrimary, list[0].Server.Role)
 
-	// Now the only primary: set-dsn points the host at it alone.
-	res, err := hosts.SetDSN(ctx, open(t, cfg), "pg1", standbyOnly, hosts.SetDSNOptions{})
+	// Now the only primary: still not set-dsn's, which would skip the
+	// counters' advance; the failover points the host at it alone.
+	before := snapshot(t, cfg)
+	_, err = hosts.SetDSN(ctx, open(t, cfg), "pg1", standbyOnly, hosts.SetDSNOptions{})
+	require.ErrorIs(t, err, hosts.ErrNeedsFailover)
+	require.Equal(t, before, snapshot(t, cfg), "nothing changed")
+	res, err := hosts.Failover(ctx, open(t, cfg), "pg1", hosts.FailoverOptions{To: standbyOnly})
 	require.NoError(t, err)
-	require.True(t, res.Changed)
-	require.True(t, res.OldAnswered, "the old multi-server DSN reaches the promoted standby")
+	require.True(t, res.ClusterFile)
+	require.Equal(t, int64(2), res.Timeline)
 	fileAgrees(t, cfg.Path)
 	_, err = r.Reload(ctx)
 	require.NoError(t, err)
-	port, err = nextID(ctx)
-	require.NoError(t, err)
-	require.Equal(t, standby.Port, port)
+	for range 20 {
+		port, err = nextID(ctx)
+		require.NoError(t, err)
+		require.Equal(t, standby.Port, port)
+	}
 }

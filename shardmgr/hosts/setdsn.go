@@ -17,18 +17,6 @@ import (
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
 
-// Sentinel errors of the package; test with errors.Is.
-var (
-	// ErrNotSameDatabase: the server at a new DSN is not the host's
-	// database nor its promoted standby, by what the servers say.
-	ErrNotSameDatabase = errors.New("not the host's database")
-	// ErrUnreachable: the server at a new DSN did not answer.
-	ErrUnreachable = errors.New("server unreachable")
-	// ErrHostInUse: a host to remove still holds shards, takes part in
-	// an unfinished move or keeps a moved shard's retired copy.
-	ErrHostInUse = errors.New("host still in use")
-)
-
 // SetDSNResult is what SetDSN did. JSON:
 // {"host":"pg2","old_dsn":"...","new_dsn":"...","changed":true,"old_answered":false,"server":{...},"generation":N}.
 type SetDSNResult struct {
@@ -71,7 +59,13 @@ type SetDSNOptions struct {
 //     identifier (a standby made by pg_basebackup shares it) and the same
 //     database name, and the old server, if it still accepts writes, is
 //     the very database the new address reaches: two primaries of one host
-//     are refused.
+//     are refused;
+//   - it is the very server the catalog recorded for the host: the same
+//     system identifier, on the recorded timeline. A newer timeline (a
+//     promoted standby) is ErrNeedsFailover: Failover advances the
+//     counters first. Another system identifier is another server,
+//     refused as verify fails it; a host whose identity the catalog has
+//     not recorded yet is ErrNotIdentified (init records it).
 //
 // Bad input (an unknown host, a DSN that does not parse, a server that does
 // not answer) is an error and nothing changes. c keeps the cluster file it
@@ -129,33 +123,53 @@ func SetDSN(ctx context.Context, c *cluster.Cluster, name, dsn string, opts SetD
 	if err := checkOld(pctx, old.DSN, newConn, res, opts.ProbeTimeout); err != nil {
 		return nil, fmt.Errorf("host %s: %w", name, err)
 	}
+	if err := checkRecorded(ctx, cat, name, ns); err != nil {
+		return nil, fmt.Errorf("host %s: %w", name, err)
+	}
 	// Nothing to do only when both the file and the catalog have it (a
 	// file edited by hand before, without init, still updates the
 	// catalog).
 	if !edit.Changes() && ch.DSN == nh.CatalogDSN() {
 		return res, nil
 	}
-	written := false
-	gen, err := catalog.Change(ctx, cat, 0, fmt.Sprintf("host %s: new DSN", name), func(tx pgx.Tx, _ int64) error {
-		if err := catalog.SetHostDSN(ctx, tx, name, nh.CatalogDSN()); err != nil {
-			return err
+	done, err := change(ctx, cat, 0, edit, func(tx pgx.Tx, m *shardmgr.ShardMap) (string, error) {
+		if h, ok := m.Host(name); ok && h.DSN == nh.CatalogDSN() {
+			return "", nil
 		}
-		if !edit.Changes() {
-			return nil
-		}
-		// Last, so that a failed change leaves the file alone; a commit
-		// that fails after it puts the file back.
-		written = true
-		return edit.Write()
+		return fmt.Sprintf("host %s: new DSN", name), catalog.SetHostDSN(ctx, tx, name, nh.CatalogDSN())
 	})
 	if err != nil {
-		if written {
-			err = errors.Join(err, edit.Undo())
-		}
 		return nil, err
 	}
-	res.Changed, res.Generation = true, gen
+	res.Changed, res.Generation = done.Catalog || done.File, done.Generation
 	return res, nil
+}
+
+// checkRecorded refuses a new server that is not the one the catalog
+// recorded for the host: on a newer timeline it is a promoted standby (or
+// a backup restored to a point in time), whose counters stop where its
+// replay did, so that ids the old primary handed out after that would
+// come again (docs/uniqueness.md#failover); with another system
+// identifier it is another server altogether, whose counters nothing
+// ties to the recorded one's (verify fails such a host).
+func checkRecorded(ctx context.Context, cat pg.Querier, name string, ns *Server) error {
+	rec, err := catalog.ReadHostIdentity(ctx, cat, name, false)
+	if err != nil {
+		return fmt.Errorf("catalog: %w", err)
+	}
+	switch {
+	case ns.SystemID == "":
+		return fmt.Errorf("%w: cannot tell whether the server at the new DSN (%s) is the recorded one", pg.ErrIdentityDenied, ns.Address)
+	case rec.SystemIdentifier == nil || rec.Timeline == nil:
+		return ErrNotIdentified
+	case *rec.SystemIdentifier != ns.SystemID:
+		return fmt.Errorf("%w: the server at the new DSN (%s) has system identifier %s, the catalog recorded %s for the host's server: another server, whose counters may be behind ids the recorded one handed out",
+			ErrNotSameDatabase, ns.Address, ns.SystemID, *rec.SystemIdentifier)
+	case ns.Timeline > *rec.Timeline:
+		return fmt.Errorf("%w: the server at the new DSN (%s) is on timeline %d, the catalog recorded %d for the host's server: it was promoted (or restored) since, and may lack ids the old primary handed out",
+			ErrNeedsFailover, ns.Address, ns.Timeline, *rec.Timeline)
+	}
+	return nil
 }
 
 // connect opens one connection on dsn, waiting at most timeout.

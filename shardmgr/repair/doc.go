@@ -11,7 +11,10 @@
 // one catalog transaction (through shardmgr/internal/catalog, the one
 // writer) whose generation is above everything the hosts recorded, so
 // that routers reload and every later comparison sees a catalog that is
-// not older than the hosts.
+// not older than the hosts. The retired copies (shard_NNNN_moved_gG) of
+// moves the restored journal never saw are journaled in the same
+// transaction, as finished moves whose keep period is over, so that
+// rebalance cleanup drops them (RetiredCopy).
 //
 // It must never guess: two hosts that hold one shard live at the same
 // generation, or a shard that no host holds, stop it with a

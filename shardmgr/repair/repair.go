@@ -46,7 +46,8 @@ type ShardChange struct {
 
 // Plan is what the repair changes in the catalog. JSON: {"cluster":...,
 // "catalog_generation":N,"host_generation":N,"add_hosts":[...],
-// "shards":[...],"close_moves":[...],"applied":bool,"generation":N}.
+// "shards":[...],"close_moves":[...],"retired_copies":[...],"applied":bool,
+// "generation":N}.
 type Plan struct {
 	Cluster string `json:"cluster"`
 	// CatalogGeneration is the catalog's generation when planned;
@@ -61,6 +62,11 @@ type Plan struct {
 	// the repair places anew: the hosts say how they ended, so they are
 	// closed (aborted).
 	CloseMoves []int64 `json:"close_moves"`
+	// RetiredCopies are moved shards' retired copies on the hosts that the
+	// catalog's journal does not list (moves made after the backup):
+	// journaled, so that rebalance cleanup drops them, or with the DROP
+	// to run by hand.
+	RetiredCopies []RetiredCopy `json:"retired_copies"`
 	// Applied: the catalog was changed, at Generation (above every
 	// generation a host recorded).
 	Applied    bool  `json:"applied"`
@@ -69,7 +75,7 @@ type Plan struct {
 
 // Empty reports whether the catalog already agrees with the hosts.
 func (p *Plan) Empty() bool {
-	return len(p.AddHosts) == 0 && len(p.Shards) == 0 && len(p.CloseMoves) == 0 && p.HostGeneration <= p.CatalogGeneration
+	return len(p.AddHosts) == 0 && len(p.Shards) == 0 && len(p.CloseMoves) == 0 && len(p.RetiredCopies) == 0 && p.HostGeneration <= p.CatalogGeneration
 }
 
 // Conflict is a shard whose home the hosts' records do not settle.
@@ -131,8 +137,8 @@ func FromHosts(ctx context.Context, c *cluster.Cluster, want *Plan) (*Plan, erro
 		return nil, err
 	}
 	cfg := c.Config()
-	what := fmt.Sprintf("catalog repair from the hosts' records: %d shards placed anew, %d hosts added, above host generation %d",
-		len(p.Shards), len(p.AddHosts), p.HostGeneration)
+	what := fmt.Sprintf("catalog repair from the hosts' records: %d shards placed anew, %d hosts added, %d retired copies journaled, above host generation %d",
+		len(p.Shards), len(p.AddHosts), journaled(p.RetiredCopies), p.HostGeneration)
 	gen, err := catalog.ChangeAbove(ctx, pool, p.CatalogGeneration, p.HostGeneration, what, func(tx pgx.Tx, gen int64) error {
 		for _, name := range p.AddHosts {
 			h, _ := cfg.Host(name)
@@ -153,7 +159,7 @@ func FromHosts(ctx context.Context, c *cluster.Cluster, want *Plan) (*Plan, erro
 				return fmt.Errorf("close moves: %w", err)
 			}
 		}
-		return nil
+		return journalRetired(ctx, tx, p.RetiredCopies)
 	})
 	if err != nil {
 		return p, err
@@ -175,7 +181,8 @@ func FromHosts(ctx context.Context, c *cluster.Cluster, want *Plan) (*Plan, erro
 
 func samePlan(a, b *Plan) bool {
 	return a.CatalogGeneration == b.CatalogGeneration && a.HostGeneration == b.HostGeneration &&
-		slices.Equal(a.AddHosts, b.AddHosts) && slices.Equal(a.Shards, b.Shards) && slices.Equal(a.CloseMoves, b.CloseMoves)
+		slices.Equal(a.AddHosts, b.AddHosts) && slices.Equal(a.Shards, b.Shards) && slices.Equal(a.CloseMoves, b.CloseMoves) &&
+		slices.Equal(a.RetiredCopies, b.RetiredCopies)
 }
 
 // plan is PlanFromHosts, with each placed shard's holder record.
@@ -185,7 +192,7 @@ func plan(ctx context.Context, c *cluster.Cluster) (*Plan, map[int]shardmgr.Loca
 		return nil, nil, err
 	}
 	cfg := c.Config()
-	p := &Plan{Cluster: m.Cluster, CatalogGeneration: m.Generation, AddHosts: []string{}, Shards: []ShardChange{}, CloseMoves: []int64{}}
+	p := &Plan{Cluster: m.Cluster, CatalogGeneration: m.Generation, AddHosts: []string{}, Shards: []ShardChange{}, CloseMoves: []int64{}, RetiredCopies: []RetiredCopy{}}
 	hosts := hostrecords.Read(ctx, c)
 	var unreadable []error
 	for _, h := range hosts {
@@ -277,5 +284,8 @@ func plan(ctx context.Context, c *cluster.Cluster) (*Plan, map[int]shardmgr.Loca
 		}
 	}
 	slices.Sort(p.CloseMoves)
+	if p.RetiredCopies, err = retiredCopies(ctx, c, pool, homesAfter(m, p), open); err != nil {
+		return nil, nil, err
+	}
 	return p, holders, nil
 }

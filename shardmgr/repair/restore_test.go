@@ -109,7 +109,9 @@ func schemaRows(t *testing.T, cfg *shardmgr.Config, host, schema string) int {
 // the catalog. Routers refuse the moved shards (writes and reads) and
 // write nothing into a retired copy, verify reports the stale catalog,
 // init refuses it, and catalog repair brings back the true map: every row
-// written before is where the catalog says, and writes work.
+// written before is where the catalog says, and writes work; the retired
+// copy of a move the restored journal never saw is journaled, and
+// rebalance cleanup drops it.
 func TestRestoredCatalogDetectedAndRepaired(t *testing.T) {
 	t.Parallel()
 	ctx := clustertest.Ctx(t)
@@ -232,6 +234,9 @@ func TestRestoredCatalogDetectedAndRepaired(t *testing.T) {
 		got := plan.Shards[i]
 		require.Equal(t, [3]any{want.shard, want.from, want.to}, [3]any{got.Shard, got.From, got.To})
 	}
+	// The retired copy of shard 2 on pg2 comes from a move the restored
+	// journal never saw: the repair journals it, for cleanup to drop.
+	require.Equal(t, []RetiredCopy{{Host: "pg2", Shard: 2, Schema: retired, To: "pg4", Journal: true}}, plan.RetiredCopies)
 	require.Equal(t, stale, clustertest.ClusterMap(t, cfg), "the plan changes nothing")
 	done, err := FromHosts(ctx, c, plan)
 	require.NoError(t, err)
@@ -261,6 +266,12 @@ func TestRestoredCatalogDetectedAndRepaired(t *testing.T) {
 		ids := clustertest.LikeIDs(t, cfg, s)
 		require.Subset(t, ids, written[s], "shard %d on %s", s, fixed.Shards[s].Host)
 	}
+	// rebalance cleanup drops the retired copy the repair journaled.
+	cleaned, err := rebalance.Cleanup(ctx, clustertest.Handle(t, cfg), rebalance.CleanupOptions{})
+	require.NoError(t, err)
+	require.Len(t, cleaned.Dropped, 1)
+	require.Equal(t, [3]any{2, "pg2", retired}, [3]any{cleaned.Dropped[0].Shard, cleaned.Dropped[0].Host, cleaned.Dropped[0].Schema})
+	require.Equal(t, -1, schemaRows(t, cfg, "pg2", retired), "the retired copy is gone")
 	rep, err = verify.Verify(ctx, clustertest.Handle(t, cfg), verify.Options{})
 	require.NoError(t, err)
 	for _, p := range rep.Problems {

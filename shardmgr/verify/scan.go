@@ -2,7 +2,6 @@ package verify
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/fence"
+	"github.com/shardid/shardid/shardmgr/internal/hostrecords"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 	"github.com/shardid/shardid/shardmgr/internal/shardschema"
 	shsql "github.com/shardid/shardid/sql"
@@ -119,8 +119,7 @@ func scanRecords(ctx context.Context, hs *hostScan) error {
 		return err
 	}
 	hs.schemaErr = sv.Check(shardmgr.UseRead)
-	err = q.QueryRow(ctx, `SELECT cluster, host FROM shardid.host_info`).Scan(&hs.infoCluster, &hs.infoHost)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) && !pg.IsUndefinedTable(err) {
+	if hs.infoCluster, hs.infoHost, err = hostrecords.ReadInfo(ctx, q); err != nil {
 		return err
 	}
 	hs.records = map[int]string{}

@@ -64,8 +64,7 @@ func readWithin(ctx context.Context, c *cluster.Cluster, name string) Host {
 		h.Err = err
 		return h
 	}
-	err = p.QueryRow(ctx, `SELECT cluster, host FROM shardid.host_info`).Scan(&h.Cluster, &h.As)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) && !pg.IsUndefinedTable(err) {
+	if h.Cluster, h.As, err = ReadInfo(ctx, p); err != nil {
 		h.Err = fmt.Errorf("host %s: read host record: %w", name, err)
 		return h
 	}
@@ -73,6 +72,17 @@ func readWithin(ctx context.Context, c *cluster.Cluster, name string) Host {
 		h.Err = fmt.Errorf("host %s: %w", name, err)
 	}
 	return h
+}
+
+// ReadInfo is the cluster and host name a host's database records about
+// itself (shardid.host_info); "" for both when it records nothing (no
+// shardid schema yet, or no row).
+func ReadInfo(ctx context.Context, q pg.Querier) (cluster, host string, err error) {
+	err = q.QueryRow(ctx, `SELECT cluster, host FROM shardid.host_info`).Scan(&cluster, &host)
+	if errors.Is(err, pgx.ErrNoRows) || pg.IsUndefinedTable(err) {
+		return "", "", nil
+	}
+	return cluster, host, err
 }
 
 // Records returns the shards of the hosts that were read and belong to
