@@ -33,6 +33,7 @@ func TestCommandTree(t *testing.T) {
 	walk(root)
 	require.Equal(t, []string{
 		"bench", "bench schemes",
+		"console",
 		"demo",
 		"id", "id decode", "id encode",
 		"init",
@@ -55,7 +56,7 @@ func TestCommandTree(t *testing.T) {
 	for _, line := range strings.Split(cmds, "\n") {
 		names = append(names, strings.Fields(line)[0])
 	}
-	require.Equal(t, []string{"bench", "completion", "demo", "help", "id", "init", "local", "migrate",
+	require.Equal(t, []string{"bench", "completion", "console", "demo", "help", "id", "init", "local", "migrate",
 		"rebalance", "serve", "shard", "sql", "status", "verify", "version"}, names)
 }
 

@@ -52,6 +52,7 @@ or 'shardid local up' for local servers and a cluster file that stay up, then
 	// and help).
 	root.AddCommand(
 		newBenchCmd(),
+		newConsoleCmd(),
 		newDemoCmd(),
 		newIDCmd(),
 		newInitCmd(),

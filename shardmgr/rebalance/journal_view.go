@@ -50,3 +50,8 @@ func RetainedCopies(ctx context.Context, c *cluster.Cluster) ([]KeptCopy, error)
 	}
 	return out, nil
 }
+
+// Phases lists the phases a move of mode passes, in order (the phase
+// table of move_phases.go), so that a reader of the journal can say how
+// far a move has come.
+func Phases(mode MoveMode) []Phase { return steps(mode) }
