@@ -19,6 +19,7 @@ demo:
 
 test: lint
 	./scripts/ensure-postgres
+	./scripts/ensure-chromium   # the console's browser tests
 	$(GO) test -race -count=1 -timeout 60m ./...   # a bound on a hang: a loaded machine took over 30m
 
 lint:

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/shardid/shardid/shardmgr/cluster"
+	"github.com/shardid/shardid/shardmgr/install"
+	"github.com/shardid/shardid/shardmgr/rebalance"
 	"github.com/shardid/shardid/shardmgr/migrate"
 	"github.com/shardid/shardid/shardmgr/verify"
 )
@@ -71,6 +73,9 @@ type Console struct {
 	opts Options
 	tmpl *template.Template
 	log  *slog.Logger
+	// readMap reads what the map shows (readMapOf; a synthetic map in
+	// the benchmarks).
+	readMap func(ctx context.Context) (*install.Status, []rebalance.KeptCopy, error)
 
 	// ctx outlives requests: the work an action starts (an apply) runs on
 	// it until Close.
@@ -110,7 +115,7 @@ func New(c *cluster.Cluster, opts Options) (*Console, error) {
 		return nil, fmt.Errorf("console: templates: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Console{c: c, opts: opts, tmpl: tmpl, log: opts.Logger, ctx: ctx, cancel: cancel}, nil
+	return &Console{c: c, opts: opts, tmpl: tmpl, log: opts.Logger, readMap: readMapOf(c), ctx: ctx, cancel: cancel}, nil
 }
 
 // Close stops the work actions started (an apply stops where a crash

@@ -108,6 +108,14 @@ func (tc *testCluster) addHost(t *testing.T, name string, srv int) {
 	require.NoError(t, err)
 }
 
+// hostDSN is host name's DSN from the cluster file.
+func (tc *testCluster) hostDSN(t *testing.T, name string) string {
+	t.Helper()
+	h, ok := tc.cfg.Host(name)
+	require.True(t, ok, name)
+	return h.DSN
+}
+
 // serve starts a console on tc with opts and returns its base URL.
 func (tc *testCluster) serve(t *testing.T, opts Options) (string, *Console) {
 	t.Helper()
@@ -125,7 +133,7 @@ func (tc *testCluster) serve(t *testing.T, opts Options) (string, *Console) {
 // with a fresh profile and returns a tab's context, closed when the test
 // ends. The flags keep it off the network: on a closed network its
 // background connections would hang it.
-func browse(t *testing.T) context.Context {
+func browse(t testing.TB) context.Context {
 	t.Helper()
 	path := "/usr/bin/chromium"
 	if p := os.Getenv("SHARDID_CHROMIUM"); p != "" {

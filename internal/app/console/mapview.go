@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/install"
 	"github.com/shardid/shardid/shardmgr/rebalance"
 )
@@ -59,15 +60,27 @@ type stateRanges struct {
 // mapView reads the status (as `shardid status --json`) and the retained
 // copies, and lays them out.
 func (s *Console) mapView(ctx context.Context) (*mapView, error) {
-	st, err := install.ClusterStatus(ctx, s.c)
-	if err != nil {
-		return nil, err
-	}
-	kept, err := rebalance.RetainedCopies(ctx, s.c)
+	st, kept, err := s.readMap(ctx)
 	if err != nil {
 		return nil, err
 	}
 	return layoutMap(s.c.Config(), st, kept), nil
+}
+
+// readMapOf reads what the map shows from the cluster: the status the
+// CLI's status prints and the retained copies.
+func readMapOf(c *cluster.Cluster) func(ctx context.Context) (*install.Status, []rebalance.KeptCopy, error) {
+	return func(ctx context.Context) (*install.Status, []rebalance.KeptCopy, error) {
+		st, err := install.ClusterStatus(ctx, c)
+		if err != nil {
+			return nil, nil, err
+		}
+		kept, err := rebalance.RetainedCopies(ctx, c)
+		if err != nil {
+			return nil, nil, err
+		}
+		return st, kept, nil
+	}
 }
 
 // layoutMap lays a status out as strips; it reads nothing, so that its

@@ -9,7 +9,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardid/shardid/internal/localpg/pgtest"
@@ -64,21 +63,31 @@ func TestConsoleMoveLive(t *testing.T) {
 		open, err = rebalance.Moves(ctx, tc.c, false)
 		return err == nil && len(open) > 0
 	}, 5*time.Minute, 10*time.Millisecond, "apply journaled no move within 5 minutes")
+	t.Logf("apply journaled %d moves", len(open))
+	// One transaction per old host (a pool has few connections), a
+	// savepoint per table: a table whose move got there first is skipped.
 	var holds []pgx.Tx
-	pools := map[string]*pgxpool.Pool{}
-	for _, h := range tc.cfg.Hosts {
-		pools[h.Name] = pgtest.Pool(t, h.DSN)
-	}
+	held := 0
+	txs := map[string]pgx.Tx{}
 	for _, mv := range open {
-		tx, err := pools[mv.From].Begin(ctx)
-		require.NoError(t, err)
-		_, err = tx.Exec(ctx, `SET LOCAL lock_timeout = '1min'`)
+		tx, ok := txs[mv.From]
+		if !ok {
+			var err error
+			tx, err = pgtest.Pool(t, tc.hostDSN(t, mv.From)).Begin(ctx)
+			require.NoError(t, err)
+			_, err = tx.Exec(ctx, `SET LOCAL lock_timeout = '1min'`)
+			require.NoError(t, err)
+			txs[mv.From] = tx
+			holds = append(holds, tx)
+		}
+		_, err := tx.Exec(ctx, `SAVEPOINT hold`)
 		require.NoError(t, err)
 		if _, err = tx.Exec(ctx, `LOCK TABLE `+pgx.Identifier{mv.Schema, "likes"}.Sanitize()+` IN ACCESS EXCLUSIVE MODE`); err != nil {
-			tx.Rollback(ctx) // that move got there first
+			_, err = tx.Exec(ctx, `ROLLBACK TO SAVEPOINT hold`) // that move got there first
+			require.NoError(t, err)
 			continue
 		}
-		holds = append(holds, tx)
+		held++
 	}
 	release := func() {
 		for _, tx := range holds {
@@ -87,17 +96,20 @@ func TestConsoleMoveLive(t *testing.T) {
 		holds = nil
 	}
 	defer release()
+	t.Logf("holding %d of their tables", held)
 
 	// The move appears on the open page by itself.
 	run(t, tab, "a move in progress", chromedp.WaitVisible(css(`#open-moves tr[data-shard]`)))
 	openText := text(t, tab, `#open-moves`)
 	require.Contains(t, openText, "→ pg3")
+	t.Log("the page shows a move in progress")
 	if shots {
 		screenshot(t, tab, base, "console-moves.png", "/moves", `#open-moves`)
 		screenshot(t, tab, base, "console-map.png", "/", `table.map`)
 		run(t, tab, "back to the moves", chromedp.Navigate(base+"/moves"), chromedp.WaitVisible(css(`#open-moves`)))
 	}
 	release()
+	t.Log("released the tables")
 
 	// And finishes there.
 	select {

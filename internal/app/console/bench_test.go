@@ -1,0 +1,111 @@
+package console
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/cluster"
+	"github.com/shardid/shardid/shardmgr/install"
+	"github.com/shardid/shardid/shardmgr/rebalance"
+)
+
+// syntheticConsole is a console whose map is a synthetic one of shards
+// shards on hosts hosts (round robin, a few moving, incoming and
+// retained), read from no catalog: the cost of laying out, rendering and
+// showing a big map, without the catalog's. The cluster file's hosts are
+// never connected to.
+func syntheticConsole(tb testing.TB, hosts, shards int) *Console {
+	tb.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "cluster: big\nshards: %d\ncatalog: postgres://app@127.0.0.1:1/catalog\nhosts:\n", shards)
+	for i := range hosts {
+		fmt.Fprintf(&b, "  - name: pg%03d\n    dsn: postgres://app:%s@127.0.0.1:1/db%d\n", i+1, secret, i+1)
+	}
+	path := filepath.Join(tb.TempDir(), "shardid.yaml")
+	require.NoError(tb, os.WriteFile(path, []byte(b.String()), 0o600))
+	cfg, err := shardmgr.LoadConfig(path)
+	require.NoError(tb, err)
+	c, err := cluster.Open(context.Background(), cfg)
+	require.NoError(tb, err)
+	tb.Cleanup(c.Close)
+	st := &install.Status{Generation: 42, Hosts: make([]install.HostStatus, hosts), Shards: make([]install.ShardStatus, shards), Moves: []install.MoveStatus{}}
+	for i := range st.Hosts {
+		st.Hosts[i].Name = fmt.Sprintf("pg%03d", i+1)
+	}
+	var kept []rebalance.KeptCopy
+	for id := range shards {
+		h := id % hosts
+		state := shardmgr.StateActive
+		if id%997 == 5 {
+			state = shardmgr.StateMoving
+			st.Moves = append(st.Moves, install.MoveStatus{ID: int64(id), Shard: id, From: st.Hosts[h].Name, To: st.Hosts[(h+1)%hosts].Name, Mode: "online", Phase: "copy"})
+		}
+		if id%1009 == 7 {
+			kept = append(kept, rebalance.KeptCopy{RetiredCopy: rebalance.RetiredCopy{Shard: id, Host: st.Hosts[(h+3)%hosts].Name}})
+		}
+		st.Shards[id] = install.ShardStatus{ID: id, Schema: fmt.Sprintf("shard_%04d", id), Host: st.Hosts[h].Name, State: state}
+		st.Hosts[h].Shards = append(st.Hosts[h].Shards, id)
+	}
+	con, err := New(c, Options{})
+	require.NoError(tb, err)
+	con.readMap = func(context.Context) (*install.Status, []rebalance.KeptCopy, error) { return st, kept, nil }
+	return con
+}
+
+// The server's side of the map page for 8192 shards on 100 hosts: layout
+// and template, no catalog read.
+//
+//	go test -run '^$' -bench BenchmarkMapPage -benchtime 20x ./internal/app/console
+func BenchmarkMapPage(b *testing.B) {
+	con := syntheticConsole(b, 100, 8192)
+	h := con.Handler()
+	var size int
+	for b.Loop() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://127.0.0.1/", nil))
+		if rec.Code != http.StatusOK {
+			b.Fatal(rec.Code, rec.Body.String())
+		}
+		size = rec.Body.Len()
+	}
+	b.ReportMetric(float64(size), "bytes/page")
+}
+
+// The whole load of the map page for 8192 shards on 100 hosts in headless
+// Chromium, from navigation to the map shown (every host row in the DOM),
+// the map read from a synthetic catalog answer (see syntheticConsole).
+//
+//	go test -run '^$' -bench BenchmarkMapPageBrowser -benchtime 10x ./internal/app/console
+func BenchmarkMapPageBrowser(b *testing.B) {
+	con := syntheticConsole(b, 100, 8192)
+	srv := httptest.NewServer(con.Handler())
+	b.Cleanup(srv.Close)
+	resp, err := http.Get(srv.URL + "/")
+	require.NoError(b, err)
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NotContains(b, string(page), secret)
+	tab := browse(b)
+	ctx, cancel := context.WithTimeout(tab, 10*time.Minute)
+	defer cancel()
+	var rows int
+	for b.Loop() {
+		require.NoError(b, chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`#host-pg100`))))
+		rows, err = chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("table.map tbody tr").length`))
+		require.NoError(b, err)
+	}
+	require.Equal(b, 100, rows)
+	b.ReportMetric(float64(len(page)), "bytes/page")
+}
