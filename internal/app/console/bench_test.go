@@ -22,11 +22,11 @@ import (
 )
 
 // syntheticConsole is a console whose map is a synthetic one of shards
-// shards on hosts hosts (round robin, a few moving, incoming and
-// retained), read from no catalog: the cost of laying out, rendering and
+// shards on hosts hosts (a range each as init lays them out, or
+// scattered round robin; a few moving, incoming and retained), read from no catalog: the cost of laying out, rendering and
 // showing a big map, without the catalog's. The cluster file's hosts are
 // never connected to.
-func syntheticConsole(tb testing.TB, hosts, shards int) *Console {
+func syntheticConsole(tb testing.TB, hosts, shards int, scattered bool) *Console {
 	tb.Helper()
 	var b strings.Builder
 	fmt.Fprintf(&b, "cluster: big\nshards: %d\ncatalog: postgres://app@127.0.0.1:1/catalog\nhosts:\n", shards)
@@ -46,7 +46,10 @@ func syntheticConsole(tb testing.TB, hosts, shards int) *Console {
 	}
 	var kept []rebalance.KeptCopy
 	for id := range shards {
-		h := id % hosts
+		h := id * hosts / shards // as init lays shards out: a range per host
+		if scattered {
+			h = id % hosts // the worst case: no two neighbours on one host
+		}
 		state := shardmgr.StateActive
 		if id%997 == 5 {
 			state = shardmgr.StateMoving
@@ -69,7 +72,20 @@ func syntheticConsole(tb testing.TB, hosts, shards int) *Console {
 //
 //	go test -run '^$' -bench BenchmarkMapPage -benchtime 20x ./internal/app/console
 func BenchmarkMapPage(b *testing.B) {
-	con := syntheticConsole(b, 100, 8192)
+	for _, scattered := range []bool{false, true} {
+		b.Run(layoutName(scattered), func(b *testing.B) { benchMapPage(b, scattered) })
+	}
+}
+
+func layoutName(scattered bool) string {
+	if scattered {
+		return "scattered"
+	}
+	return "ranges"
+}
+
+func benchMapPage(b *testing.B, scattered bool) {
+	con := syntheticConsole(b, 100, 8192, scattered)
 	h := con.Handler()
 	var size int
 	for b.Loop() {
@@ -89,7 +105,13 @@ func BenchmarkMapPage(b *testing.B) {
 //
 //	go test -run '^$' -bench BenchmarkMapPageBrowser -benchtime 10x ./internal/app/console
 func BenchmarkMapPageBrowser(b *testing.B) {
-	con := syntheticConsole(b, 100, 8192)
+	for _, scattered := range []bool{false, true} {
+		b.Run(layoutName(scattered), func(b *testing.B) { benchMapPageBrowser(b, scattered) })
+	}
+}
+
+func benchMapPageBrowser(b *testing.B, scattered bool) {
+	con := syntheticConsole(b, 100, 8192, scattered)
 	srv := httptest.NewServer(con.Handler())
 	b.Cleanup(srv.Close)
 	resp, err := http.Get(srv.URL + "/")

@@ -21,8 +21,8 @@ import (
 
 	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/install"
-	"github.com/shardid/shardid/shardmgr/rebalance"
 	"github.com/shardid/shardid/shardmgr/migrate"
+	"github.com/shardid/shardid/shardmgr/rebalance"
 	"github.com/shardid/shardid/shardmgr/verify"
 )
 

@@ -37,7 +37,7 @@ var funcs = template.FuncMap{
 		return t.UTC().Format(time.RFC3339)
 	},
 	"last": func(n int) int { return n - 1 },
-	"ms": func(d time.Duration) string { return d.Round(time.Millisecond).String() },
+	"ms":   func(d time.Duration) string { return d.Round(time.Millisecond).String() },
 }
 
 // page is what every full page's frame shows.
