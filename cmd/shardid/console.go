@@ -54,7 +54,7 @@ else made up and printed at start); without --actions their endpoints answer
 	cmd.Flags().DurationVar(&refresh, "refresh", 2*time.Second, "how often the map and the moves refresh in the browser")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := console.CheckListen(listen, allowRemote); err != nil {
-			return usageError{err}
+			return usagef("%v; --allow-remote serves it anyway (put TLS and authentication in front)", err)
 		}
 		if refresh < 100*time.Millisecond {
 			return usagef("--refresh must be at least 100ms")

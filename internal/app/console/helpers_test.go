@@ -54,7 +54,7 @@ func newTestCluster(t *testing.T, servers, hosts, shards, rows int) *testCluster
 	var b strings.Builder
 	fmt.Fprintf(&b, "cluster: console\nshards: %d\ncatalog: %s\nhosts:\n", shards, withSecret(pgtest.NewDB(t, srv[0])))
 	for i := range hosts {
-		fmt.Fprintf(&b, "  - name: pg%d\n    dsn: %s\n", i+1, withSecret(pgtest.NewDB(t, srv[i])))
+		fmt.Fprintf(&b, "  - name: pg%d\n    dsn: %s\n", i+1, withSecret(pgtest.NewDB(t, srv[i%len(srv)])))
 	}
 	path := filepath.Join(t.TempDir(), "shardid.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(b.String()), 0o600))
