@@ -85,6 +85,11 @@ func TestConsoleReadOnly(t *testing.T) {
 		require.Regexp(t, `safe, version \d+`, detail, "the generator's variant and version")
 		require.Regexp(t, `Counter\s+\d+`, detail, "the counter's position")
 
+		// The shard form works without JavaScript too.
+		code, _, page := get(t, base+"/?shard=3")
+		require.Equal(t, http.StatusOK, code)
+		require.Contains(t, page, `id="shard-3"`)
+
 		// Keyboard users have the shard form.
 		run(t, tab, "shard form", chromedp.SendKeys(css(`#shard-input`), "3"), chromedp.Click(css(`#shard-form button`)),
 			chromedp.WaitVisible(css(`#shard-3`)))

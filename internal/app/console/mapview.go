@@ -29,6 +29,9 @@ type mapView struct {
 	Moves      []install.MoveStatus
 	Retained   int
 	Counts     map[string]int // shards by state
+	// Detail is the shard the page was asked for (?shard=N: the shard
+	// form without JavaScript), nil when none.
+	Detail *install.ShardDetail
 }
 
 // hostRow is one host of the map.

@@ -101,6 +101,12 @@ func (s *Console) pageMap(w http.ResponseWriter, r *http.Request) {
 		s.failPage(w, "map", err)
 		return
 	}
+	if r.URL.Query().Get("shard") != "" {
+		r.SetPathValue("id", r.URL.Query().Get("shard"))
+		if v.Detail, _, err = s.shardDetail(r); err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+		}
+	}
 	s.page(w, "map.html", "map", "map", v)
 }
 
