@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"strings"
 	"os"
 	"path/filepath"
 	"testing"
@@ -39,6 +40,13 @@ func TestConsoleMoveLive(t *testing.T) {
 	ctx := context.Background()
 	run(t, tab, "moves page", chromedp.Navigate(base+"/moves"), chromedp.WaitVisible(css(`#no-open`)))
 
+	// Hold the shards' tables on the old hosts in EXCLUSIVE mode: reads
+	// go on (the plan, the target's build), the fence waits for them, so
+	// the first move stays in progress, at its fence, until the page has
+	// shown it.
+	release := holdTables(t, tc)
+	defer release()
+
 	keep := time.Hour
 	done := make(chan error, 1)
 	var res *rebalance.ApplyResult
@@ -47,59 +55,15 @@ func TestConsoleMoveLive(t *testing.T) {
 		res, err = rebalance.Apply(ctx, tc.c, rebalance.ApplyOptions{Move: rebalance.MoveOptions{
 			Mode: rebalance.MoveOffline, Migrations: tc.set, Keep: &keep,
 			// The fence retries 30 times: 30 x 10 s for the page to
-			// see a move before a held lock fails it.
+			// see the move before the held lock fails it.
 			LockTimeout: 10 * time.Second,
 		}})
 		done <- err
 	}()
 
-	// Once apply has journaled its moves, hold the tables of the shards
-	// it moves on their old hosts: a move waits for them (reading the
-	// shard's size, or at its fence), so that moves stay in progress
-	// until the page has shown them. The first may be past that already.
-	var open []*rebalance.MoveRecord
-	require.Eventually(t, func() bool {
-		var err error
-		open, err = rebalance.Moves(ctx, tc.c, false)
-		return err == nil && len(open) > 0
-	}, 5*time.Minute, 10*time.Millisecond, "apply journaled no move within 5 minutes")
-	t.Logf("apply journaled %d moves", len(open))
-	// One transaction per old host (a pool has few connections), a
-	// savepoint per table: a table whose move got there first is skipped.
-	var holds []pgx.Tx
-	held := 0
-	txs := map[string]pgx.Tx{}
-	for _, mv := range open {
-		tx, ok := txs[mv.From]
-		if !ok {
-			var err error
-			tx, err = pgtest.Pool(t, tc.hostDSN(t, mv.From)).Begin(ctx)
-			require.NoError(t, err)
-			_, err = tx.Exec(ctx, `SET LOCAL lock_timeout = '1min'`)
-			require.NoError(t, err)
-			txs[mv.From] = tx
-			holds = append(holds, tx)
-		}
-		_, err := tx.Exec(ctx, `SAVEPOINT hold`)
-		require.NoError(t, err)
-		if _, err = tx.Exec(ctx, `LOCK TABLE `+pgx.Identifier{mv.Schema, "likes"}.Sanitize()+` IN ACCESS EXCLUSIVE MODE`); err != nil {
-			_, err = tx.Exec(ctx, `ROLLBACK TO SAVEPOINT hold`) // that move got there first
-			require.NoError(t, err)
-			continue
-		}
-		held++
-	}
-	release := func() {
-		for _, tx := range holds {
-			tx.Rollback(ctx)
-		}
-		holds = nil
-	}
-	defer release()
-	t.Logf("holding %d of their tables", held)
-
-	// The move appears on the open page by itself.
-	run(t, tab, "a move in progress", chromedp.WaitVisible(css(`#open-moves tr[data-shard]`)))
+	// The move appears on the open page by itself, building its target
+	// or at its fence.
+	run(t, tab, "a move in progress", chromedp.WaitVisible(css(`#open-moves tr[data-phase=schema]`)))
 	openText := text(t, tab, `#open-moves`)
 	require.Contains(t, openText, "→ pg3")
 	t.Log("the page shows a move in progress")
@@ -138,6 +102,67 @@ func TestConsoleMoveLive(t *testing.T) {
 	_, _, body := get(t, base+"/api/moves?all=1")
 	require.Equal(t, golden(t, "rebalance-status.json.shape"), shapeOf(t, body))
 	require.NotContains(t, body, secret)
+}
+
+// holdTables locks every shard's likes table on pg1 and pg2 in
+// EXCLUSIVE mode (one transaction per host) and returns what releases
+// them: a move's fence waits for them, its LockTimeout 30 times.
+func holdTables(t *testing.T, tc *testCluster) func() {
+	t.Helper()
+	ctx := context.Background()
+	var holds []pgx.Tx
+	st := mustStatus(t, tc)
+	for _, h := range st.Hosts {
+		if len(h.Shards) == 0 {
+			continue
+		}
+		tx, err := pgtest.Pool(t, tc.hostDSN(t, h.Name)).Begin(ctx)
+		require.NoError(t, err)
+		var tables []string
+		for _, id := range h.Shards {
+			tables = append(tables, pgx.Identifier{st.Shards[id].Schema, "likes"}.Sanitize())
+		}
+		_, err = tx.Exec(ctx, `LOCK TABLE `+strings.Join(tables, ", ")+` IN EXCLUSIVE MODE`)
+		require.NoError(t, err)
+		holds = append(holds, tx)
+	}
+	return func() {
+		for _, tx := range holds {
+			tx.Rollback(ctx)
+		}
+		holds = nil
+	}
+}
+
+// A move stopped by an error shows on the moves page with the error and
+// the ways out (resume with apply, roll back with abort); aborted, it
+// leaves the moves in progress.
+func TestConsoleMoveStopped(t *testing.T) {
+	tc := newTestCluster(t, 3, 2, 4, 5)
+	tc.addHost(t, "pg3", 2)
+	base, _ := tc.serve(t, Options{Refresh: 500 * time.Millisecond})
+	tab := browse(t)
+	ctx := context.Background()
+	run(t, tab, "moves page", chromedp.Navigate(base+"/moves"), chromedp.WaitVisible(css(`#no-open`)))
+
+	release := holdTables(t, tc)
+	defer release()
+	_, err := rebalance.Apply(ctx, tc.c, rebalance.ApplyOptions{Move: rebalance.MoveOptions{
+		Mode: rebalance.MoveOffline, Migrations: tc.set, LockTimeout: 20 * time.Millisecond,
+	}})
+	require.Error(t, err, "the fence could not go up")
+	release()
+
+	run(t, tab, "a stopped move", chromedp.WaitVisible(css(`#open-moves .badge.bad`)))
+	row := text(t, tab, `#open-moves tbody tr`)
+	require.Contains(t, row, "STOPPED")
+	require.Contains(t, row, "Resume: shardid rebalance apply --config "+tc.path)
+	require.Regexp(t, `roll back: shardid rebalance abort --config \S+ --shard \d+`, row)
+
+	aborted, err := rebalance.AbortMove(ctx, tc.c, nil)
+	require.NoError(t, err)
+	require.NotEmpty(t, aborted)
+	run(t, tab, "aborted", chromedp.WaitVisible(css(`#no-open`)), chromedp.WaitVisible(css(`#finished-moves tr[data-phase=aborted]`)))
 }
 
 func mustStatus(t *testing.T, tc *testCluster) *install.Status {
