@@ -2,9 +2,9 @@ package console
 
 import (
 	"context"
-	"strings"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
