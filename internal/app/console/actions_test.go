@@ -14,6 +14,7 @@ import (
 // the token and the confirmation, from the page as from a script.
 func TestConsoleActions(t *testing.T) {
 	tc := newTestCluster(t, 1, 2, 4, 1)
+	tc.addHost(t, "pg3", 0)
 	token := "0123456789abcdef0123456789abcdef"
 	base, _ := tc.serve(t, Options{Actions: true, Token: token})
 
@@ -44,4 +45,16 @@ func TestConsoleActions(t *testing.T) {
 	code, _, body = do(t, http.MethodGet, base+"/api/actions/last", nil, "")
 	require.Equal(t, http.StatusOK, code, body)
 	require.Contains(t, body, `"action": "cleanup"`)
+
+	// apply runs on after the answer; the last action follows it.
+	code, body = post("apply", `{"confirm":"apply"}`, token)
+	require.Equal(t, http.StatusAccepted, code, body)
+	require.Eventually(t, func() bool {
+		_, _, body = do(t, http.MethodGet, base+"/api/actions/last", nil, "")
+		return strings.Contains(body, `"finished"`)
+	}, 10*time.Minute, 200*time.Millisecond, "apply did not finish within 10 minutes")
+	require.NotContains(t, body, `"error"`)
+	for _, h := range mustStatus(t, tc).Hosts {
+		require.NotEmpty(t, h.Shards, "%s holds shards after the console's apply", h.Name)
+	}
 }

@@ -131,3 +131,24 @@ func benchMapPageBrowser(b *testing.B, scattered bool) {
 	require.Equal(b, 100, rows)
 	b.ReportMetric(float64(len(page)), "bytes/page")
 }
+
+// The map says in words what its colours say: an unreachable host and
+// why, and each kind of run with its shards written out.
+func TestMapTellsInWords(t *testing.T) {
+	con := syntheticConsole(t, 10, 1024, false)
+	st, kept, err := con.readMap(context.Background())
+	require.NoError(t, err)
+	st.Hosts[3].Unreachable = "no answer within 5s"
+	con.readMap = func(context.Context) (*install.Status, []rebalance.KeptCopy, error) { return st, kept, nil }
+	rec := httptest.NewRecorder()
+	con.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://127.0.0.1/", nil))
+	require.Equal(t, http.StatusOK, rec.Code)
+	page := rec.Body.String()
+	require.Contains(t, page, "UNREACHABLE")
+	require.Contains(t, page, "no answer within 5s")
+	for _, kind := range []string{"active", "moving", "incoming", "retained"} {
+		require.Contains(t, page, `class="run k-`+kind+`"`, kind)
+		require.Regexp(t, `class="r-`+kind+`">`+kind+` \(\d+\): \d`, page, kind)
+	}
+	require.NotContains(t, page, secret)
+}

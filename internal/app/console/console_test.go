@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardid/shardid/internal/jsonshape"
+	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/shardid/shardid/shardmgr/install"
 	"github.com/shardid/shardid/shardmgr/rebalance"
 )
@@ -202,6 +203,30 @@ func TestConsoleReadOnly(t *testing.T) {
 		resp.Body.Close()
 		require.Equal(t, http.StatusForbidden, resp.StatusCode, "a POST from another origin is refused")
 	})
+}
+
+// verify's problems stream into the page as they are found, and the
+// checks table marks the check that failed (a cluster broken on
+// purpose: shard 0's generator dropped).
+func TestConsoleVerifyProblems(t *testing.T) {
+	tc := newTestCluster(t, 1, 2, 4, 1)
+	_, err := pgtest.Pool(t, tc.hostDSN(t, "pg1")).Exec(context.Background(), `DROP FUNCTION shard_0000.next_id() CASCADE`)
+	require.NoError(t, err)
+	base, _ := tc.serve(t, Options{})
+	tab := browse(t)
+	run(t, tab, "checks", chromedp.Navigate(base+"/checks"), chromedp.WaitVisible(css(`#run-verify`)))
+	vctx, cancel := context.WithTimeout(tab, 10*time.Minute)
+	defer cancel()
+	require.NoError(t, chromedp.Do(vctx, chromedp.Click(css(`#run-verify`)), chromedp.WaitVisible(css(`#verify-verdict`))), "verify from the button")
+	require.Contains(t, text(t, tab, `#verify-verdict`), "FAILED")
+	log := text(t, tab, `#verify-log`)
+	require.Contains(t, log, "FAIL ")
+	require.Contains(t, log, "shard 0")
+	failed := eval(t, tab, "failed checks", chromedp.Evaluate[int](`document.querySelectorAll("#checks-table .badge.bad").length`))
+	require.Positive(t, failed)
+	code, _, body := get(t, base+"/api/verify")
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, golden(t, "verify-problems.json.shape"), shapeOf(t, body))
 }
 
 func TestCheckListen(t *testing.T) {
