@@ -82,11 +82,14 @@ func (s *Console) apiAction(w http.ResponseWriter, r *http.Request) {
 		}()
 		writeJSON(w, http.StatusAccepted, st)
 	case actionAbort:
-		res, err := rebalance.AbortMove(r.Context(), s.c, req.Shards)
+		// On the console's context, not the request's: an abort or a
+		// cleanup half done because the browser went away helps nobody
+		// (each bounds its own waits).
+		res, err := rebalance.AbortMove(s.ctx, s.c, req.Shards)
 		s.finish(st, map[string]any{"aborted": res}, err) // as rebalance abort --json
 		writeJSON(w, statusOf(err), s.snapshot(st))
 	case actionCleanup:
-		res, err := rebalance.Cleanup(r.Context(), s.c, rebalance.CleanupOptions{All: req.All})
+		res, err := rebalance.Cleanup(s.ctx, s.c, rebalance.CleanupOptions{All: req.All})
 		s.finish(st, res, err)
 		writeJSON(w, statusOf(err), s.snapshot(st))
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/install"
@@ -151,4 +152,42 @@ func TestMapTellsInWords(t *testing.T) {
 		require.Regexp(t, `class="r-`+kind+`">`+kind+` \(\d+\): \d`, page, kind)
 	}
 	require.NotContains(t, page, secret)
+}
+
+// The map page for 8192 shards on 100 hosts read from a real catalog:
+// 100 host databases on three local servers, init installing every
+// shard (minutes), then the page's loads in headless Chromium, each
+// reading the map and the journal from the catalog and probing the 100
+// hosts as `shardid status` does.
+//
+//	go test -run '^$' -bench BenchmarkMapPageCatalog -benchtime 5x -timeout 60m ./internal/app/console
+func BenchmarkMapPageCatalog(b *testing.B) {
+	srv := pgtest.Servers(b, 3)
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "cluster: big\nshards: 8192\ncatalog: %s\nhosts:\n", pgtest.NewDB(b, srv[0]))
+	for i := range 100 {
+		fmt.Fprintf(&sb, "  - name: pg%03d\n    dsn: %s\n", i+1, pgtest.NewDB(b, srv[i%3]))
+	}
+	path := filepath.Join(b.TempDir(), "shardid.yaml")
+	require.NoError(b, os.WriteFile(path, []byte(sb.String()), 0o600))
+	cfg, err := shardmgr.LoadConfig(path)
+	require.NoError(b, err)
+	c, err := cluster.Open(context.Background(), cfg)
+	require.NoError(b, err)
+	b.Cleanup(c.Close)
+	start := time.Now()
+	_, err = install.Init(context.Background(), c, install.InitOptions{})
+	require.NoError(b, err)
+	b.Logf("init of 8192 shards on 100 hosts: %s", time.Since(start).Round(time.Second))
+	con, err := New(c, Options{})
+	require.NoError(b, err)
+	web := httptest.NewServer(con.Handler())
+	b.Cleanup(web.Close)
+	tab := browse(b)
+	ctx, cancel := context.WithTimeout(tab, 30*time.Minute)
+	defer cancel()
+	b.ResetTimer()
+	for b.Loop() {
+		require.NoError(b, chromedp.Do(ctx, chromedp.Navigate(web.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`#host-pg100`))))
+	}
 }
