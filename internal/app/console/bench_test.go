@@ -172,8 +172,9 @@ func BenchmarkMapPageCatalog(b *testing.B) {
 	require.NoError(b, os.WriteFile(path, []byte(sb.String()), 0o600))
 	cfg, err := shardmgr.LoadConfig(path)
 	require.NoError(b, err)
-	// Few connections, patient connects: three servers carry 100 hosts.
-	c, err := cluster.Open(context.Background(), cfg, cluster.WithConnsPerServer(12), cluster.WithConnectRetry(8, time.Second))
+	// Init checks the hosts are distinct with a connection to each at
+	// once: 34 hosts on one server need a budget above the default 32.
+	c, err := cluster.Open(context.Background(), cfg, cluster.WithConnsPerServer(40), cluster.WithConnectRetry(8, time.Second))
 	require.NoError(b, err)
 	b.Cleanup(c.Close)
 	start := time.Now()
