@@ -22,6 +22,7 @@ test: lint
 	./scripts/ensure-postgres
 	$(MAKE) ext
 	./scripts/ensure-faketime   # the failover tests run a standby under libfaketime
+	./scripts/ensure-chromium   # the console's browser tests
 	$(GO) test -race -count=1 -timeout 60m ./...   # a bound on a hang: a loaded machine took over 30m
 
 lint:

@@ -4,8 +4,9 @@
 //   - the foundations, directly under internal/: pgsession (the settings
 //     every connection pins), pgdatabase (create a missing database),
 //     localpg and localpg/pgtest (throwaway PostgreSQL servers for tests,
-//     the demo and benchmarks), envvar (the one ${VAR} expander) and
-//     buildinfo. The shard manager and the id
+//     the demo and benchmarks), envvar (the one ${VAR} expander),
+//     jsonshape (the shape of a JSON document, as the golden files hold
+//     it) and buildinfo. The shard manager and the id
 //     services are built on them, so a foundation never imports shardmgr
 //     (or its subpackages), idgen/segment, idgen/snowflake or internal/app;
 //   - the CLI's tools, under internal/app: what is built on shardmgr and

@@ -34,6 +34,7 @@ func TestCommandTree(t *testing.T) {
 	require.Equal(t, []string{
 		"bench", "bench schemes",
 		"catalog", "catalog repair",
+		"console",
 		"demo",
 		"host", "host drain", "host failover", "host list", "host remove", "host set-dsn",
 		"id", "id decode", "id encode",
@@ -57,7 +58,7 @@ func TestCommandTree(t *testing.T) {
 	for _, line := range strings.Split(cmds, "\n") {
 		names = append(names, strings.Fields(line)[0])
 	}
-	require.Equal(t, []string{"bench", "catalog", "completion", "demo", "help", "host", "id", "init", "local", "migrate",
+	require.Equal(t, []string{"bench", "catalog", "completion", "console", "demo", "help", "host", "id", "init", "local", "migrate",
 		"rebalance", "serve", "shard", "sql", "status", "verify", "version"}, names)
 }
 

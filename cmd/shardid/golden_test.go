@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -20,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/shardid/shardid/internal/jsonshape"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/shardid/shardid/shardmgr"
 )
@@ -32,57 +31,13 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/go
 // goldenDir holds one file per output held stable (docs/compatibility.md).
 var goldenDir = filepath.Join("..", "..", "testdata", "golden")
 
-// jsonShape is the shape of a JSON document as sorted lines "path: type":
-// keys joined with ".", an array's elements under "path[]" (the shapes of
-// all its elements merged), types string, number, bool, null, object and
-// array; a path whose values differ in type lists them with "|". Values
-// are left out, so that what changes from run to run (ids, times,
-// durations) does not, and what does change (a key renamed, added or
-// removed, a type changed) shows as a diff of the golden file.
+// jsonShape is the shape of a JSON document (package jsonshape, which
+// the console's tests compare with the same golden files).
 func jsonShape(t *testing.T, data []byte) string {
 	t.Helper()
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var v any
-	require.NoError(t, dec.Decode(&v), "not JSON: %s", data)
-	require.False(t, dec.More(), "more than one JSON value: %s", data)
-	types := map[string][]string{}
-	var walk func(path string, v any)
-	add := func(path, typ string) {
-		if !slices.Contains(types[path], typ) {
-			types[path] = append(types[path], typ)
-		}
-	}
-	walk = func(path string, v any) {
-		switch v := v.(type) {
-		case map[string]any:
-			add(path, "object")
-			for k, x := range v {
-				walk(path+"."+k, x)
-			}
-		case []any:
-			add(path, "array")
-			for _, x := range v {
-				walk(path+"[]", x)
-			}
-		case string:
-			add(path, "string")
-		case json.Number:
-			add(path, "number")
-		case bool:
-			add(path, "bool")
-		case nil:
-			add(path, "null")
-		}
-	}
-	walk("$", v)
-	var lines []string
-	for path, ts := range types {
-		slices.Sort(ts)
-		lines = append(lines, path+": "+strings.Join(ts, "|"))
-	}
-	slices.Sort(lines)
-	return strings.Join(lines, "\n") + "\n"
+	shape, err := jsonshape.Of(data)
+	require.NoError(t, err, "not one JSON value: %s", data)
+	return shape
 }
 
 // checkGolden compares got with testdata/golden/name, or writes it there

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/shardid/shardid/idgen"
+	"github.com/shardid/shardid/internal/app/iddecode"
 )
 
 func newIDCmd() *cobra.Command {
@@ -26,14 +27,9 @@ The sign bit doubles as the top time bit, so ids run out on 2046-06-27.`,
 	return cmd
 }
 
-// decodedID is one line of `id decode --json`. The id is a string because
-// JavaScript numbers lose precision above 2^53.
-type decodedID struct {
-	ID    idgen.ID `json:"id"`
-	Time  string   `json:"time"`
-	Shard int64    `json:"shard"`
-	Seq   int64    `json:"seq"`
-}
+// decodedID is one line of `id decode --json` (package iddecode, which
+// the console serves too).
+type decodedID = iddecode.Parts
 
 func newIDDecodeCmd() *cobra.Command {
 	var asJSON bool
@@ -64,23 +60,11 @@ prints {"id":"...","layout":"...","time":"...", then the same pairs}.
 				}
 				return decodeOther(cmd, scheme, epoch, asJSON, args)
 			}
-			layout := idgen.Layout{Epoch: epoch}
-			if err := layout.Validate(); err != nil {
-				return usageError{err}
-			}
 			// Every argument is checked before anything is printed, so a
 			// script never gets half an answer.
-			out := make([]decodedID, 0, len(args))
-			for _, a := range args {
-				id, err := idgen.Parse(a)
-				if err != nil {
-					return usageError{err}
-				}
-				p, err := layout.Decompose(id)
-				if err != nil {
-					return usageError{err}
-				}
-				out = append(out, decodedID{ID: p.ID, Time: p.Time.Format(idgen.TimeFormat), Shard: p.Shard, Seq: p.Seq})
+			out, err := iddecode.DecodeOwn(epoch, args)
+			if err != nil {
+				return usageError{err}
 			}
 			w := cmd.OutOrStdout()
 			if asJSON {
@@ -153,7 +137,7 @@ never wrapped into neighbouring bits. With --json, prints the object that
 				if err != nil {
 					return err
 				}
-				return writeJSON(cmd.OutOrStdout(), decodedID{ID: p.ID, Time: p.Time.Format(idgen.TimeFormat), Shard: p.Shard, Seq: p.Seq})
+				return writeJSON(cmd.OutOrStdout(), iddecode.PartsOf(p))
 			}
 			_, err = fmt.Fprintln(cmd.OutOrStdout(), id)
 			return err

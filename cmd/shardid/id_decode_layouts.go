@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shardid/shardid/idgen"
+	"github.com/shardid/shardid/internal/app/iddecode"
 )
 
 // layoutHelp lists the layouts `id decode --layout` reads, one a line.
@@ -21,13 +22,9 @@ func layoutHelp() string {
 // decodeOther is `id decode --layout L` for a layout other than the
 // toolkit's own. Every id is read before anything is printed.
 func decodeOther(cmd *cobra.Command, scheme string, epoch int64, asJSON bool, args []string) error {
-	out := make([]idgen.Decoded, 0, len(args))
-	for _, a := range args {
-		d, err := idgen.Decode(scheme, a, epoch)
-		if err != nil {
-			return usageError{err}
-		}
-		out = append(out, d)
+	out, err := iddecode.DecodeOther(scheme, epoch, args)
+	if err != nil {
+		return usageError{err}
 	}
 	w := cmd.OutOrStdout()
 	if asJSON {

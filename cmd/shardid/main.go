@@ -53,6 +53,7 @@ or 'shardid local up' for local servers and a cluster file that stay up, then
 	root.AddCommand(
 		newBenchCmd(),
 		newCatalogCmd(),
+		newConsoleCmd(),
 		newDemoCmd(),
 		newIDCmd(),
 		newHostCmd(),

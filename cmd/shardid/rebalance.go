@@ -386,7 +386,7 @@ HOST' again) and rolled back by 'shardid rebalance abort --shard N'.
 			return err
 		}
 		if asJSON {
-			return writeJSON(cmd.OutOrStdout(), map[string]any{"moves": recs})
+			return writeJSON(cmd.OutOrStdout(), rebalance.MoveList{Moves: recs})
 		}
 		if len(recs) == 0 {
 			fmt.Fprintln(cmd.OutOrStdout(), "no unfinished moves")

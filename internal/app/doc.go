@@ -11,6 +11,10 @@
 //   - serveconfig: the cluster file's segments: and snowflake: sections,
 //     which only `shardid serve` reads (kept out of package shardmgr so
 //     that the router links no id service and no net/http);
+//   - console: the operator console `shardid console` serves, its pages
+//     and assets embedded;
+//   - iddecode: ids taken apart as `shardid id decode` prints them, for
+//     the CLI and the console alike;
 //   - schematest: test tooling that brings a catalog to the schema states
 //     of the upgrade policy.
 //

@@ -78,7 +78,7 @@ func Cleanup(ctx context.Context, c *cluster.Cluster, opts CleanupOptions) (*Cle
 			res.Finished = append(res.Finished, r.MoveRef)
 		}
 	}
-	recs, err := readMoves(ctx, mo.catalog, `phase = $1 AND retired_schema IS NOT NULL AND retired_dropped_at IS NULL`, string(PhaseCleaned))
+	recs, err := readMoves(ctx, mo.catalog, retainedMoves, string(PhaseCleaned))
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,138 @@
+package console
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/shardid/shardid/shardmgr/rebalance"
+)
+
+// Actions the console can take when built with Options.Actions. Each is
+// the package function the CLI command of the same name calls.
+const (
+	actionApply   = "apply"   // shardid rebalance apply
+	actionAbort   = "abort"   // shardid rebalance abort [--shard N]
+	actionCleanup = "cleanup" // shardid rebalance cleanup [--all]
+)
+
+// actionRequest is the body of POST /api/actions/{action}: Confirm must
+// repeat the action's name (what the page's confirmation asks the
+// operator to type).
+type actionRequest struct {
+	Confirm string `json:"confirm"`
+	Shards  []int  `json:"shards,omitempty"` // abort: these shards' moves (none: every unfinished move)
+	All     bool   `json:"all,omitempty"`    // cleanup: every retained copy, also those inside their keep period
+}
+
+// actionState is the last action the console started.
+type actionState struct {
+	Action   string     `json:"action"`
+	Started  time.Time  `json:"started"`
+	Finished *time.Time `json:"finished,omitempty"`
+	Result   any        `json:"result,omitempty"`
+	Error    string     `json:"error,omitempty"`
+}
+
+// apiAction takes an action: only with Options.Actions (else 403, before
+// anything is read), the token (403) and the confirmation (400). Apply
+// runs on after the answer (202; /api/actions/last follows it); abort
+// and cleanup answer with their result.
+func (s *Console) apiAction(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("action")
+	if !s.opts.Actions {
+		writeError(w, http.StatusForbidden, "the console is read-only: start it with --actions to "+name)
+		return
+	}
+	if !s.tokenOK(r) {
+		writeError(w, http.StatusForbidden, "missing or wrong action token ("+TokenHeader+")")
+		return
+	}
+	if name != actionApply && name != actionAbort && name != actionCleanup {
+		writeError(w, http.StatusNotFound, "no action "+name)
+		return
+	}
+	var req actionRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "body: "+err.Error())
+		return
+	}
+	if req.Confirm != name {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("not confirmed: send {\"confirm\":%q}", name))
+		return
+	}
+	st := &actionState{Action: name, Started: time.Now().UTC()}
+	s.mu.Lock()
+	if s.action != nil && s.action.Finished == nil {
+		busy := s.action.Action
+		s.mu.Unlock()
+		writeError(w, http.StatusConflict, busy+" is running: wait for it")
+		return
+	}
+	s.action = st
+	s.mu.Unlock()
+	s.log.Info("console: action", "action", name, "shards", req.Shards, "all", req.All, "from", r.RemoteAddr)
+
+	switch name {
+	case actionApply:
+		go func() {
+			res, err := rebalance.Apply(s.ctx, s.c, rebalance.ApplyOptions{Move: rebalance.MoveOptions{Migrations: s.opts.Migrations}})
+			s.finish(st, res, err)
+		}()
+		writeJSON(w, http.StatusAccepted, st)
+	case actionAbort:
+		// On the console's context, not the request's: an abort or a
+		// cleanup half done because the browser went away helps nobody
+		// (each bounds its own waits).
+		res, err := rebalance.AbortMove(s.ctx, s.c, req.Shards)
+		s.finish(st, map[string]any{"aborted": res}, err) // as rebalance abort --json
+		writeJSON(w, statusOf(err), s.snapshot(st))
+	case actionCleanup:
+		res, err := rebalance.Cleanup(s.ctx, s.c, rebalance.CleanupOptions{All: req.All})
+		s.finish(st, res, err)
+		writeJSON(w, statusOf(err), s.snapshot(st))
+	}
+}
+
+func statusOf(err error) int {
+	if err != nil {
+		return http.StatusBadGateway
+	}
+	return http.StatusOK
+}
+
+// finish records an action's end.
+func (s *Console) finish(st *actionState, res any, err error) {
+	now := time.Now().UTC()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st.Finished, st.Result = &now, res
+	if err != nil {
+		st.Error = err.Error()
+		s.log.Warn("console: action failed", "action", st.Action, "err", err)
+	}
+}
+
+// snapshot copies st under the lock.
+func (s *Console) snapshot(st *actionState) actionState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return *st
+}
+
+// apiActionStatus is the last action's state; 404 when none ran.
+func (s *Console) apiActionStatus(w http.ResponseWriter, r *http.Request) {
+	if !s.opts.Actions {
+		writeError(w, http.StatusForbidden, "the console is read-only: it takes no actions")
+		return
+	}
+	s.mu.Lock()
+	st := s.action
+	s.mu.Unlock()
+	if st == nil {
+		writeError(w, http.StatusNotFound, "no action has run")
+		return
+	}
+	writeJSON(w, http.StatusOK, s.snapshot(st))
+}

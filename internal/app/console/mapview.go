@@ -1,0 +1,171 @@
+package console
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/cluster"
+	"github.com/shardid/shardid/shardmgr/install"
+	"github.com/shardid/shardid/shardmgr/rebalance"
+)
+
+// Kinds of run on a host's strip. Each has a colour and a pattern in
+// console.css and a word in the legend, so no meaning is colour alone.
+const (
+	kindActive   = "active"
+	kindMoving   = "moving"
+	kindReadOnly = "read-only"
+	kindIncoming = "incoming" // the target of a move in progress
+	kindRetained = "retained" // an old copy a finished move keeps
+)
+
+// mapView is the map page's data.
+type mapView struct {
+	Generation int64
+	Shards     int
+	Hosts      []hostRow
+	Moves      []install.MoveStatus
+	Retained   int
+	Counts     map[string]int // shards by state
+	// Detail is the shard the page was asked for (?shard=N: the shard
+	// form without JavaScript), nil when none.
+	Detail *install.ShardDetail
+}
+
+// hostRow is one host of the map.
+type hostRow struct {
+	Name        string
+	DSN         string // as the catalog records it: no password
+	Count       int
+	Unreachable string
+	Runs        []shardRun
+	Ranges      []stateRanges
+}
+
+// shardRun is a run of consecutive shards of one kind on a host's strip,
+// placed by percent of the shard space.
+type shardRun struct {
+	From, To    int
+	Kind        string
+	Left, Width float64
+}
+
+// stateRanges is a host's shards of one kind, as text: the map's meaning
+// without colours.
+type stateRanges struct {
+	Kind   string
+	Count  int
+	Ranges string
+}
+
+// mapView reads the status (as `shardid status --json`) and the retained
+// copies, and lays them out.
+func (s *Console) mapView(ctx context.Context) (*mapView, error) {
+	st, kept, err := s.readMap(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return layoutMap(s.c.Config(), st, kept), nil
+}
+
+// readMapOf reads what the map shows from the cluster: the status the
+// CLI's status prints and the retained copies.
+func readMapOf(c *cluster.Cluster) func(ctx context.Context) (*install.Status, []rebalance.KeptCopy, error) {
+	return func(ctx context.Context) (*install.Status, []rebalance.KeptCopy, error) {
+		st, err := install.ClusterStatus(ctx, c)
+		if err != nil {
+			return nil, nil, err
+		}
+		kept, err := rebalance.RetainedCopies(ctx, c)
+		if err != nil {
+			return nil, nil, err
+		}
+		return st, kept, nil
+	}
+}
+
+// layoutMap lays a status out as strips; it reads nothing, so that its
+// cost can be measured on a synthetic map of any size.
+func layoutMap(cfg *shardmgr.Config, st *install.Status, kept []rebalance.KeptCopy) *mapView {
+	n := len(st.Shards)
+	v := &mapView{Generation: st.Generation, Shards: n, Moves: st.Moves, Retained: len(kept), Counts: map[string]int{}}
+	incoming := map[string][]int{}
+	for _, mv := range st.Moves {
+		incoming[mv.To] = append(incoming[mv.To], mv.Shard)
+	}
+	retained := map[string][]int{}
+	for _, k := range kept {
+		retained[k.Host] = append(retained[k.Host], k.Shard)
+	}
+	for _, sh := range st.Shards {
+		v.Counts[string(sh.State)]++
+	}
+	for _, h := range st.Hosts {
+		row := hostRow{Name: h.Name, Count: len(h.Shards), Unreachable: h.Unreachable}
+		if hc, ok := cfg.Host(h.Name); ok {
+			row.DSN = hc.CatalogDSN()
+		}
+		byKind := map[string][]int{}
+		for _, id := range h.Shards {
+			k := kindActive
+			switch st.Shards[id].State {
+			case shardmgr.StateMoving:
+				k = kindMoving
+			case shardmgr.StateReadOnly:
+				k = kindReadOnly
+			}
+			byKind[k] = append(byKind[k], id)
+		}
+		byKind[kindIncoming] = incoming[h.Name]
+		byKind[kindRetained] = retained[h.Name]
+		for _, k := range []string{kindActive, kindMoving, kindReadOnly, kindIncoming, kindRetained} {
+			ids := byKind[k]
+			slices.Sort(ids)
+			if len(ids) == 0 {
+				continue
+			}
+			row.Runs = append(row.Runs, runsOf(ids, k, n)...)
+			row.Ranges = append(row.Ranges, stateRanges{Kind: k, Count: len(ids), Ranges: shortList(shardmgr.FormatShardList(ids))})
+		}
+		v.Hosts = append(v.Hosts, row)
+	}
+	return v
+}
+
+// runsOf turns ascending ids into runs of consecutive ids.
+func runsOf(ids []int, kind string, n int) []shardRun {
+	var out []shardRun
+	for i := 0; i < len(ids); {
+		j := i
+		for j+1 < len(ids) && ids[j+1] == ids[j]+1 {
+			j++
+		}
+		out = append(out, shardRun{From: ids[i], To: ids[j], Kind: kind,
+			Left: 100 * float64(ids[i]) / float64(n), Width: 100 * float64(ids[j]-ids[i]+1) / float64(n)})
+		i = j + 1
+	}
+	return out
+}
+
+// shortList cuts a long list of ranges for the page; the JSON has all.
+func shortList(s string) string {
+	const most = 160
+	if len(s) <= most {
+		return s
+	}
+	cut := strings.LastIndexByte(s[:most], ',')
+	if cut < 0 {
+		cut = most
+	}
+	return s[:cut] + ", …"
+}
+
+// formatList is shardmgr.FormatShardList, "" for none.
+func formatList(ids []int) string {
+	if len(ids) == 0 {
+		return ""
+	}
+	return shardmgr.FormatShardList(ids)
+}

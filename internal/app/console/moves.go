@@ -1,0 +1,102 @@
+package console
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/shardid/shardid/shardmgr/rebalance"
+)
+
+// finishedShown is how many finished moves the moves page lists.
+const finishedShown = 20
+
+// movesView is the moves page's data.
+type movesView struct {
+	Open     []moveRow
+	Finished []moveRow
+	Retained []rebalance.KeptCopy
+	Config   string
+	Actions  bool
+}
+
+// moveRow is one journal record with what the page says of it.
+type moveRow struct {
+	*rebalance.MoveRecord
+	Step, Steps int    // the phase's place among the mode's phases
+	Refused     string // the cut-over's refused-writes window, "" before the flip
+	Elapsed     time.Duration
+}
+
+func (s *Console) movesView(ctx context.Context) (*movesView, error) {
+	recs, err := rebalance.Moves(ctx, s.c, true)
+	if err != nil {
+		return nil, err
+	}
+	kept, err := rebalance.RetainedCopies(ctx, s.c)
+	if err != nil {
+		return nil, err
+	}
+	v := &movesView{Retained: kept, Config: s.configPath(), Actions: s.opts.Actions}
+	now := time.Now()
+	for _, r := range recs {
+		row := moveRow{MoveRecord: r}
+		phases := rebalance.Phases(r.Mode)
+		row.Steps = len(phases)
+		row.Step = slices.Index(phases, r.Phase) + 1
+		if d, ok := r.Refused(); ok {
+			row.Refused = d.Round(time.Millisecond).String()
+		}
+		end := now
+		if r.Finished != nil {
+			end = *r.Finished
+		}
+		row.Elapsed = end.Sub(r.Started).Round(time.Second)
+		if r.Phase.Open() {
+			v.Open = append(v.Open, row)
+		} else {
+			v.Finished = append(v.Finished, row)
+		}
+	}
+	slices.Reverse(v.Finished)
+	if len(v.Finished) > finishedShown {
+		v.Finished = v.Finished[:finishedShown]
+	}
+	return v, nil
+}
+
+func (s *Console) pageMoves(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := s.reqCtx(r)
+	defer cancel()
+	v, err := s.movesView(ctx)
+	if err != nil {
+		s.failPage(w, "moves", err)
+		return
+	}
+	s.page(w, "moves.html", "moves", "moves", v)
+}
+
+func (s *Console) partMoves(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := s.reqCtx(r)
+	defer cancel()
+	v, err := s.movesView(ctx)
+	if err != nil {
+		w.WriteHeader(http.StatusBadGateway)
+		s.render(w, "error-part", err.Error())
+		return
+	}
+	s.render(w, "moves-part", v)
+}
+
+// apiMoves is `shardid rebalance status --json` (?all=1: --all).
+func (s *Console) apiMoves(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := s.reqCtx(r)
+	defer cancel()
+	recs, err := rebalance.Moves(ctx, s.c, r.URL.Query().Get("all") == "1")
+	if err != nil {
+		writeError(w, http.StatusBadGateway, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, rebalance.MoveList{Moves: recs})
+}

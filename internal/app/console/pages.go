@@ -1,0 +1,170 @@
+package console
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"html/template"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/shardid/shardid/shardmgr/install"
+)
+
+// pageTimeout bounds the catalog and host reads behind one page: a host
+// that does not answer is shown as unreachable within 5 s (install's
+// probe), the rest is the catalog's.
+const pageTimeout = time.Minute
+
+var funcs = template.FuncMap{
+	"pct": func(f float64) string { return strconv.FormatFloat(f, 'f', 4, 64) + "%" },
+	"bytes": func(n int64) string {
+		switch {
+		case n >= 1<<30:
+			return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+		case n >= 1<<20:
+			return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+		case n >= 1<<10:
+			return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+		}
+		return fmt.Sprintf("%d B", n)
+	},
+	"time": func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return t.UTC().Format(time.RFC3339)
+	},
+	"last": func(n int) int { return n - 1 },
+	"ms":   func(d time.Duration) string { return d.Round(time.Millisecond).String() },
+}
+
+// page is what every full page's frame shows.
+type page struct {
+	Title    string
+	Nav      string // the current page: map, moves, checks, decode, service
+	Refresh  int64  // ms between refreshes of the page's live part
+	Actions  bool
+	Service  bool
+	Cluster  string
+	Body     any
+	Config   string
+	Rendered time.Time
+}
+
+// render executes template name with data into w, as a whole or not at
+// all: a template error is a 500, not half a page.
+func (s *Console) render(w http.ResponseWriter, name string, data any) {
+	var buf bytes.Buffer
+	if err := s.tmpl.ExecuteTemplate(&buf, name, data); err != nil {
+		s.log.Error("console: render "+name, "err", err)
+		http.Error(w, "console: render: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_, _ = buf.WriteTo(w)
+}
+
+// page renders a full page around body.
+func (s *Console) page(w http.ResponseWriter, name, nav, title string, body any) {
+	s.render(w, name, page{
+		Title: title, Nav: nav, Refresh: s.opts.Refresh.Milliseconds(), Actions: s.opts.Actions,
+		Service: s.opts.ServeURL != "", Cluster: s.c.Config().Cluster, Body: body, Config: s.configPath(),
+		Rendered: time.Now().UTC(),
+	})
+}
+
+// configPath is the cluster file's path for the hints the pages give.
+func (s *Console) configPath() string {
+	if s.opts.ConfigPath != "" {
+		return s.opts.ConfigPath
+	}
+	return s.c.Config().Path
+}
+
+// failPage shows why a page could not be built, as a page.
+func (s *Console) failPage(w http.ResponseWriter, nav string, err error) {
+	w.WriteHeader(http.StatusBadGateway)
+	s.page(w, "error.html", nav, "error", err.Error())
+}
+
+func (s *Console) reqCtx(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), pageTimeout)
+}
+
+func (s *Console) pageMap(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := s.reqCtx(r)
+	defer cancel()
+	v, err := s.mapView(ctx)
+	if err != nil {
+		s.failPage(w, "map", err)
+		return
+	}
+	if r.URL.Query().Get("shard") != "" {
+		r.SetPathValue("id", r.URL.Query().Get("shard"))
+		if v.Detail, _, err = s.shardDetail(r); err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+		}
+	}
+	s.page(w, "map.html", "map", "map", v)
+}
+
+func (s *Console) partMap(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := s.reqCtx(r)
+	defer cancel()
+	v, err := s.mapView(ctx)
+	if err != nil {
+		w.WriteHeader(http.StatusBadGateway)
+		s.render(w, "error-part", err.Error())
+		return
+	}
+	s.render(w, "map-part", v)
+}
+
+func (s *Console) partShard(w http.ResponseWriter, r *http.Request) {
+	d, status, err := s.shardDetail(r)
+	if err != nil {
+		w.WriteHeader(status)
+		s.render(w, "error-part", err.Error())
+		return
+	}
+	s.render(w, "shard-part", d)
+}
+
+func (s *Console) apiShard(w http.ResponseWriter, r *http.Request) {
+	d, status, err := s.shardDetail(r)
+	if err != nil {
+		writeError(w, status, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+func (s *Console) shardDetail(r *http.Request) (*install.ShardDetail, int, error) {
+	id, err := strconv.Atoi(r.PathValue("id"))
+	if err != nil {
+		return nil, http.StatusBadRequest, fmt.Errorf("shard %q: not a number", r.PathValue("id"))
+	}
+	if err := s.c.Config().CheckShard(id); err != nil {
+		return nil, http.StatusNotFound, err
+	}
+	ctx, cancel := s.reqCtx(r)
+	defer cancel()
+	d, err := install.DescribeShard(ctx, s.c, id)
+	if err != nil {
+		return nil, http.StatusBadGateway, err
+	}
+	return d, http.StatusOK, nil
+}
+
+func (s *Console) apiStatus(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := s.reqCtx(r)
+	defer cancel()
+	st, err := install.ClusterStatus(ctx, s.c)
+	if err != nil {
+		writeError(w, http.StatusBadGateway, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
