@@ -15,7 +15,6 @@ BINDIR ?= $(if $(PREFIX),$(PREFIX)/bin,$(or $(shell $(GO) env GOBIN),$(shell $(G
 
 demo:
 	./scripts/ensure-postgres
-	$(MAKE) ext
 	$(GO) run ./cmd/shardid demo
 
 test: lint
