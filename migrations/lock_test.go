@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"testing"
+	"testing/fstest"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardid/shardid/internal/localpg/pgtest"
@@ -46,4 +48,37 @@ func TestUpGivesUpOnAHeldLockAndNamesTheHolder(t *testing.T) {
 	// Once the lock goes, Up works.
 	require.NoError(t, holder.Close(context.Background()))
 	require.NoError(t, migrations.Up(context.Background(), dsn, migrations.Segment, migrations.WithLockWait(time.Minute)))
+}
+
+// A run cancelled while a migration is under way returns once that
+// migration is done, not in its middle: a process that exits when Up
+// returns (serve on SIGTERM) must not leave the version dirty.
+func TestUpCancelledMidMigrationLeavesNoDirtyVersion(t *testing.T) {
+	dsn := pgtest.NewDB(t, pgtest.Servers(t, 1)[0])
+	slow := migrations.Set{Name: "slow", Table: "slow_migrations", FS: fstest.MapFS{
+		"1_slow.up.sql":   {Data: []byte("SELECT pg_catalog.pg_sleep(3); CREATE TABLE slow_done (x int);")},
+		"1_slow.down.sql": {Data: []byte("DROP TABLE slow_done;")},
+	}}
+	watch, err := pgx.Connect(context.Background(), dsn)
+	require.NoError(t, err)
+	defer watch.Close(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		// Cancel once the migration's statement runs.
+		for ctx.Err() == nil {
+			var n int
+			if watch.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_catalog.pg_sleep(3)%'`).Scan(&n) == nil && n > 0 {
+				cancel()
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	err = migrations.Up(ctx, dsn, slow, migrations.WithLockWait(time.Minute))
+	require.ErrorIs(t, err, context.Canceled)
+	version, dirty, err := migrations.Version(context.Background(), dsn, slow)
+	require.NoError(t, err)
+	require.False(t, dirty, "Up returned in the middle of a migration")
+	require.Equal(t, uint(1), version)
 }

@@ -146,7 +146,16 @@ func run(ctx context.Context, cfg *pgx.ConnConfig, set Set, o options, f func(*m
 	select {
 	case err = <-done:
 	case <-ctx.Done():
+		// golang-migrate stops between migrations; one under way is let
+		// finish (bounded): returning now lets a process exit in the
+		// middle of it, leaving the version dirty, which only an
+		// operator's force clears (a serve stopped while it prepared its
+		// lease database did).
 		close(stop)
+		select {
+		case <-done:
+		case <-time.After(interruptWait):
+		}
 		return fmt.Errorf("%s migrations on %s: %w", set.Name, db, ctx.Err())
 	}
 	if err != nil && lockTimedOut(err) {
@@ -165,6 +174,10 @@ func run(ctx context.Context, cfg *pgx.ConnConfig, set Set, o options, f func(*m
 	}
 	return nil
 }
+
+// interruptWait bounds how long a cancelled run waits for the migration
+// under way to finish.
+const interruptWait = 30 * time.Second
 
 // migrateOnce runs f on a golang-migrate instance of its own over sqlDB,
 // which it closes; stop asks it to stop between migrations.
