@@ -40,6 +40,21 @@ func addConfigPathFlag(cmd *cobra.Command) *string {
 // per command, which passes it on and closes it. --conns-per-server is
 // checked first, before the file is read.
 func openCluster(cmd *cobra.Command, path string) (*cluster.Cluster, error) {
+	opts, err := clusterOptions(cmd)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := shardmgr.LoadConfig(path)
+	if err != nil {
+		return nil, err
+	}
+	return cluster.Open(cmd.Context(), cfg, opts...)
+}
+
+// clusterOptions are the handle options a command's flags ask for: the
+// same for every handle the command opens (host drain opens one on the
+// cluster as it will be once the host is marked).
+func clusterOptions(cmd *cobra.Command) ([]cluster.Option, error) {
 	conns, err := cmd.Flags().GetInt(connsPerServerFlag)
 	if err != nil {
 		return nil, err
@@ -47,9 +62,5 @@ func openCluster(cmd *cobra.Command, path string) (*cluster.Cluster, error) {
 	if conns < 1 || conns > cluster.MaxConnsPerServer {
 		return nil, usagef("--%s %d: want 1 to %d", connsPerServerFlag, conns, cluster.MaxConnsPerServer)
 	}
-	cfg, err := shardmgr.LoadConfig(path)
-	if err != nil {
-		return nil, err
-	}
-	return cluster.Open(cmd.Context(), cfg, cluster.WithConnsPerServer(conns))
+	return []cluster.Option{cluster.WithConnsPerServer(conns)}, nil
 }

@@ -216,12 +216,9 @@ type hostDrainResult struct {
 
 func newHostDrainCmd() *cobra.Command {
 	var (
-		by       string
-		parallel int
-		asJSON   bool
-		dryRun   bool
-		wait     time.Duration
-		mf       moveFlags
+		asJSON bool
+		dryRun bool
+		af     applyFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "drain NAME [--dry-run] [--by count|size] [--parallel K] [--mode online|offline|auto] [--dir DIR] [--keep DURATION] [--json]",
@@ -238,25 +235,17 @@ prints {"host":"pg3","marked":{...},"plan":{...}|null,"apply":{...}|null}.`,
 		Args: cobra.ExactArgs(1),
 	}
 	configPath := addClusterConfigFlag(cmd)
-	cmd.Flags().StringVar(&by, "by", string(rebalance.ByCount), "spread the shards by count or by size")
-	cmd.Flags().IntVar(&parallel, "parallel", 1, "moves to run at once")
+	af.add(cmd, "spread the shards by count or by size")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan; mark nothing, move nothing")
-	cmd.Flags().DurationVar(&wait, "wait", rebalance.DefaultApplyWait, "how long to wait for another manager's apply or move")
-	mf.add(cmd)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		name := args[0]
-		pb, err := parseBy(by)
+		applyOpts, err := af.options(cmd, *configPath)
 		if err != nil {
 			return err
 		}
-		if parallel < 1 {
-			return usagef("--parallel must be at least 1")
-		}
-		if wait <= 0 {
-			return usagef("--wait must be positive")
-		}
-		mo, err := mf.options(cmd, *configPath)
+		applyOpts.Plan.Only = []string{name}
+		copts, err := clusterOptions(cmd)
 		if err != nil {
 			return err
 		}
@@ -274,13 +263,12 @@ prints {"host":"pg3","marked":{...},"plan":{...}|null,"apply":{...}|null}.`,
 		if err != nil {
 			return err
 		}
-		pc, err := cluster.Open(ctx, cfg)
+		pc, err := cluster.Open(ctx, cfg, copts...)
 		if err != nil {
 			return err
 		}
-		defer pc.Close()
-		applyOpts := rebalance.ApplyOptions{Plan: rebalance.PlanOptions{By: pb, Only: []string{name}}, Parallel: parallel, Move: mo, Wait: wait}
 		plan, err := rebalance.PlanApply(ctx, pc, applyOpts)
+		pc.Close() // each handle holds its budget only while it works
 		if err != nil || dryRun {
 			err = reportPreflight(cmd.ErrOrStderr(), err)
 			if plan != nil {
@@ -298,14 +286,14 @@ prints {"host":"pg3","marked":{...},"plan":{...}|null,"apply":{...}|null}.`,
 		if !asJSON && res.Marked.Changed {
 			fmt.Fprintf(out, "host %s marked drain in the catalog and %s\n", name, res.Marked.Config.Path)
 		}
-		dc, err := cluster.Open(ctx, res.Marked.Config)
+		c.Close() // the handle on the marked cluster takes over
+		dc, err := cluster.Open(ctx, res.Marked.Config, copts...)
 		if err != nil {
 			return err
 		}
 		defer dc.Close()
 		bars := newMoveProgress(cmd.ErrOrStderr())
-		mo.Progress = bars.Update
-		applyOpts.Move = mo
+		applyOpts.Move.Progress = bars.Update
 		res.Apply, err = rebalance.Apply(ctx, dc, applyOpts)
 		bars.Done()
 		err = reportPreflight(cmd.ErrOrStderr(), err)

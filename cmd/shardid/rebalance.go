@@ -211,13 +211,45 @@ func modeText(mode rebalance.MoveMode, reason string) string {
 	return string(mode)
 }
 
+// applyFlags are the flags of a command that runs moves as rebalance
+// apply does (rebalance apply, host drain).
+type applyFlags struct {
+	by       string
+	parallel int
+	wait     time.Duration
+	mf       moveFlags
+}
+
+func (f *applyFlags) add(cmd *cobra.Command, byUsage string) {
+	cmd.Flags().StringVar(&f.by, "by", string(rebalance.ByCount), byUsage)
+	cmd.Flags().IntVar(&f.parallel, "parallel", 1, "moves to run at once")
+	cmd.Flags().DurationVar(&f.wait, "wait", rebalance.DefaultApplyWait, "how long to wait for another manager's apply or move")
+	f.mf.add(cmd)
+}
+
+// options checks the flags (one usage error) and gives apply's options.
+func (f *applyFlags) options(cmd *cobra.Command, configPath string) (rebalance.ApplyOptions, error) {
+	pb, err := parseBy(f.by)
+	if err != nil {
+		return rebalance.ApplyOptions{}, err
+	}
+	if f.parallel < 1 {
+		return rebalance.ApplyOptions{}, usagef("--parallel must be at least 1")
+	}
+	if f.wait <= 0 {
+		return rebalance.ApplyOptions{}, usagef("--wait must be positive")
+	}
+	mo, err := f.mf.options(cmd, configPath)
+	if err != nil {
+		return rebalance.ApplyOptions{}, err
+	}
+	return rebalance.ApplyOptions{Plan: rebalance.PlanOptions{By: pb}, Parallel: f.parallel, Move: mo, Wait: f.wait}, nil
+}
+
 func newRebalanceApplyCmd() *cobra.Command {
 	var (
-		by       string
-		parallel int
-		asJSON   bool
-		wait     time.Duration
-		mf       moveFlags
+		asJSON bool
+		af     applyFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "apply [--by count|size] [--parallel K] [--mode online|offline|auto] [--dir DIR] [--keep DURATION] [--wait DURATION] [--json]",
@@ -277,23 +309,10 @@ docs/rebalance.md, "Requirements and limits".`,
 		Args: cobra.NoArgs,
 	}
 	configPath := addClusterConfigFlag(cmd)
-	cmd.Flags().StringVar(&by, "by", string(rebalance.ByCount), "balance shard counts (count) or total relation size (size)")
-	cmd.Flags().IntVar(&parallel, "parallel", 1, "moves to run at once")
+	af.add(cmd, "balance shard counts (count) or total relation size (size)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the summary as JSON")
-	cmd.Flags().DurationVar(&wait, "wait", rebalance.DefaultApplyWait, "how long to wait for another manager's apply or move")
-	mf.add(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		pb, err := parseBy(by)
-		if err != nil {
-			return err
-		}
-		if parallel < 1 {
-			return usagef("--parallel must be at least 1")
-		}
-		if wait <= 0 {
-			return usagef("--wait must be positive")
-		}
-		mo, err := mf.options(cmd, *configPath)
+		opts, err := af.options(cmd, *configPath)
 		if err != nil {
 			return err
 		}
@@ -303,8 +322,8 @@ docs/rebalance.md, "Requirements and limits".`,
 		}
 		defer c.Close()
 		bars := newMoveProgress(cmd.ErrOrStderr())
-		mo.Progress = bars.Update
-		res, err := rebalance.Apply(cmd.Context(), c, rebalance.ApplyOptions{Plan: rebalance.PlanOptions{By: pb}, Parallel: parallel, Move: mo, Wait: wait})
+		opts.Move.Progress = bars.Update
+		res, err := rebalance.Apply(cmd.Context(), c, opts)
 		bars.Done()
 		err = reportPreflight(cmd.ErrOrStderr(), err)
 		if res != nil {
