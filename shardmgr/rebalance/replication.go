@@ -207,21 +207,37 @@ func dropSubscription(ctx context.Context, q pg.Execer, name string) error {
 }
 
 // replicationLag is how far the source's WAL is ahead of what the target
-// confirmed, in bytes.
+// confirmed, in bytes (-1 when the slot has confirmed nothing yet).
 func replicationLag(ctx context.Context, src shardmgr.Querier, slot string) (int64, error) {
-	var lag *int64
-	err := src.QueryRow(ctx, `SELECT (pg_catalog.pg_current_wal_lsn() - confirmed_flush_lsn)::bigint
-		FROM pg_catalog.pg_replication_slots WHERE slot_name = $1`, slot).Scan(&lag)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, fmt.Errorf("replication slot %s is missing on the source", slot)
-	}
+	lag, err := readSlotLag(ctx, src, slot)
 	if err != nil {
 		return 0, err
 	}
-	if lag == nil {
-		return -1, nil
+	return lag.Bytes, nil
+}
+
+// readSlotLag reads slot's lag on the source in one query: the bytes of
+// WAL written since what the slot's subscriber confirmed, and the
+// walsender's replay_lag in seconds (null when the subscriber is not
+// connected, has been idle, or the role may not read it).
+func readSlotLag(ctx context.Context, src shardmgr.Querier, slot string) (*Lag, error) {
+	var bytes *int64
+	lag := &Lag{Slot: slot}
+	err := src.QueryRow(ctx, `SELECT (pg_catalog.pg_current_wal_lsn() - s.confirmed_flush_lsn)::bigint,
+			extract(epoch FROM r.replay_lag)::float8
+		FROM pg_catalog.pg_replication_slots s LEFT JOIN pg_catalog.pg_stat_replication r ON r.pid = s.active_pid
+		WHERE s.slot_name = $1`, slot).Scan(&bytes, &lag.Seconds)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("replication slot %s is missing on the source", slot)
 	}
-	return *lag, nil
+	if err != nil {
+		return nil, err
+	}
+	lag.Bytes = -1
+	if bytes != nil {
+		lag.Bytes = *bytes
+	}
+	return lag, nil
 }
 
 // catchUp waits for the initial copy of every table and for the lag to

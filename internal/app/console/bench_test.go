@@ -65,6 +65,7 @@ func syntheticConsole(tb testing.TB, hosts, shards int, scattered bool) *Console
 	con, err := New(c, Options{})
 	require.NoError(tb, err)
 	con.readMap = func(context.Context) (*install.Status, []rebalance.KeptCopy, error) { return st, kept, nil }
+	con.readHosts = nil // the synthetic hosts have no servers to ask
 	return con
 }
 

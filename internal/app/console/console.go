@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/shardid/shardid/shardmgr/cluster"
+	"github.com/shardid/shardid/shardmgr/hosts"
 	"github.com/shardid/shardid/shardmgr/install"
 	"github.com/shardid/shardid/shardmgr/migrate"
 	"github.com/shardid/shardid/shardmgr/rebalance"
@@ -76,6 +77,9 @@ type Console struct {
 	// readMap reads what the map shows (readMapOf; a synthetic map in
 	// the benchmarks).
 	readMap func(ctx context.Context) (*install.Status, []rebalance.KeptCopy, error)
+	// readHosts reads each host's identity (readHostsOf; nil in the
+	// benchmarks, whose hosts are synthetic).
+	readHosts func(ctx context.Context) ([]hosts.Host, error)
 
 	// ctx outlives requests: the work an action starts (an apply) runs on
 	// it until Close.
@@ -115,7 +119,7 @@ func New(c *cluster.Cluster, opts Options) (*Console, error) {
 		return nil, fmt.Errorf("console: templates: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Console{c: c, opts: opts, tmpl: tmpl, log: opts.Logger, readMap: readMapOf(c), ctx: ctx, cancel: cancel}, nil
+	return &Console{c: c, opts: opts, tmpl: tmpl, log: opts.Logger, readMap: readMapOf(c), readHosts: readHostsOf(c), ctx: ctx, cancel: cancel}, nil
 }
 
 // Close stops the work actions started (an apply stops where a crash
@@ -174,6 +178,7 @@ func (s *Console) Handler() http.Handler {
 
 	// JSON, in the shapes of the CLI's --json.
 	mux.HandleFunc("GET /api/status", s.apiStatus)             // shardid status --json
+	mux.HandleFunc("GET /api/hosts", s.apiHosts)               // shardid host list --json
 	mux.HandleFunc("GET /api/moves", s.apiMoves)               // shardid rebalance status [--all] --json
 	mux.HandleFunc("GET /api/verify", s.apiLastVerify)         // shardid verify --json (the last run)
 	mux.HandleFunc("POST /api/verify", s.apiRunVerify)         // runs verify, streams NDJSON

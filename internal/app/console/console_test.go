@@ -77,6 +77,14 @@ func TestConsoleReadOnly(t *testing.T) {
 		}
 		require.Contains(t, text(t, tab, `#host-pg1 .ranges`), "active (8)")
 
+		// Each host says who it is: its role and its server's system
+		// identifier, as `shardid host list` reads them.
+		var sysid string
+		require.NoError(t, pgtest.Pool(t, tc.hostDSN(t, "pg1")).QueryRow(ctx, `SELECT system_identifier::text FROM pg_catalog.pg_control_system()`).Scan(&sysid))
+		require.Equal(t, "primary", text(t, tab, `#host-pg1 .role`))
+		require.Equal(t, sysid, text(t, tab, `#host-pg1 .sysid`))
+		require.Regexp(t, `^127\.0\.0\.1:\d+$`, text(t, tab, `#host-pg1 .reached`))
+
 		// A click on pg2's strip shows one of pg2's shards.
 		run(t, tab, "click a shard", chromedp.Click(css(`#host-pg2 .run.k-active`)), chromedp.WaitVisible(css(`#shard-detail dl`)))
 		detail := text(t, tab, `#shard-detail`)
@@ -130,6 +138,7 @@ func TestConsoleReadOnly(t *testing.T) {
 	t.Run("json has the CLI's shapes", func(t *testing.T) {
 		for _, c := range []struct{ path, golden string }{
 			{"/api/status", "status.json.shape"},
+			{"/api/hosts", "host-list.json.shape"},
 			{"/api/verify", "verify.json.shape"}, // the run of the verify subtest
 			{"/api/migrations", "migrate-status.json.shape"},
 			{"/api/decode?id=4041150592192615424", "id-decode.json.shape"},
@@ -151,7 +160,7 @@ func TestConsoleReadOnly(t *testing.T) {
 
 	t.Run("no password anywhere", func(t *testing.T) {
 		for _, p := range []string{"/", "/moves", "/checks", "/decode", "/part/map", "/part/moves", "/part/migrations",
-			"/part/verify", "/part/shard/0", "/part/shard/15", "/api/status", "/api/moves?all=1", "/api/verify",
+			"/part/verify", "/part/shard/0", "/part/shard/15", "/api/status", "/api/hosts", "/api/moves?all=1", "/api/verify",
 			"/api/migrations", "/api/shard/0", "/api/shard/15"} {
 			code, _, body := get(t, base+p)
 			require.Equal(t, http.StatusOK, code, p)

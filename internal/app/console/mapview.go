@@ -4,9 +4,11 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/cluster"
+	"github.com/shardid/shardid/shardmgr/hosts"
 	"github.com/shardid/shardid/shardmgr/install"
 	"github.com/shardid/shardid/shardmgr/rebalance"
 )
@@ -40,8 +42,13 @@ type hostRow struct {
 	DSN         string // as the catalog records it: no password
 	Count       int
 	Unreachable string
-	Runs        []shardRun
-	Ranges      []stateRanges
+	// Server is what the host's server says of itself (hosts.List: system
+	// identifier, timeline, version, the address reached, role, lag); nil
+	// when it did not answer or was not asked. ProbeError is why.
+	Server     *hosts.Server
+	ProbeError string
+	Runs       []shardRun
+	Ranges     []stateRanges
 }
 
 // shardRun is a run of consecutive shards of one kind on a host's strip,
@@ -63,11 +70,49 @@ type stateRanges struct {
 // mapView reads the status (as `shardid status --json`) and the retained
 // copies, and lays them out.
 func (s *Console) mapView(ctx context.Context) (*mapView, error) {
+	// The hosts' identities are read beside the map, each probe bounded
+	// by hostProbeTimeout: a host that does not answer delays the page by
+	// that much at most, and its row says why.
+	var list []hosts.Host
+	var listErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if s.readHosts != nil {
+			list, listErr = s.readHosts(ctx)
+		}
+	}()
 	st, kept, err := s.readMap(ctx)
+	<-done
 	if err != nil {
 		return nil, err
 	}
-	return layoutMap(s.c.Config(), st, kept), nil
+	v := layoutMap(s.c.Config(), st, kept)
+	byName := map[string]hosts.Host{}
+	for _, h := range list {
+		byName[h.Name] = h
+	}
+	for i := range v.Hosts {
+		row := &v.Hosts[i]
+		if h, ok := byName[row.Name]; ok {
+			row.Server, row.ProbeError = h.Server, h.Error
+		} else if listErr != nil {
+			row.ProbeError = "identity not read: " + listErr.Error()
+		}
+	}
+	return v, nil
+}
+
+// hostProbeTimeout bounds each host's identity probe behind the map and
+// /api/hosts.
+const hostProbeTimeout = 5 * time.Second
+
+// readHostsOf reads each host's identity and reachability as `shardid
+// host list --json` does.
+func readHostsOf(c *cluster.Cluster) func(ctx context.Context) ([]hosts.Host, error) {
+	return func(ctx context.Context) ([]hosts.Host, error) {
+		return hosts.List(ctx, c, hosts.ListOptions{ProbeTimeout: hostProbeTimeout})
+	}
 }
 
 // readMapOf reads what the map shows from the cluster: the status the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/shardid/shardid/shardmgr/rebalance"
@@ -27,7 +28,15 @@ type moveRow struct {
 	Step, Steps int    // the phase's place among the mode's phases
 	Refused     string // the cut-over's refused-writes window, "" before the flip
 	Elapsed     time.Duration
+	// Lag is an online move's replication lag, read live on its source
+	// while it replicates (rebalance.MoveLag); LagNA says why there is
+	// none for such a move ("" for a move that does not replicate).
+	Lag   *rebalance.Lag
+	LagNA string
 }
+
+// lagTimeout bounds the read of one move's lag on its source host.
+const lagTimeout = 5 * time.Second
 
 func (s *Console) movesView(ctx context.Context) (*movesView, error) {
 	recs, err := rebalance.Moves(ctx, s.c, true)
@@ -59,6 +68,26 @@ func (s *Console) movesView(ctx context.Context) (*movesView, error) {
 			v.Finished = append(v.Finished, row)
 		}
 	}
+	// The lags, read at once: a source that does not answer costs the
+	// page lagTimeout, not that per move.
+	var wg sync.WaitGroup
+	for i := range v.Open {
+		row := &v.Open[i]
+		if !row.Replicating() {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lag, err := rebalance.MoveLag(ctx, s.c, row.MoveRecord, lagTimeout)
+			if err != nil {
+				row.LagNA = err.Error()
+				return
+			}
+			row.Lag = lag
+		}()
+	}
+	wg.Wait()
 	slices.Reverse(v.Finished)
 	if len(v.Finished) > finishedShown {
 		v.Finished = v.Finished[:finishedShown]

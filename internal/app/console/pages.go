@@ -38,6 +38,9 @@ var funcs = template.FuncMap{
 	},
 	"last": func(n int) int { return n - 1 },
 	"ms":   func(d time.Duration) string { return d.Round(time.Millisecond).String() },
+	"secs": func(s *float64) string { return strconv.FormatFloat(*s, 'f', 3, 64) + " s" },
+	// ms1 is a lag in milliseconds as read from the server.
+	"ms1": func(ms *float64) string { return strconv.FormatFloat(*ms, 'f', 1, 64) + " ms" },
 }
 
 // page is what every full page's frame shows.
@@ -167,4 +170,17 @@ func (s *Console) apiStatus(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, st)
+}
+
+// apiHosts is `shardid host list --json`, each probe bounded by
+// hostProbeTimeout.
+func (s *Console) apiHosts(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := s.reqCtx(r)
+	defer cancel()
+	list, err := readHostsOf(s.c)(ctx)
+	if err != nil {
+		writeError(w, http.StatusBadGateway, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, list)
 }
