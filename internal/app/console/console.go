@@ -87,10 +87,19 @@ type Console struct {
 	cancel context.CancelFunc
 
 	mu         sync.Mutex
-	lastVerify *verifyRun   // the last verify this console ran
-	verifying  bool         // a verify runs
-	action     *actionState // the last action started
-	scrape     *scrapePoint // the ID service's last scrape, for rates
+	lastVerify *verifyRun    // the last verify this console ran
+	verifying  bool          // a verify runs
+	action     *actionState  // the last action started
+	scrape     *scrapePoint  // the ID service's last scrape, for rates
+	identity   *identityRead // the hosts' identities the map last read
+}
+
+// identityRead is one read of the hosts' identities, kept for the map's
+// refreshes (identityTTL).
+type identityRead struct {
+	at   time.Time
+	list []hosts.Host
+	err  error
 }
 
 // New builds a console on c. The options are checked here.

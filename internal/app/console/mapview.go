@@ -78,9 +78,7 @@ func (s *Console) mapView(ctx context.Context) (*mapView, error) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if s.readHosts != nil {
-			list, listErr = s.readHosts(ctx)
-		}
+		list, listErr = s.hostIdentities(ctx)
 	}()
 	st, kept, err := s.readMap(ctx)
 	<-done
@@ -106,6 +104,35 @@ func (s *Console) mapView(ctx context.Context) (*mapView, error) {
 // hostProbeTimeout bounds each host's identity probe behind the map and
 // /api/hosts.
 const hostProbeTimeout = 5 * time.Second
+
+// identityTTL is how long the map shows the hosts' identities it read
+// before it asks the hosts again. A server's identity, role and version
+// change at a failover, not between two refreshes of the page (every 2 s
+// by default), and asking 100 hosts each time made the map's load 4x
+// slower (docs/benchmarks.md); reachability comes fresh with the map's
+// status. /api/hosts always asks.
+const identityTTL = 15 * time.Second
+
+// hostIdentities is the hosts' identities for the map: read at most once
+// per identityTTL.
+func (s *Console) hostIdentities(ctx context.Context) ([]hosts.Host, error) {
+	if s.readHosts == nil {
+		return nil, nil
+	}
+	s.mu.Lock()
+	last := s.identity
+	s.mu.Unlock()
+	if last != nil && time.Since(last.at) < identityTTL {
+		return last.list, last.err
+	}
+	list, err := s.readHosts(ctx)
+	if ctx.Err() == nil {
+		s.mu.Lock()
+		s.identity = &identityRead{at: time.Now(), list: list, err: err}
+		s.mu.Unlock()
+	}
+	return list, err
+}
 
 // readHostsOf reads each host's identity and reachability as `shardid
 // host list --json` does.
