@@ -159,27 +159,7 @@ func TestGeneratorSwitchKeepsIDsUnique(t *testing.T) {
 	all := make([][]int64, sessions)
 	var stop atomic.Bool
 	var g, movers errgroup.Group
-	for s := range sessions {
-		g.Go(func() error {
-			conn, err := pool.Acquire(ctx)
-			if err != nil {
-				return err
-			}
-			defer conn.Release()
-			for range batches {
-				rows, err := conn.Query(ctx, "INSERT INTO shard_0023.t SELECT FROM generate_series(1, $1) RETURNING id", batch)
-				if err != nil {
-					return err
-				}
-				ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-				if err != nil {
-					return err
-				}
-				all[s] = append(all[s], ids...)
-			}
-			return nil
-		})
-	}
+	drawBatches(ctx, &g, pool, all, batches, "INSERT INTO shard_0023.t SELECT FROM generate_series(1, $1) RETURNING id", batch)
 	movers.Go(func() error { // the clock, the pull-up and a small advance
 		steps := []int64{0, 5, 5, -20, 50, -100, 200, 1, 1, -300}
 		now := t0

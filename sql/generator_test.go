@@ -499,27 +499,7 @@ func testSafeConcurrentWithFrozenAndJumpingClock(t *testing.T, gen string) {
 		}
 	}()
 	var g errgroup.Group
-	for s := range sessions {
-		g.Go(func() error {
-			conn, err := pool.Acquire(ctx)
-			if err != nil {
-				return err
-			}
-			defer conn.Release()
-			for range batches {
-				rows, err := conn.Query(ctx, "SELECT shard_0013.next_id() FROM generate_series(1, $1)", batch)
-				if err != nil {
-					return err
-				}
-				ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-				if err != nil {
-					return err
-				}
-				all[s] = append(all[s], ids...)
-			}
-			return nil
-		})
-	}
+	drawBatches(ctx, &g, pool, all, batches, "SELECT shard_0013.next_id() FROM generate_series(1, $1)", batch)
 	require.NoError(t, g.Wait())
 	close(stop)
 	<-ticking

@@ -4,8 +4,10 @@ import (
 	"context"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
 
 	shsql "github.com/shardid/shardid/sql"
 )
@@ -49,5 +51,32 @@ func requireGenerator(t *testing.T, pool *pgxpool.Pool, schema string, shard int
 		require.Equal(t, "c", lang, "%s.next_id() is the C generator (is the extension installed? make ext)", schema)
 	case shsql.GeneratorPLpgSQL:
 		require.Equal(t, "sql", lang, "%s.next_id() is the PL/pgSQL generator", schema)
+	}
+}
+
+// drawBatches starts in g one session per element of all: each runs query
+// (the batch size its $1) batches times and keeps the ids it returns in
+// its element.
+func drawBatches(ctx context.Context, g *errgroup.Group, pool *pgxpool.Pool, all [][]int64, batches int, query string, batch int) {
+	for s := range all {
+		g.Go(func() error {
+			conn, err := pool.Acquire(ctx)
+			if err != nil {
+				return err
+			}
+			defer conn.Release()
+			for range batches {
+				rows, err := conn.Query(ctx, query, batch)
+				if err != nil {
+					return err
+				}
+				ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+				if err != nil {
+					return err
+				}
+				all[s] = append(all[s], ids...)
+			}
+			return nil
+		})
 	}
 }
