@@ -126,6 +126,10 @@ type ShardAdvance struct {
 // change leaves both as they were). The old primary must be down: the
 // command cannot stop it.
 //
+// With opts.NewServer, opts.To is instead the host's database restored
+// onto another server (checkNewServer): the counters are advanced the same
+// way, and the new server's identity recorded with its DSN.
+//
 // It must never record a new server for a host before that server's
 // counters are past the old primary's bound, nor move a counter back.
 func Failover(ctx context.Context, c *cluster.Cluster, name string, opts FailoverOptions) (*FailoverResult, error) {
