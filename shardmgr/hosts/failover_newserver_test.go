@@ -44,8 +44,12 @@ func TestFailoverNewServer(t *testing.T) {
 	// handed out, as a backup does.
 	acked = append(acked, r.write(time.Second)...)
 
-	next := pgtest.Own(t, localpg.Options{OwnSystemID: true})
-	_, err := next.CreateDatabase(ctx, "app")
+	// The new server's clock 30 s behind: its generators would not pull
+	// their restored counters past the ids handed out after the dump.
+	env, err := localpg.FaketimeEnv(-30 * time.Second)
+	require.NoError(t, err)
+	next := pgtest.Own(t, localpg.Options{OwnSystemID: true, Env: env})
+	_, err = next.CreateDatabase(ctx, "app")
 	require.NoError(t, err)
 	asPostgres(t, dump, "pg_restore", "--exit-on-error", "--no-owner", "-d", next.DSN("app"))
 	nextDSN := next.DSN("app")
@@ -60,6 +64,9 @@ func TestFailoverNewServer(t *testing.T) {
 	}
 	oldDSN, oldSysID := recorded()
 	require.NotEqual(t, oldSysID, nextSysID, "the new server shares the old one's system identifier")
+	var nextNow time.Time
+	require.NoError(t, nextConn.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&nextNow))
+	require.InDelta(t, -30, time.Until(nextNow).Seconds(), 10, "libfaketime did not set the new server's clock")
 	file, err := os.ReadFile(r.path)
 	require.NoError(t, err)
 	genBefore := clustertest.ClusterMap(t, r.cfg).Generation
