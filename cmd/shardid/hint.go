@@ -32,6 +32,9 @@ var hints = []struct {
 	{is(repair.ErrHostsDisagree), "the hosts' records do not say where these shards live: see shardid verify, keep the right copy and drop or fence the other, then run the repair again"},
 	{is(repair.ErrHostUnreadable), "every host of the cluster file must answer: bring it back, or take it out of the file if it holds nothing"},
 	{is(repair.ErrChangedSincePlan), "run it again to see the new plan"},
+	{is(hosts.ErrAnotherServer), "the host's database was restored onto this server (pg_dump, pg_restore)? shardid host failover NAME --to DSN --new-server advances its counters and records it"},
+	{is(hosts.ErrSameServer), "the host's own server or its standby: run it without --new-server"},
+	{is(hosts.ErrOldServerWritable), "stop the old server (or make it a standby) first, then run this again"},
 	{is(hosts.ErrNotPromoted), "promote the standby first (pg_ctl promote, or SELECT pg_promote()), then run this again"},
 	{is(hosts.ErrNotStandbyOf), "give --to the DSN of the host's database on the promoted standby; a new address of the same server is not a failover"},
 	{is(hosts.ErrNotIdentified), "run shardid init while the host's server is reachable: it records the server's identity"},
@@ -80,6 +83,7 @@ var verifyFixes = map[verify.Fix]string{
 	verify.FixResumeOrAbortMove: "resume with `shardid rebalance apply`, undo with `shardid rebalance abort --shard %d`",
 	verify.FixRepairCatalog:     "rebuild the catalog's map from the hosts' records: shardid catalog repair --from-hosts",
 	verify.FixFailover:          "repair: shardid host failover %s --to DSN, with the DSN of the server it now reaches",
+	verify.FixNewServer:         "repair: shardid host failover %s --to DSN --new-server, with the DSN of the server it now reaches",
 }
 
 // withFix is a verify finding as the CLI prints it: with the command that

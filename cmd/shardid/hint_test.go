@@ -29,6 +29,9 @@ func TestHints(t *testing.T) {
 		{fmt.Errorf("%w for subscription s: all 4 slots are taken", rebalance.ErrNoWorker), "--parallel"},
 		{&shardmgr.ShardErrors{Op: "migrate up", Total: 4, Stopped: 3, Errs: []error{fmt.Errorf("x")}}, "--fail-fast"},
 		{fmt.Errorf("host pg1: %w: on timeline 2", hosts.ErrNeedsFailover), "shardid host failover NAME --to DSN"},
+		{fmt.Errorf("host pg1: %w: %w: its system identifier is 2", hosts.ErrNotStandbyOf, hosts.ErrAnotherServer), "shardid host failover NAME --to DSN --new-server"},
+		{fmt.Errorf("host pg1: %w: %w: system identifier 2", hosts.ErrNotSameDatabase, hosts.ErrAnotherServer), "--new-server"},
+		{fmt.Errorf("host pg1: %w", hosts.ErrOldServerWritable), "stop the old server"},
 	} {
 		require.Contains(t, errorWithHint(tc.err), tc.want, "%v", tc.err)
 	}
@@ -40,7 +43,7 @@ func TestHints(t *testing.T) {
 func TestVerifyFixes(t *testing.T) {
 	p := verify.Problem{Check: verify.CheckPlacement, Shard: 5, Host: "pg4", Detail: "copy on pg4 belongs to unfinished move 3", Fix: verify.FixResumeOrAbortMove}
 	require.Equal(t, "placement shard 5 on pg4: copy on pg4 belongs to unfinished move 3 (resume with `shardid rebalance apply`, undo with `shardid rebalance abort --shard 5`)", withFix(p))
-	for fix := verify.FixInit; fix <= verify.FixFailover; fix++ {
+	for fix := verify.FixInit; fix <= verify.FixNewServer; fix++ {
 		require.NotEmpty(t, verifyFixes[fix], "fix %d has a command", fix)
 	}
 	p.Fix = verify.FixNone

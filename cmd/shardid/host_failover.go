@@ -16,7 +16,7 @@ func newHostFailoverCmd() *cobra.Command {
 		opts   hosts.FailoverOptions
 	)
 	cmd := &cobra.Command{
-		Use:   "failover NAME --to DSN [--margin DUR] [--config FILE] [--json]",
+		Use:   "failover NAME --to DSN [--new-server] [--margin DUR] [--config FILE] [--json]",
 		Short: "Point a host at its promoted standby, first carrying every shard's counter past the old primary's ids",
 		Long: `After the host's primary is lost and its streaming standby promoted: checks
 that the server at --to is that standby, promoted (the system identifier init
@@ -30,16 +30,26 @@ their next refresh) and in the cluster file. A refusal changes nothing. The
 old primary must stay down. Run it again after a failure: advances never move
 a counter back. docs/operations.md#failover, docs/uniqueness.md#failover.
 
+--new-server: the host's database was restored (pg_dump, pg_restore) onto
+another server, with a system identifier of its own. Instead of the standby's
+checks: the server at --to is out of recovery, its system identifier is not
+the recorded one, its database records this cluster and host, and the server
+at the host's old DSN does not answer or is in recovery (refused while it
+still accepts writes: two primaries). The counters are advanced past the same
+bound (the copy may lag what the old server handed out); the new server's
+identity is recorded with the DSN. docs/operations.md#a-hosts-database-restored-onto-another-server.
+
 --json prints
 {"host":"pg1","dsn":"...","system_identifier":"...","timeline":N,
  "recorded_timeline":N,"bound":"RFC 3339","bound_source":"clock|replicated-counter",
  "margin_ms":N,"recorded_lead_ms":N,"server_behind_ms":N,"advanced_ms":N,
  "shards":[{"shard":N,"schema":"shard_0000","before":ID,"after":ID,"advanced_ms":N}],
- "generation":N,"cluster_file":bool}`,
+ "generation":N,"cluster_file":bool,"new_server":bool,"recorded_system_identifier":"..."}`,
 		Args: cobra.ExactArgs(1),
 	}
 	configPath := addClusterConfigFlag(cmd)
 	cmd.Flags().StringVar(&opts.To, "to", "", "DSN of the promoted standby, as the cluster file is to hold it")
+	cmd.Flags().BoolVar(&opts.NewServer, "new-server", false, "the host's database was restored onto another server (its own system identifier)")
 	cmd.Flags().DurationVar(&opts.Margin, "margin", hosts.DefaultFailoverMargin, "clock skew allowed between the old primary and this machine")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -68,7 +78,11 @@ a counter back. docs/operations.md#failover, docs/uniqueness.md#failover.
 }
 
 func printFailover(w io.Writer, r *hosts.FailoverResult) {
-	fmt.Fprintf(w, "host %s: failed over to %s (timeline %d, system identifier %s)\n", r.Host, r.DSN, r.Timeline, r.SystemIdentifier)
+	if r.NewServer {
+		fmt.Fprintf(w, "host %s: moved to the new server %s (timeline %d, system identifier %s, was %s)\n", r.Host, r.DSN, r.Timeline, r.SystemIdentifier, r.RecordedSystemIdentifier)
+	} else {
+		fmt.Fprintf(w, "host %s: failed over to %s (timeline %d, system identifier %s)\n", r.Host, r.DSN, r.Timeline, r.SystemIdentifier)
+	}
 	src := fmt.Sprintf("this machine's clock + %s margin", time.Duration(r.MarginMS)*time.Millisecond)
 	if r.RecordedLeadMS > 0 {
 		src += fmt.Sprintf(" + %s recorded lead of the old primary's clock", time.Duration(r.RecordedLeadMS)*time.Millisecond)

@@ -39,6 +39,9 @@ type Options struct {
 	// of a cached one, and every such server shares one identifier, as a
 	// primary and its standbys do (see standby.go).
 	OwnSystemID bool
+	// Env is extra environment for initdb and postgres (FaketimeEnv, to
+	// run the server's clock off the machine's).
+	Env []string
 }
 
 // Server is one running PostgreSQL server owned by this process.
@@ -135,7 +138,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("localpg: %w", err)
 	}
-	s := &Server{Dir: dir, bin: bin, cred: cred, opts: opts, logPath: filepath.Join(dir, "server.log")}
+	s := &Server{Dir: dir, bin: bin, cred: cred, opts: opts, logPath: filepath.Join(dir, "server.log"), env: opts.Env}
 	if err := s.chown(dir); err != nil {
 		os.RemoveAll(dir)
 		return nil, err

@@ -24,7 +24,9 @@
 // standby whose counters were not advanced (SetDSN refuses a newer
 // timeline than recorded: ErrNeedsFailover), at a server whose system
 // identifier differs from the one the catalog recorded (or from the old
-// address's), or at a copy while the old primary still accepts writes;
+// address's; the one exception is Failover with NewServer, for the host's
+// database restored onto another server, whose counters it advances
+// first), or at a copy while the old primary still accepts writes;
 // never remove a host that holds a shard, takes part in an unfinished
 // move or keeps a moved shard's retired copy; and never touch the servers
 // or databases themselves (a removed host's database stays).

@@ -35,4 +35,19 @@ var (
 	ErrNotStandbyOf = errors.New("the new server is not a promoted standby of the host's server")
 	// ErrHostMoving: a move of one of the host's shards is unfinished.
 	ErrHostMoving = errors.New("a move involving the host is unfinished")
+
+	// ErrAnotherServer: the new server's system identifier is not the one
+	// the catalog recorded for the host (wrapped with ErrNotStandbyOf or
+	// ErrNotSameDatabase): another server, such as the host's database
+	// restored onto new hardware by pg_dump and pg_restore, which only
+	// Failover with FailoverOptions.NewServer may point the host at.
+	ErrAnotherServer = errors.New("another server than the one recorded")
+	// ErrSameServer: Failover with NewServer, to a server with the
+	// recorded system identifier (the host's server, or a standby of it):
+	// not another server; the checks of a plain failover apply.
+	ErrSameServer = errors.New("the new server has the recorded system identifier")
+	// ErrOldServerWritable: Failover with NewServer while the host's
+	// server at its recorded DSN still accepts writes (not in recovery):
+	// two primaries of one host would hand out the same ids.
+	ErrOldServerWritable = errors.New("the host's old server still accepts writes")
 )

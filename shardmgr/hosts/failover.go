@@ -46,6 +46,11 @@ type FailoverOptions struct {
 	LookupEnv func(string) (string, bool)
 	// Now is the manager's clock. Nil means time.Now.
 	Now func() time.Time
+	// NewServer accepts at To another server than the recorded one (a
+	// system identifier of its own: the host's database restored onto it
+	// by pg_dump and pg_restore) in place of the promoted standby; see
+	// checkNewServer for what it checks instead.
+	NewServer bool
 }
 
 // FailoverResult is what a failover did.
@@ -80,6 +85,10 @@ type FailoverResult struct {
 	// ClusterFile: the cluster file was rewritten (false when it already
 	// named To).
 	ClusterFile bool `json:"cluster_file"`
+	// NewServer: the host moved to another server (FailoverOptions.NewServer),
+	// whose system identifier replaced RecordedSystemIdentifier.
+	NewServer                bool   `json:"new_server"`
+	RecordedSystemIdentifier string `json:"recorded_system_identifier"`
 }
 
 // The sources of a failover's bound.
@@ -116,6 +125,10 @@ type ShardAdvance struct {
 // and its DSN in the cluster file, together, as SetDSN does (a failed
 // change leaves both as they were). The old primary must be down: the
 // command cannot stop it.
+//
+// With opts.NewServer, opts.To is instead the host's database restored
+// onto another server (checkNewServer): the counters are advanced the same
+// way, and the new server's identity recorded with its DSN.
 //
 // It must never record a new server for a host before that server's
 // counters are past the old primary's bound, nor move a counter back.
@@ -173,6 +186,7 @@ func Failover(ctx context.Context, c *cluster.Cluster, name string, opts Failove
 		return nil, err
 	}
 	nh, _ := edit.Config.Host(name)
+	oh, _ := cfg.Host(name)
 
 	conn, err := connect(ctx, nh.DSN, DefaultProbeTimeout)
 	if err != nil {
@@ -184,7 +198,12 @@ func Failover(ctx context.Context, c *cluster.Cluster, name string, opts Failove
 	if err != nil {
 		return nil, fmt.Errorf("host %s: new server: %w", name, err)
 	}
-	if err := checkPromotedStandby(ctx, conn, cfg.Cluster, name, rec, id); err != nil {
+	if opts.NewServer {
+		err = checkNewServer(ctx, conn, cfg.Cluster, name, rec, id, oh.DSN)
+	} else {
+		err = checkPromotedStandby(ctx, conn, cfg.Cluster, name, rec, id)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("host %s: %w", name, err)
 	}
 
@@ -192,6 +211,7 @@ func Failover(ctx context.Context, c *cluster.Cluster, name string, opts Failove
 		Host: name, DSN: nh.CatalogDSN(),
 		SystemIdentifier: id.SystemIdentifier, Timeline: id.Timeline, RecordedTimeline: rec.Timeline,
 		MarginMS: opts.Margin.Milliseconds(), ServerBehindMS: t0.Sub(id.Now).Milliseconds(),
+		NewServer: opts.NewServer, RecordedSystemIdentifier: *rec.SystemIdentifier,
 	}
 	if rec.ClockAheadMS != nil {
 		res.RecordedLeadMS = *rec.ClockAheadMS
@@ -204,6 +224,9 @@ func Failover(ctx context.Context, c *cluster.Cluster, name string, opts Failove
 	// take writes, and the catalog may send them there.
 	ahead := pg.ClockAhead(t0, id.Now)
 	what := fmt.Sprintf("failover host %s to timeline %d (ids advanced %d ms past the old primary's bound)", name, id.Timeline, res.AdvancedMS)
+	if opts.NewServer {
+		what = fmt.Sprintf("move host %s to a new server, system identifier %s (ids advanced %d ms past the old server's bound)", name, id.SystemIdentifier, res.AdvancedMS)
+	}
 	done, err := change(ctx, catPool, m.Generation, edit, func(tx pgx.Tx, _ *shardmgr.ShardMap) (string, error) {
 		now, err := catalog.ReadHostIdentity(ctx, tx, name, true)
 		if err != nil {
@@ -228,11 +251,17 @@ func checkPromotedStandby(ctx context.Context, conn *pgx.Conn, clusterName, name
 		return fmt.Errorf("%w: it is a standby, not promoted yet", ErrNotPromoted)
 	}
 	if id.SystemIdentifier != *rec.SystemIdentifier {
-		return fmt.Errorf("%w: its system identifier is %s, the host's server's %s (a standby made from it by pg_basebackup shares it)", ErrNotStandbyOf, id.SystemIdentifier, *rec.SystemIdentifier)
+		return fmt.Errorf("%w: %w: its system identifier is %s, the host's server's %s (a standby made from it by pg_basebackup shares it; a server the database was restored onto by pg_restore does not)", ErrNotStandbyOf, ErrAnotherServer, id.SystemIdentifier, *rec.SystemIdentifier)
 	}
 	if rec.Timeline != nil && id.Timeline <= *rec.Timeline {
 		return fmt.Errorf("%w: it is on timeline %d, not newer than the host's server's %d: it was not promoted since (the old primary itself, or a copy of it?)", ErrNotStandbyOf, id.Timeline, *rec.Timeline)
 	}
+	return checkHostRecord(ctx, conn, clusterName, name)
+}
+
+// checkHostRecord refuses a new server whose database does not record
+// itself (shardid.host_info) as host name of this cluster.
+func checkHostRecord(ctx context.Context, conn *pgx.Conn, clusterName, name string) error {
 	gotCluster, gotHost, err := hostrecords.ReadInfo(ctx, conn)
 	if err != nil {
 		return fmt.Errorf("new server: read its record: %w", err)

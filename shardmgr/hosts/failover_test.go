@@ -40,6 +40,35 @@ type failoverRig struct {
 }
 
 func newFailoverRig(t *testing.T, standbyClock time.Duration) *failoverRig {
+	r := newHostRig(t)
+	ctx, primary := r.ctx, r.primary
+	var env []string
+	var err error
+	if standbyClock != 0 {
+		env, err = localpg.FaketimeEnv(standbyClock)
+		require.NoError(t, err)
+	}
+	r.standby, err = primary.NewAsyncStandby(ctx, env...)
+	require.NoError(t, err)
+	t.Cleanup(func() { r.standby.Stop() })
+	r.standbyDSN = r.standby.DSN("app")
+	require.NoError(t, primary.WaitReplayed(ctx, r.standby, 2*time.Minute))
+
+	// The standby's clock is where the case puts it.
+	var sNow time.Time
+	require.NoError(t, clustertest.Pool(t, r.standbyDSN).QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&sNow))
+	offset := time.Until(sNow)
+	t.Logf("standby clock offset: %s", offset.Round(time.Millisecond))
+	require.InDelta(t, standbyClock.Seconds(), offset.Seconds(), 10, "libfaketime did not set the standby's clock")
+
+	r.router = clustertest.OpenRouter(t, r.cfg)
+	return r
+}
+
+// newHostRig is the failover rig's host alone: its server (of its own),
+// the catalog, the cluster file and an items table in every shard; no
+// standby, no router yet.
+func newHostRig(t *testing.T) *failoverRig {
 	ctx := clustertest.Ctx(t)
 	n := clustertest.DBCounter.Add(1)
 	cat := pgtest.Servers(t, 1)[0]
@@ -68,26 +97,6 @@ func newFailoverRig(t *testing.T, standbyClock time.Duration) *failoverRig {
 			pgx.Identifier{s.Schema, "items"}.Sanitize(), pgx.Identifier{s.Schema, "next_id"}.Sanitize()))
 		require.NoError(t, err)
 	}
-
-	var env []string
-	if standbyClock != 0 {
-		env, err = localpg.FaketimeEnv(standbyClock)
-		require.NoError(t, err)
-	}
-	r.standby, err = primary.NewAsyncStandby(ctx, env...)
-	require.NoError(t, err)
-	t.Cleanup(func() { r.standby.Stop() })
-	r.standbyDSN = r.standby.DSN("app")
-	require.NoError(t, primary.WaitReplayed(ctx, r.standby, 2*time.Minute))
-
-	// The standby's clock is where the case puts it.
-	var sNow time.Time
-	require.NoError(t, clustertest.Pool(t, r.standbyDSN).QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&sNow))
-	offset := time.Until(sNow)
-	t.Logf("standby clock offset: %s", offset.Round(time.Millisecond))
-	require.InDelta(t, standbyClock.Seconds(), offset.Seconds(), 10, "libfaketime did not set the standby's clock")
-
-	r.router = clustertest.OpenRouter(t, cfg)
 	return r
 }
 

@@ -163,8 +163,8 @@ func checkRecorded(ctx context.Context, cat pg.Querier, name string, ns *Server)
 	case rec.SystemIdentifier == nil || rec.Timeline == nil:
 		return ErrNotIdentified
 	case *rec.SystemIdentifier != ns.SystemID:
-		return fmt.Errorf("%w: the server at the new DSN (%s) has system identifier %s, the catalog recorded %s for the host's server: another server, whose counters may be behind ids the recorded one handed out",
-			ErrNotSameDatabase, ns.Address, ns.SystemID, *rec.SystemIdentifier)
+		return fmt.Errorf("%w: %w: the server at the new DSN (%s) has system identifier %s, the catalog recorded %s for the host's server: another server, whose counters may be behind ids the recorded one handed out",
+			ErrNotSameDatabase, ErrAnotherServer, ns.Address, ns.SystemID, *rec.SystemIdentifier)
 	case ns.Timeline > *rec.Timeline:
 		return fmt.Errorf("%w: the server at the new DSN (%s) is on timeline %d, the catalog recorded %d for the host's server: it was promoted (or restored) since, and may lack ids the old primary handed out",
 			ErrNeedsFailover, ns.Address, ns.Timeline, *rec.Timeline)

@@ -56,7 +56,7 @@ func (v *verifier) checkFailover(ctx context.Context) {
 		id := hs.identity
 		switch {
 		case id.SystemIdentifier != *rec.SystemIdentifier:
-			v.problem(CheckFailover, -1, h.Name, "the host's server has system identifier %s, the catalog recorded %s: another server, not a standby of the recorded one (a restore from a dump?); its counters may be behind ids the recorded server handed out: advance each shard's counter past them (SELECT shard_NNNN.next_id_advance(id)) and docs/operations.md#failover",
+			v.problemFix(FixNewServer, CheckFailover, -1, h.Name, "the host's server has system identifier %s, the catalog recorded %s: another server, not a standby of the recorded one (a restore from a dump?); its counters may be behind ids the recorded server handed out",
 				id.SystemIdentifier, *rec.SystemIdentifier)
 		case id.InRecovery:
 			v.problem(CheckFailover, -1, h.Name, "the host's DSN reaches a standby (in recovery): writes to its shards fail")

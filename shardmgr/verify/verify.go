@@ -139,6 +139,7 @@ const (
 	FixResumeOrAbortMove     // an unfinished move: resume it (apply) or undo it (abort)
 	FixRepairCatalog         // the catalog is older than the hosts: rebuild its map from their records
 	FixFailover              // a standby promoted without the command: shardid host failover (failover.go)
+	FixNewServer             // the host's database restored onto another server: host failover --new-server (failover.go)
 )
 
 func (p Problem) String() string {
