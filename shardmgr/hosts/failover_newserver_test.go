@@ -1,14 +1,8 @@
 package hosts
 
 import (
-	"bytes"
 	"context"
 	"os"
-	"os/exec"
-	"os/user"
-	"path/filepath"
-	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -39,7 +33,7 @@ func TestFailoverNewServer(t *testing.T) {
 	acked := r.write(2 * time.Second)
 	require.NotEmpty(t, acked)
 
-	dump := asPostgres(t, nil, "pg_dump", "-Fc", "-d", r.primary.DSN("app"))
+	dump := clustertest.AsPostgres(t, nil, "pg_dump", "-Fc", "-d", r.primary.DSN("app"))
 	// Written after the dump: the restored copy lags what the old server
 	// handed out, as a backup does.
 	acked = append(acked, r.write(time.Second)...)
@@ -51,7 +45,7 @@ func TestFailoverNewServer(t *testing.T) {
 	next := pgtest.Own(t, localpg.Options{OwnSystemID: true, Env: env})
 	_, err = next.CreateDatabase(ctx, "app")
 	require.NoError(t, err)
-	asPostgres(t, dump, "pg_restore", "--exit-on-error", "--no-owner", "-d", next.DSN("app"))
+	clustertest.AsPostgres(t, dump, "pg_restore", "--exit-on-error", "--no-owner", "-d", next.DSN("app"))
 	nextDSN := next.DSN("app")
 	nextConn := clustertest.Pool(t, nextDSN)
 	var nextSysID string
@@ -153,25 +147,4 @@ func TestFailoverNewServer(t *testing.T) {
 		require.Greater(t, id, perShard[shardschema.ShardOf(l, id)], "id %d: not above the ids the old server handed out", id)
 		require.False(t, stored[id])
 	}
-}
-
-// asPostgres runs the PostgreSQL client program name as the postgres
-// user, with stdin, and returns its output.
-func asPostgres(t *testing.T, stdin []byte, name string, args ...string) []byte {
-	t.Helper()
-	bin, err := localpg.FindBinDir()
-	require.NoError(t, err)
-	u, err := user.Lookup("postgres")
-	require.NoError(t, err)
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	ctx, cancel := context.WithTimeout(clustertest.Ctx(t), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(bin, name), args...)
-	cmd.Dir = "/"
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
-	var out, errOut bytes.Buffer
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(stdin), &out, &errOut
-	require.NoError(t, cmd.Run(), "%s: %s", name, errOut.String())
-	return out.Bytes()
 }

@@ -1,15 +1,9 @@
 package repair
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"os/exec"
-	"os/user"
-	"path/filepath"
-	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -29,27 +23,6 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// asPostgres runs a PostgreSQL client program of the system's binaries as
-// the postgres user, with stdin and stdout as given.
-func asPostgres(t *testing.T, stdin []byte, name string, args ...string) []byte {
-	t.Helper()
-	bin, err := localpg.FindBinDir()
-	require.NoError(t, err)
-	u, err := user.Lookup("postgres")
-	require.NoError(t, err)
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	ctx, cancel := context.WithTimeout(clustertest.Ctx(t), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(bin, name), args...)
-	cmd.Dir = "/"
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
-	var out, errOut bytes.Buffer
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(stdin), &out, &errOut
-	require.NoError(t, cmd.Run(), "%s: %s", name, errOut.String())
-	return out.Bytes()
-}
-
 // restoreCatalog replaces cfg's catalog database with dump (pg_dump
 // -Fc), as an operator restores last night's backup: the database
 // dropped (its sessions ended), created again and pg_restore'd.
@@ -67,7 +40,7 @@ func restoreCatalog(t *testing.T, cfg *shardmgr.Config, dump []byte) {
 	require.NoError(t, err)
 	_, err = admin.Exec(ctx, `CREATE DATABASE `+pgx.Identifier{db}.Sanitize())
 	require.NoError(t, err)
-	asPostgres(t, dump, "pg_restore", "--exit-on-error", "--no-owner", "-d", cfg.Catalog)
+	clustertest.AsPostgres(t, dump, "pg_restore", "--exit-on-error", "--no-owner", "-d", cfg.Catalog)
 }
 
 // likes inserts n rows into shard through r and returns their ids.
@@ -128,7 +101,7 @@ func TestRestoredCatalogDetectedAndRepaired(t *testing.T) {
 	}
 
 	// Last night's backup.
-	dump := asPostgres(t, nil, "pg_dump", "-Fc", "-d", cfg.Catalog)
+	dump := clustertest.AsPostgres(t, nil, "pg_dump", "-Fc", "-d", cfg.Catalog)
 	require.NotEmpty(t, dump)
 
 	// Today: pg4 joins, shards move, the moves are cleaned up.
