@@ -59,7 +59,7 @@ type Server struct {
 	// detached servers outlive this process (StartDetached, Open).
 	detached bool
 	// env is extra environment for postgres (a standby's libfaketime:
-	// standby_failover.go).
+	// standby.go).
 	env []string
 
 	mu      sync.Mutex
@@ -478,4 +478,14 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// initdbAlone runs initdb into this server's data directory (Options.OwnSystemID).
+func (s *Server) initdbAlone(ctx context.Context) error {
+	out, err := s.command(ctx, "initdb", "-D", filepath.Join(s.Dir, "data"), "-U", "postgres",
+		"--auth=trust", "--encoding=UTF8", "--locale=C.UTF-8", "--no-sync").CombinedOutput()
+	if err != nil {
+		return errors.Join(fmt.Errorf("localpg: initdb failed: %v", err), errors.New(string(out)))
+	}
+	return nil
 }
