@@ -57,9 +57,10 @@ func advanceCounters(ctx context.Context, conn *pgx.Conn, m *shardmgr.ShardMap, 
 	for i, id := range shards {
 		schema := m.Shards[id].Schema
 		adv := pgx.Identifier{schema, shsql.AdvanceName}.Sanitize()
+		start := time.Now()
 		if _, err := conn.Exec(ctx, "SELECT "+adv+"($1, $2)", shardschema.IDOfCounter(l, floor, id), force); err != nil {
 			if pg.IsLockTimeout(err) {
-				return fmt.Errorf("shard %d: waited %s for its generator's lock: %w", id, opts.LockWait, err)
+				return shardschema.GeneratorLockWait(ctx, conn, id, start) // names the sessions holding it
 			}
 			return fmt.Errorf("shard %d: %s: %w", id, adv, err)
 		}

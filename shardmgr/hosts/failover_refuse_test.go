@@ -1,6 +1,7 @@
 package hosts
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+	shsql "github.com/shardid/shardid/sql"
 )
 
 // TestFailoverRefusesAnotherServer: a failover to anything but the
@@ -79,4 +81,20 @@ func TestFailoverRefusesAnotherServer(t *testing.T) {
 
 	_, err = Failover(ctx, clustertest.Handle(t, r.cfg), "nosuch", FailoverOptions{To: r.standbyDSN})
 	require.ErrorIs(t, err, shardmgr.ErrUnknownHost)
+
+	// A session on the promoted server holding a shard's generator lock
+	// stops the advance within LockWait, and the error names it; the
+	// catalog records nothing.
+	holder, err := pgx.Connect(ctx, r.standbyDSN)
+	require.NoError(t, err)
+	defer holder.Close(ctx)
+	_, err = holder.Exec(ctx, `SET application_name = 'squatter'`)
+	require.NoError(t, err)
+	_, err = holder.Exec(ctx, `SELECT pg_advisory_lock($1, $2)`, int64(shsql.LockClass), len(r.schemas)-1)
+	require.NoError(t, err)
+	_, err = Failover(ctx, clustertest.Handle(t, r.cfg), "pg1", FailoverOptions{To: r.standbyDSN, LockWait: time.Second})
+	require.ErrorIs(t, err, shardmgr.ErrLockWait)
+	require.ErrorContains(t, err, fmt.Sprintf("pid %d", holder.PgConn().PID()))
+	require.ErrorContains(t, err, `application "squatter"`)
+	require.Equal(t, genBefore, clustertest.ClusterMap(t, r.cfg).Generation, "the catalog changed")
 }

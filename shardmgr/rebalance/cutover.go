@@ -99,7 +99,7 @@ func (mo *mover) fence(ctx context.Context, mv *move) error {
 			return err
 		})
 		if pg.IsLockTimeout(err) {
-			err = generatorLockWait(ctx, src, mv.Shard, start)
+			err = shardschema.GeneratorLockWait(ctx, src, mv.Shard, start)
 		}
 	}
 	if err != nil {

@@ -54,7 +54,7 @@ func (mo *mover) carryCounter(ctx context.Context, src, dst *pgxpool.Pool, rec *
 		return err
 	})
 	if pg.IsLockTimeout(err) {
-		err = generatorLockWait(ctx, dst, rec.Shard, start)
+		err = shardschema.GeneratorLockWait(ctx, dst, rec.Shard, start)
 	}
 	if err != nil {
 		return fmt.Errorf("target %s: carry the counter: %w", rec.To, err)
@@ -84,14 +84,4 @@ func (mo *mover) carryCounter(ctx context.Context, src, dst *pgxpool.Pool, rec *
 		}
 	}
 	return nil
-}
-
-// generatorLockWait is the error of a wait that began at start for shard's
-// generator lock on db (or a lock of the counter) and ran out, naming the
-// sessions holding the generator's lock.
-func generatorLockWait(ctx context.Context, db pg.Querier, shard int, start time.Time) error {
-	return pg.LockWaitFailed(ctx, fmt.Sprintf("shard %d's generator lock (advisory lock %d, %d) or its counter", shard, shsql.LockClass, shard), start,
-		func(ctx context.Context) ([]pg.LockHolder, error) {
-			return pg.AdvisoryHolders(ctx, db, int64(shsql.LockClass), int64(shard))
-		})
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/shardid/shardid/idgen"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
+	shsql "github.com/shardid/shardid/sql"
 )
 
 // Tables a migrated shard keeps in its own schema.
@@ -166,4 +168,14 @@ func SchemaComment(ctx context.Context, q pg.Querier, schema string) (*string, e
 		return nil, nil
 	}
 	return comment, err
+}
+
+// GeneratorLockWait is the error of a wait that began at start for shard's
+// generator lock on db (or a lock of the counter) and ran out, naming the
+// sessions holding the generator's lock.
+func GeneratorLockWait(ctx context.Context, db pg.Querier, shard int, start time.Time) error {
+	return pg.LockWaitFailed(ctx, fmt.Sprintf("shard %d's generator lock (advisory lock %d, %d) or its counter", shard, shsql.LockClass, shard), start,
+		func(ctx context.Context) ([]pg.LockHolder, error) {
+			return pg.AdvisoryHolders(ctx, db, int64(shsql.LockClass), int64(shard))
+		})
 }
