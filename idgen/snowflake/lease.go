@@ -291,8 +291,9 @@ func (g *Generator) Lease() (Lease, bool) {
 
 // Close stops the generator: NextID returns ErrClosed from now on. A
 // leased generator then releases its worker, recording the last time it
-// actually used so that the next holder can start at once. Close is
-// idempotent; a generator from New needs no Close.
+// actually used so that the next holder can start at once; the release
+// waits at most the lease's TTL, after which the lease expires by itself.
+// Close is idempotent; a generator from New needs no Close.
 func (g *Generator) Close(ctx context.Context) error {
 	k := g.lease
 	if k == nil {
@@ -319,10 +320,18 @@ func (g *Generator) Close(ctx context.Context) error {
 	if last >= 0 {
 		used = max(used, g.l.tickStart(last+1)-1)
 	}
+	// The release waits at most the lease's TTL (a renewal's transaction,
+	// or anyone's lock on the row, can hold it up): past the TTL the lease
+	// has expired by itself, and the next holder waits out only the TTL.
+	rctx, cancel := context.WithTimeout(ctx, k.opts.ttl)
+	defer cancel()
 	var token int64
-	err := k.db.QueryRow(ctx, releaseSQL, info.Datacenter, info.Worker, info.Token, used).Scan(&token)
+	err := k.db.QueryRow(rctx, releaseSQL, info.Datacenter, info.Worker, info.Token, used).Scan(&token)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil // someone else holds it: nothing of ours to release
+	}
+	if err != nil && ctx.Err() == nil && rctx.Err() != nil {
+		return fmt.Errorf("snowflake: release datacenter %d worker %d: not done within the lease's TTL %s (its row locked?); the lease expires by itself: %w", info.Datacenter, info.Worker, k.opts.ttl, err)
 	}
 	if err != nil {
 		return fmt.Errorf("snowflake: release datacenter %d worker %d: %w", info.Datacenter, info.Worker, err)

@@ -124,19 +124,31 @@ func lockShard(ctx context.Context, conn *pgx.Conn, host string, shard int, wait
 	if wait <= 0 {
 		wait = DefaultShardLockWait
 	}
+	start := time.Now()
+	holders := func(ctx context.Context) ([]pg.LockHolder, error) {
+		return pg.AdvisoryHolders(ctx, conn, int64(migrateLockClass), int64(shard))
+	}
+	// Try without waiting; when the lock is taken, read who holds it. The
+	// holder may let go in between: then try again, so that a wait is only
+	// reported with the session it waits for.
 	var ok bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, $2)`, migrateLockClass, int32(shard)).Scan(&ok); err != nil {
-		return nil, err
+	var pid int
+	for {
+		if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, $2)`, migrateLockClass, int32(shard)).Scan(&ok); err != nil {
+			return nil, err
+		}
+		if ok {
+			break
+		}
+		hs, err := holders(ctx)
+		if err != nil || len(hs) > 0 || time.Since(start) > wait {
+			if err == nil && len(hs) > 0 {
+				pid = int(hs[0].PID)
+			}
+			break
+		}
 	}
 	if !ok {
-		start := time.Now()
-		holders := func(ctx context.Context) ([]pg.LockHolder, error) {
-			return pg.AdvisoryHolders(ctx, conn, int64(migrateLockClass), int64(shard))
-		}
-		var pid int
-		if hs, err := holders(ctx); err == nil && len(hs) > 0 {
-			pid = int(hs[0].PID)
-		}
 		waiting(LockWait{Shard: shard, Host: host, HolderPID: pid})
 		if _, err := conn.Exec(ctx, fmt.Sprintf(`SET lock_timeout = %d`, wait.Milliseconds())); err != nil {
 			return nil, err
