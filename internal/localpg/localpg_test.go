@@ -3,7 +3,9 @@ package localpg_test
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -92,4 +94,39 @@ func TestDetachedServerIsFoundAgainByItsDirectory(t *testing.T) {
 	require.NoDirExists(t, dir)
 	_, err = localpg.Open(dir, localpg.Options{})
 	require.ErrorIs(t, err, localpg.ErrNoServer)
+}
+
+func TestPgBouncerInFrontOfAServer(t *testing.T) {
+	t.Parallel()
+	s := pgtest.Servers(t, 1)[0]
+	dsn := pgtest.NewDB(t, s)
+	for _, mode := range []string{localpg.PoolTransaction, localpg.PoolSession} {
+		t.Run(mode, func(t *testing.T) {
+			b := pgtest.Bouncer(t, s, localpg.BouncerOptions{PoolMode: mode, PoolSize: 1})
+			ctx := context.Background()
+			a, err := pgx.Connect(ctx, b.Via(dsn))
+			require.NoError(t, err)
+			defer a.Close(ctx)
+			var db string
+			require.NoError(t, a.QueryRow(ctx, `SELECT current_database()`, pgx.QueryExecModeSimpleProtocol).Scan(&db))
+			require.True(t, strings.HasPrefix(db, "t"), db)
+			// With one server connection, a second client gets the
+			// first one's server only where the pooler hands servers out
+			// per transaction.
+			c, err := pgx.Connect(ctx, b.Via(dsn))
+			require.NoError(t, err)
+			defer c.Close(ctx)
+			qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			var pid1, pid2 int
+			require.NoError(t, a.QueryRow(qctx, `SELECT pg_backend_pid()`, pgx.QueryExecModeSimpleProtocol).Scan(&pid1))
+			err = c.QueryRow(qctx, `SELECT pg_backend_pid()`, pgx.QueryExecModeSimpleProtocol).Scan(&pid2)
+			if mode == localpg.PoolTransaction {
+				require.NoError(t, err)
+				require.Equal(t, pid1, pid2)
+			} else {
+				require.Error(t, err) // waits for a's server until the timeout
+			}
+		})
+	}
 }

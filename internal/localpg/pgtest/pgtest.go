@@ -143,3 +143,19 @@ func ReachableTempDir(t testing.TB) string {
 	}
 	return dir
 }
+
+// Bouncer starts a PgBouncer in front of s for this test alone (see
+// localpg.BouncerOptions); it is stopped when the test ends. A test that
+// needs it fails when the machine lacks pgbouncer: scripts/ensure-pgbouncer
+// (make test) installs it.
+func Bouncer(t testing.TB, s *localpg.Server, opts localpg.BouncerOptions) *localpg.Bouncer {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	b, err := s.StartPgBouncer(ctx, opts)
+	if err != nil {
+		t.Fatalf("start PgBouncer: %v", err)
+	}
+	t.Cleanup(func() { b.Stop() })
+	return b
+}
