@@ -23,6 +23,7 @@ test: lint
 	./scripts/ensure-faketime   # the failover tests run a standby under libfaketime
 	./scripts/ensure-pgbouncer  # the pooler tests put PgBouncer in front of the test servers
 	./scripts/ensure-chromium   # the console's browser tests
+	./scripts/ensure-examples   # the Python and Node examples (psycopg2, node-postgres)
 	$(GO) test -race -count=1 -timeout 60m ./...   # a bound on a hang: a loaded machine took over 30m
 
 lint:

@@ -6,4 +6,7 @@
 //
 //   - router: the README's router example, run against a real cluster by
 //     its test.
+//   - python, node: docs/routing.md's programs for other languages (route a
+//     key with shardid.routes, insert through the DEFAULT, decode the id,
+//     follow a move), run by lang_test.go after scripts/ensure-examples.
 package examples

@@ -1,0 +1,2 @@
+REVOKE USAGE ON SCHEMA shardid FROM PUBLIC;
+DROP VIEW shardid.routes;
