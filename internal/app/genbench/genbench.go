@@ -60,10 +60,11 @@ type Result struct {
 	Cases   []Case `json:"cases"`
 	// SafeSpeedup is instagram time / safe time (goal: at least 2).
 	SafeSpeedup float64 `json:"safe_speedup_vs_instagram"`
-	// SafeOverNextval is safe time / bare nextval time.
+	// SafeOverNextval is safe time / bare nextval time (goal: at most
+	// GoalOverNextval).
 	SafeOverNextval float64 `json:"safe_over_nextval"`
 	// InsertRatio is the bulk INSERT with the safe DEFAULT over the same
-	// INSERT into a bigserial table (goal: at most 1.15).
+	// INSERT into a bigserial table (goal: at most GoalInsertRatio).
 	InsertRatio float64 `json:"insert_safe_over_bigserial"`
 	// InsertInstagramRatio is the same for the instagram DEFAULT.
 	InsertInstagramRatio float64 `json:"insert_instagram_over_bigserial"`

@@ -32,7 +32,8 @@ type InsertRun struct {
 	SerialTPS []float64 `json:"bigserial_tps"`
 	SafeTPS   []float64 `json:"safe_tps"`
 	// Ratio is the median of the rounds' safe / bigserial tps (goal: at
-	// least 0.95). Rounds are paired because the machine drifts between them.
+	// least GoalSingleRow(Protocol)). Rounds are paired because the machine
+	// drifts between them.
 	Ratio float64 `json:"safe_over_bigserial"`
 	// CTPS and CRatio are SafeTPS and Ratio for the C generator's table,
 	// when the run measures it (Result.CGenerator).
