@@ -46,13 +46,16 @@ its DSN without the password, the shards the catalog places there, its state
 (ok, draining, unreachable), what its server says about itself (system
 identifier, timeline, version, the address it actually reached: with a DSN naming
 several servers, the one that answered), its role (primary or standby) and the
-replication lag where it can be read (a primary's standbys from
+replication lag where it can be read (a primary's physical standbys from
 pg_stat_replication, a standby's time since the last transaction it replayed).
+An online move's logical replication is not a standby: a line under the table
+names each move the host sends (move id, shard, target, lag).
 A host that does not answer is a row saying so, not a failure. --json prints
 [{"name":"pg1","dsn":"...","shards":N,"ranges":"0-5","state":"ok","drain":false,
 "server":{"system_identifier":"...","timeline":N,"version":"...","address":"127.0.0.1:5432",
 "database":"app","role":"primary","cluster":"demo","host":"pg1",
 "standbys":[{"name":"...","address":"...","state":"streaming","replay_lag_ms":N}],
+"moves":[{"id":N,"shard":N,"to":"pg3","slot":"shardid_m...","state":"streaming","lag_bytes":N,"replay_lag_ms":N}],
 "replay_lag_ms":null},"error":""}].`,
 		Args: cobra.NoArgs,
 	}
@@ -105,6 +108,11 @@ func printHosts(w io.Writer, list []hosts.Host) {
 		if h.Mismatch != "" {
 			notes = append(notes, h.Mismatch+" (run shardid init, or a host command, to settle it)")
 		}
+		if h.Server != nil {
+			for _, m := range h.Server.Moves {
+				notes = append(notes, fmt.Sprintf("%s: %s", h.Name, moveReplicationText(m)))
+			}
+		}
 	}
 	tw.Flush()
 	if len(notes) > 0 {
@@ -113,6 +121,27 @@ func printHosts(w io.Writer, list []hosts.Host) {
 			fmt.Fprintln(w, n)
 		}
 	}
+}
+
+// moveReplicationText is one move's logical replication seen on its
+// source: not a standby, so not in the LAG column.
+func moveReplicationText(m hosts.MoveReplication) string {
+	who := fmt.Sprintf("sends move %d (shard %d to %s)", m.ID, m.Shard, m.To)
+	if m.ID == 0 {
+		who = "holds replication slot " + m.Slot + ", which no open move names (rebalance status; abort or cleanup drops it)"
+	}
+	state := m.State
+	if state == "" {
+		state = "target not connected"
+	}
+	lag := "nothing confirmed yet"
+	if m.LagBytes != nil {
+		lag = fmt.Sprintf("%d bytes behind", *m.LagBytes)
+	}
+	if m.LagMS != nil {
+		lag += fmt.Sprintf(", %s", time.Duration(*m.LagMS*float64(time.Millisecond)).Round(time.Millisecond))
+	}
+	return fmt.Sprintf("%s: %s, %s", who, state, lag)
 }
 
 // lagText is a server's replication lag: a standby's own, or a primary's

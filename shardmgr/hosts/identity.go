@@ -34,9 +34,14 @@ type Server struct {
 	// (shardid.host_info); "" when it records nothing.
 	Cluster string `json:"cluster"`
 	Host    string `json:"host"`
-	// Standbys are a primary's streaming standbys (pg_stat_replication;
-	// their lag is null where the role may not read it).
+	// Standbys are a primary's physical standbys (pg_stat_replication;
+	// their lag is null where the role may not read it). The logical
+	// replication of a move is not a standby: it is in Moves.
 	Standbys []Standby `json:"standbys,omitempty"`
+	// Moves are the online moves this server sends as their source: the
+	// shardid replication slots in its database, each with the open moves
+	// of the catalog it carries (a batch carries several).
+	Moves []MoveReplication `json:"moves,omitempty"`
 	// ReplayLagMS is a standby's lag: now() less the time of the last
 	// transaction it replayed; null on a primary or before any replay.
 	ReplayLagMS *float64 `json:"replay_lag_ms"`
@@ -48,6 +53,29 @@ type Standby struct {
 	Address string   `json:"address"`
 	State   string   `json:"state"`
 	LagMS   *float64 `json:"replay_lag_ms"`
+}
+
+// MoveReplication is one open move's logical replication, seen on its
+// source. JSON: {"id":N,"shard":N,"to":"pg3","slot":"shardid_m...",
+// "state":"streaming","lag_bytes":N,"replay_lag_ms":N}.
+type MoveReplication struct {
+	// ID, Shard and To are the move's, from the catalog's journal; ID 0
+	// is a shardid slot no open move of the catalog names.
+	ID    int64  `json:"id"`
+	Shard int    `json:"shard"`
+	To    string `json:"to"`
+	// Slot is the replication slot (and publication) of the move's batch.
+	Slot string `json:"slot"`
+	// State is its walsender's state; "" while the target is not
+	// connected.
+	State string `json:"state"`
+	// LagBytes is the WAL the source wrote since what the target
+	// confirmed; null before it confirmed anything.
+	LagBytes *int64 `json:"lag_bytes"`
+	// LagMS is the walsender's replay lag; null when it cannot be read.
+	LagMS *float64 `json:"replay_lag_ms"`
+
+	marks []string // the batch's mark tables: its moves' replication names
 }
 
 // Role values.
@@ -92,9 +120,14 @@ func identify(ctx context.Context, q pg.Querier) (*Server, error) {
 		err = q.QueryRow(ctx, `SELECT extract(epoch FROM pg_catalog.now() - pg_catalog.pg_last_xact_replay_timestamp()) * 1000`).Scan(&s.ReplayLagMS)
 		return s, err
 	}
-	rows, err := q.Query(ctx, `SELECT coalesce(application_name, ''), coalesce(pg_catalog.host(client_addr), ''), coalesce(state, ''),
-			extract(epoch FROM replay_lag) * 1000
-		FROM pg_catalog.pg_stat_replication ORDER BY application_name, client_addr`)
+	// Physical standbys only: a logical walsender (a move's subscription,
+	// its table sync) holds a logical slot and is connected to a database.
+	rows, err := q.Query(ctx, `SELECT coalesce(r.application_name, ''), coalesce(pg_catalog.host(r.client_addr), ''), coalesce(r.state, ''),
+			extract(epoch FROM r.replay_lag) * 1000
+		FROM pg_catalog.pg_stat_replication r
+		WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_replication_slots s WHERE s.active_pid = r.pid AND s.slot_type = 'logical')
+		  AND NOT EXISTS (SELECT FROM pg_catalog.pg_stat_activity a WHERE a.pid = r.pid AND a.datid IS NOT NULL)
+		ORDER BY 1, 2`)
 	if err != nil {
 		return s, err
 	}
@@ -102,5 +135,33 @@ func identify(ctx context.Context, q pg.Querier) (*Server, error) {
 		var sb Standby
 		return sb, r.Scan(&sb.Name, &sb.Address, &sb.State, &sb.LagMS)
 	})
+	if err != nil {
+		return s, err
+	}
+	s.Moves, err = readMoveSlots(ctx, q)
 	return s, err
+}
+
+// readMoveSlots reads the moves' replication slots of the database q is
+// connected to (shardid_m*, named after the move that opened the batch),
+// each with the mark tables its publication carries: one per move.
+func readMoveSlots(ctx context.Context, q pg.Querier) ([]MoveReplication, error) {
+	rows, err := q.Query(ctx, `SELECT s.slot_name::text, coalesce(r.state, ''),
+			(pg_catalog.pg_current_wal_lsn() - s.confirmed_flush_lsn)::bigint, extract(epoch FROM r.replay_lag) * 1000,
+			coalesce((SELECT pg_catalog.array_agg(pt.tablename::text ORDER BY pt.tablename) FROM pg_catalog.pg_publication_tables pt
+				WHERE pt.pubname = s.slot_name AND pt.schemaname = 'shardid'), '{}')
+		FROM pg_catalog.pg_replication_slots s LEFT JOIN pg_catalog.pg_stat_replication r ON r.pid = s.active_pid
+		WHERE s.slot_type = 'logical' AND s.database = pg_catalog.current_database() AND s.slot_name LIKE 'shardid\_m%'
+		ORDER BY 1`)
+	if err != nil {
+		return nil, fmt.Errorf("read the moves' replication slots: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (MoveReplication, error) {
+		var m MoveReplication
+		return m, r.Scan(&m.Slot, &m.State, &m.LagBytes, &m.LagMS, &m.marks)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the moves' replication slots: %w", err)
+	}
+	return out, nil
 }

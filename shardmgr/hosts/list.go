@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/shardid/shardid/shardmgr"
@@ -108,7 +109,73 @@ func List(ctx context.Context, c *cluster.Cluster, opts ListOptions) ([]Host, er
 		})
 	}
 	g.Wait()
+	if err := nameMoves(ctx, c, out); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// nameMoves gives each move slot the hosts reported the open moves of the
+// catalog it carries (by their replication names, the mark tables of the
+// slot's publication): a batch's slot becomes one entry per move.
+func nameMoves(ctx context.Context, c *cluster.Cluster, hs []Host) error {
+	var names []string
+	for _, h := range hs {
+		if h.Server != nil {
+			for _, m := range h.Server.Moves {
+				names = append(names, m.marks...)
+			}
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	cat, err := c.Catalog(ctx, shardmgr.UseRead)
+	if err != nil {
+		return err
+	}
+	type open struct {
+		id    int64
+		shard int
+		to    string
+	}
+	byName := map[string]open{}
+	rows, err := cat.Query(ctx, `SELECT repl_name, id, shard, to_host FROM shardid.moves
+		WHERE repl_name = ANY($1) AND phase NOT IN ('cleaned', 'aborted')`, names)
+	if err != nil {
+		return fmt.Errorf("catalog: read the moves' journal: %w", err)
+	}
+	var (
+		name string
+		o    open
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&name, &o.id, &o.shard, &o.to}, func() error { byName[name] = o; return nil }); err != nil {
+		return fmt.Errorf("catalog: read the moves' journal: %w", err)
+	}
+	for i := range hs {
+		s := hs[i].Server
+		if s == nil || len(s.Moves) == 0 {
+			continue
+		}
+		var named []MoveReplication
+		for _, m := range s.Moves {
+			found := false
+			for _, mark := range m.marks {
+				if o, ok := byName[mark]; ok {
+					e := m
+					e.ID, e.Shard, e.To, e.marks = o.id, o.shard, o.to, nil
+					named = append(named, e)
+					found = true
+				}
+			}
+			if !found {
+				m.marks = nil
+				named = append(named, m) // a slot no open move names: shown as such
+			}
+		}
+		s.Moves = named
+	}
+	return nil
 }
 
 // probe asks host name's server who it is, within timeout.
