@@ -181,16 +181,23 @@ func ParseConfig(data []byte, name string, lookup func(string) (string, bool)) (
 	}
 	cfg.Path = name
 	var missing []string
-	expand := func(s string) string {
-		out, m := expandEnv(s, lookup)
+	var structure error
+	expand := func(field, s string) string {
+		out, m, err := expandEnv(s, lookup)
 		missing = append(missing, m...)
+		if err != nil && structure == nil {
+			structure = fmt.Errorf("%w: %s: %s: %v", ErrConfig, name, field, err)
+		}
 		return out
 	}
-	cfg.Catalog = expand(cfg.Catalog)
+	cfg.Catalog = expand("catalog", cfg.Catalog)
 	for i := range cfg.Hosts {
 		h := &cfg.Hosts[i]
 		h.rawDSN = h.DSN
-		h.DSN = expand(h.DSN)
+		h.DSN = expand(fmt.Sprintf("hosts[%d].dsn", i), h.DSN)
+	}
+	if structure != nil {
+		return nil, structure
 	}
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("%w: %s: environment variable %s not set", ErrConfig, name, strings.Join(dedupe(missing), ", "))
@@ -198,10 +205,11 @@ func ParseConfig(data []byte, name string, lookup func(string) (string, bool)) (
 	return cfg, nil
 }
 
-// expandEnv is envvar.Expand: the cluster file (ParseConfig) and the
-// router (DSNs from the catalog) expand DSNs with it.
-func expandEnv(s string, lookup func(string) (string, bool)) (string, []string) {
-	return envvar.Expand(s, lookup)
+// expandEnv is envvar.ExpandDSN: the cluster file (ParseConfig) and the
+// router (DSNs from the catalog) expand DSNs with it, each ${VAR}'s value
+// taken literally (a password with '@' stays the password).
+func expandEnv(s string, lookup func(string) (string, bool)) (string, []string, error) {
+	return envvar.ExpandDSN(s, lookup)
 }
 
 var unknownField = regexp.MustCompile(`^line (\d+): field (\S+) not found in type \S+$`)

@@ -303,13 +303,16 @@ func (r *Router) newPool(ctx context.Context, h CatalogHost) (*pgxpool.Pool, err
 	dsn := fh.DSN
 	if !ok || fh.CatalogDSN() != h.DSN {
 		var missing []string
-		if dsn, missing = expandEnv(h.DSN, r.opts.lookup); len(missing) > 0 {
+		var err error
+		if dsn, missing, err = expandEnv(h.DSN, r.opts.lookup); err != nil {
+			return nil, fmt.Errorf("host %s: DSN: %w", h.Name, err)
+		} else if len(missing) > 0 {
 			return nil, fmt.Errorf("host %s: DSN needs ${%s} (see WithLookupEnv)", h.Name, missing[len(missing)-1])
 		}
 	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("host %s: cannot parse DSN: %w", h.Name, err)
+		return nil, fmt.Errorf("host %s: %w", h.Name, pgsession.RedactParseError(err))
 	}
 	if r.opts.poolConfig != nil {
 		r.opts.poolConfig(h.Name, cfg)

@@ -272,3 +272,28 @@ func TestServeRefusesRequestBodies(t *testing.T) {
 		require.Equal(t, 405, do("POST", path, strings.NewReader("x")), path)
 	}
 }
+
+// A password with '@', '/' and '?' given as ${VAR} in a source's URL DSN
+// stays the password: serve reaches the source and hands out ids, and
+// neither /healthz, /metrics nor the log shows any of it (failed before:
+// what followed the '@' became the host, printed on all three).
+func TestServeSourcePasswordFromEnvWithAt(t *testing.T) {
+	bin := buildShardid(t)
+	srv := pgtest.Servers(t, 1)[0]
+	seg := pgtest.NewDB(t, srv)
+	require.Contains(t, seg, "postgres@")
+	t.Setenv("SHARDID_TEST_SOURCE_PW", "p@sstail/x?y#z")
+	source := strings.Replace(seg, "postgres@", "postgres:${SHARDID_TEST_SOURCE_PW}@", 1)
+	config := filepath.Join(t.TempDir(), "shardid.yaml")
+	require.NoError(t, os.WriteFile(config, []byte("segments:\n  sources:\n    - '"+source+"'\n  tags:\n    order: {}\n"), 0o600))
+	p := startServe(t, bin, config)
+	code, body := p.get("/v1/ids/order")
+	require.Equal(t, 200, code, body)
+	code, metrics := p.get("/metrics")
+	require.Equal(t, 200, code, metrics)
+	require.Contains(t, metrics, fmt.Sprintf("127.0.0.1:%d/", srv.Port))
+	_, health := p.get("/healthz")
+	for what, text := range map[string]string{"/metrics": metrics, "/healthz": health, "log": p.log.String()} {
+		require.NotContains(t, text, "sstail", what)
+	}
+}

@@ -90,7 +90,10 @@ func Parse(data []byte, name string, lookup func(string) (string, bool)) (*Secti
 		var missing []string
 		for i, src := range s.Segments.Sources {
 			var m []string
-			s.Segments.Sources[i], m = envvar.Expand(src, lookup)
+			var err error
+			if s.Segments.Sources[i], m, err = envvar.ExpandDSN(src, lookup); err != nil {
+				return nil, fmt.Errorf("%s: %w: sources[%d]: %v", name, segment.ErrConfig, i, err)
+			}
 			missing = append(missing, m...)
 		}
 		if len(missing) > 0 {
@@ -98,7 +101,10 @@ func Parse(data []byte, name string, lookup func(string) (string, bool)) (*Secti
 		}
 	}
 	if s.Snowflake != nil {
-		leases, missing := envvar.Expand(s.Snowflake.Leases, lookup)
+		leases, missing, err := envvar.ExpandDSN(s.Snowflake.Leases, lookup)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w: snowflake.leases: %v", name, snowflake.ErrInvalidSettings, err)
+		}
 		if len(missing) > 0 {
 			return nil, fmt.Errorf("%s: %w: snowflake.leases: environment variable %s not set", name, snowflake.ErrInvalidSettings, strings.Join(missing, ", "))
 		}

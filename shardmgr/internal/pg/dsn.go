@@ -2,6 +2,7 @@ package pg
 
 import (
 	"net"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -22,17 +23,31 @@ var envPassword = regexp.MustCompile(`^'?\$\{[A-Za-z_][A-Za-z0-9_]*\}'?$`)
 // the text only: no environment, no passfile, no defaults, unlike
 // pgconn.ParseConfig. A password that is a ${VAR} reference stays.
 //
+// A DSN that does not parse (a URL that net/url refuses, keyword/value
+// text that does not split into pairs) comes back as Unparsable: where
+// its password ends is anyone's guess, so none of it is shown.
+//
 // The catalog records host DSNs through it, so that the roles that read
 // the catalog (a router's) see no secret: the password comes from the
 // cluster file, PGPASSWORD or a passfile when connecting.
 func StripPassword(dsn string) string {
 	for _, scheme := range []string{"postgresql://", "postgres://"} {
 		if rest, ok := strings.CutPrefix(dsn, scheme); ok {
+			// ${VAR} is not URL syntax: parse as if each were expanded.
+			if _, err := url.Parse(scheme + envRef.ReplaceAllString(rest, "x")); err != nil {
+				return Unparsable
+			}
 			return scheme + stripURL(rest)
 		}
 	}
 	return stripKeywordValue(dsn)
 }
+
+// Unparsable stands for a DSN that does not parse wherever one is shown.
+const Unparsable = "(a DSN that does not parse)"
+
+// envRef is a ${VAR} reference anywhere in a DSN.
+var envRef = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*\}`)
 
 // isPasswordKey reports a setting that holds a secret.
 func isPasswordKey(key string) bool { return key == "password" || key == "sslpassword" }
@@ -97,7 +112,8 @@ const kvSpace = " \t\n\r\v\f"
 // stripKeywordValue drops the password pairs of a key=value DSN, split
 // as pgconn splits it (a key up to '=', a value up to a blank or between
 // quotes, backslash escapes); the pairs kept are joined by one space. A
-// DSN that has no password pair, or does not parse, comes back as is.
+// DSN that has no password pair comes back as is, one that does not
+// parse as Unparsable.
 func stripKeywordValue(dsn string) string {
 	var kept []string
 	removed := false
@@ -105,7 +121,7 @@ func stripKeywordValue(dsn string) string {
 	for len(s) > 0 {
 		eq := strings.IndexByte(s, '=')
 		if eq < 0 {
-			return dsn
+			return Unparsable
 		}
 		key := strings.Trim(s[:eq], kvSpace)
 		rest := strings.TrimLeft(s[eq+1:], kvSpace)
@@ -130,7 +146,7 @@ func stripKeywordValue(dsn string) string {
 				}
 			}
 			if end >= len(rest) {
-				return dsn // unterminated quote: not a DSN
+				return Unparsable // unterminated quote
 			}
 			end++ // the closing quote
 		}
