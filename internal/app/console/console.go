@@ -49,7 +49,8 @@ type Options struct {
 	ConfigPath string
 	// ServeURL is the base URL of a running `shardid serve`
 	// (http://127.0.0.1:8080) whose /metrics the ID service panel reads;
-	// "" leaves the panel out.
+	// "" leaves the panel out. A password in it (http://user:pw@host,
+	// for a proxy's basic authentication) is sent, never shown.
 	ServeURL string
 	// Actions turns on the actions that change the cluster: rebalance
 	// apply, abort and cleanup. Each then needs Token and a confirmation.
@@ -72,8 +73,11 @@ type Options struct {
 type Console struct {
 	c    *cluster.Cluster
 	opts Options
-	tmpl *template.Template
-	log  *slog.Logger
+	// serveShown is opts.ServeURL without its password: what pages, JSON
+	// and errors show.
+	serveShown string
+	tmpl       *template.Template
+	log        *slog.Logger
 	// readMap reads what the map shows (readMapOf; a synthetic map in
 	// the benchmarks).
 	readMap func(ctx context.Context) (*install.Status, []rebalance.KeptCopy, error)
@@ -110,12 +114,17 @@ func New(c *cluster.Cluster, opts Options) (*Console, error) {
 	if opts.Actions && len(opts.Token) < 16 {
 		return nil, errors.New("console: actions need a token of at least 16 characters")
 	}
+	var serveShown string
 	if opts.ServeURL != "" {
 		u, err := url.Parse(opts.ServeURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("console: serve URL %q: want http://host:port", opts.ServeURL)
+			return nil, errors.New("console: serve URL: want http://host:port (the URL given does not parse as one)")
 		}
 		opts.ServeURL = strings.TrimRight(opts.ServeURL, "/")
+		if u.User != nil {
+			u.User = url.User(u.User.Username())
+		}
+		serveShown = strings.TrimRight(u.String(), "/")
 	}
 	if opts.Refresh <= 0 {
 		opts.Refresh = 2 * time.Second
@@ -128,7 +137,7 @@ func New(c *cluster.Cluster, opts Options) (*Console, error) {
 		return nil, fmt.Errorf("console: templates: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Console{c: c, opts: opts, tmpl: tmpl, log: opts.Logger, readMap: readMapOf(c), readHosts: readHostsOf(c), ctx: ctx, cancel: cancel}, nil
+	return &Console{c: c, opts: opts, serveShown: serveShown, tmpl: tmpl, log: opts.Logger, readMap: readMapOf(c), readHosts: readHostsOf(c), ctx: ctx, cancel: cancel}, nil
 }
 
 // Close stops the work actions started (an apply stops where a crash

@@ -2,9 +2,11 @@ package console
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	neturl "net/url"
 	"slices"
 	"strings"
 	"time"
@@ -70,22 +72,27 @@ func (s *Console) readService(ctx context.Context) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	shown := s.serveShown + "/metrics"
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("ID service: %w", err)
+		var ue *neturl.Error
+		if errors.As(err, &ue) { // its URL would carry the password
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("ID service: GET %s: %w", shown, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		io.Copy(io.Discard, resp.Body)
-		return nil, fmt.Errorf("ID service: GET %s: %s", url, resp.Status)
+		return nil, fmt.Errorf("ID service: GET %s: %s", shown, resp.Status)
 	}
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		return nil, fmt.Errorf("ID service: read %s: %w", url, err)
+		return nil, fmt.Errorf("ID service: read %s: %w", shown, err)
 	}
 	svc := summarise(fams)
-	svc.URL, svc.Scraped = s.opts.ServeURL, time.Now().UTC()
+	svc.URL, svc.Scraped = s.serveShown, time.Now().UTC()
 
 	s.mu.Lock()
 	prev := s.scrape
@@ -180,7 +187,7 @@ func (s *Console) pageService(w http.ResponseWriter, r *http.Request) {
 		s.page(w, "error.html", "service", "ID service", "no ID service: start the console with --serve-url http://HOST:PORT of a running shardid serve")
 		return
 	}
-	s.page(w, "service.html", "service", "ID service", s.opts.ServeURL)
+	s.page(w, "service.html", "service", "ID service", s.serveShown)
 }
 
 func (s *Console) partService(w http.ResponseWriter, r *http.Request) {

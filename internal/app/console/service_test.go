@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,4 +71,48 @@ func TestConsoleService(t *testing.T) {
 	require.Contains(t, text(t, tab, `#tags`), "order")
 	require.Contains(t, text(t, tab, `#sources`), "closed")
 	require.NotContains(t, eval(t, tab, "page", chromedp.Evaluate[string](`document.documentElement.outerHTML`)), secret)
+}
+
+// A --serve-url with a password (for a proxy's basic authentication) is
+// sent with the scrape and shown nowhere: not on /service, not in
+// /api/service's JSON, not in the error when the service is down (failed
+// before: both showed the URL as given).
+func TestConsoleServiceURLPasswordNotShown(t *testing.T) {
+	quiet := slog.New(slog.DiscardHandler)
+	cfg := &segment.Config{Sources: []string{pgtest.NewDB(t, pgtest.Servers(t, 1)[0])}, Tags: map[string]segment.TagConfig{"order": {}}}
+	alloc, closeAll, err := httpapi.OpenAllocator(context.Background(), cfg, quiet)
+	require.NoError(t, err)
+	t.Cleanup(closeAll)
+	h, err := httpapi.New(alloc, httpapi.WithLogger(quiet))
+	require.NoError(t, err)
+	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "scrape" || p != secret {
+			http.Error(w, "who are you", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(svc.Close)
+	withPassword := strings.Replace(svc.URL, "http://", "http://scrape:"+secret+"@", 1)
+
+	tc := newTestCluster(t, 1, 1, 2, 0)
+	base, _ := tc.serve(t, Options{ServeURL: withPassword})
+	code, _, body := get(t, base+"/api/service")
+	require.Equal(t, http.StatusOK, code, "the password is sent: %s", body)
+	require.NotContains(t, body, secret)
+	require.Contains(t, body, "scrape@127.0.0.1")
+	code, _, body = get(t, base+"/service")
+	require.Equal(t, http.StatusOK, code, body)
+	require.NotContains(t, body, secret)
+	require.Contains(t, body, "scrape@127.0.0.1")
+
+	svc.Close()
+	for _, path := range []string{"/api/service", "/part/service"} {
+		code, _, body = get(t, base+path)
+		require.Equal(t, http.StatusBadGateway, code, body)
+		require.NotContains(t, body, secret, path)
+	}
+	_, err = New(tc.c, Options{ServeURL: "ftp://scrape:" + secret + "@host"})
+	require.Error(t, err)
+	require.NotContains(t, err.Error(), secret)
 }
