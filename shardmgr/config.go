@@ -41,6 +41,7 @@ const MaxShards = 1 << shsql.DefaultShardBits
 //	hosts:
 //	  - name: pg1
 //	    dsn: postgres://postgres@127.0.0.1:5433/app
+//	    app_dsn: postgres://app@127.0.0.1:6432/app   # optional: the router's (a pooler)
 //
 // ${VAR} in the catalog and host DSNs is replaced by the environment
 // variable VAR when the file is loaded; the PG* variables (PGPASSWORD, ...)
@@ -90,7 +91,16 @@ func (c *Config) MigrationsDir() string {
 // Host is one physical PostgreSQL database that holds logical shards.
 type Host struct {
 	Name string `yaml:"name"`
-	DSN  string `yaml:"dsn"`
+	// DSN is the operators' way to the host's database: every command
+	// uses it (and the catalog records it), never AppDSN. It must reach
+	// PostgreSQL itself, not a connection pooler.
+	DSN string `yaml:"dsn"`
+	// AppDSN is the applications' way to the same database, which the
+	// Router uses instead of the catalog's DSN: typically a connection
+	// pooler (docs/poolers.md). Empty means the catalog's DSN. The
+	// router checks that it reaches the database the catalog names for
+	// the host, and refuses the host's shards when it does not.
+	AppDSN string `yaml:"app_dsn"`
 	// Drain marks a host whose shards should move elsewhere.
 	Drain bool `yaml:"drain"`
 
@@ -195,6 +205,7 @@ func ParseConfig(data []byte, name string, lookup func(string) (string, bool)) (
 		h := &cfg.Hosts[i]
 		h.rawDSN = h.DSN
 		h.DSN = expand(fmt.Sprintf("hosts[%d].dsn", i), h.DSN)
+		h.AppDSN = expand(fmt.Sprintf("hosts[%d].app_dsn", i), h.AppDSN)
 	}
 	if structure != nil {
 		return nil, structure
@@ -291,6 +302,11 @@ func (c *Config) ValidateCluster() error {
 		if h.DSN == "" {
 			add("hosts[%d].dsn: missing", i)
 			continue
+		}
+		if h.AppDSN != "" {
+			if _, err := pgconn.ParseConfig(h.AppDSN); err != nil {
+				add("hosts[%d].app_dsn: %s", i, dsnError(err))
+			}
 		}
 		key, err := pg.DatabaseKey(h.DSN)
 		if err != nil {

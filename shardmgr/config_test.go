@@ -108,3 +108,27 @@ func FuzzParseConfig(f *testing.F) {
 		}
 	})
 }
+
+// app_dsn: the applications' DSN of a host, ${VAR}s expanded as in dsn;
+// one that does not parse is a validation error naming its key.
+func TestConfigAppDSN(t *testing.T) {
+	data := []byte(`cluster: demo
+shards: 4
+catalog: postgres://postgres@127.0.0.1:5433/shardid_catalog
+hosts:
+  - name: pg1
+    dsn: postgres://postgres@127.0.0.1:5433/app
+    app_dsn: postgres://app:${PW}@127.0.0.1:6432/app
+`)
+	lookup := func(name string) (string, bool) { return "s3cret", name == "PW" }
+	cfg, err := ParseConfig(data, "app.yaml", lookup)
+	require.NoError(t, err)
+	require.NoError(t, cfg.ValidateCluster())
+	require.Equal(t, "postgres://app:s3cret@127.0.0.1:6432/app", cfg.Hosts[0].AppDSN)
+	require.Equal(t, "postgres://postgres@127.0.0.1:5433/app", cfg.Hosts[0].DSN, "dsn stays the operators'")
+
+	cfg.Hosts[0].AppDSN = "postgres://app@127.0.0.1:notaport/app"
+	err = cfg.ValidateCluster()
+	require.ErrorIs(t, err, ErrConfig)
+	require.Contains(t, err.Error(), "hosts[0].app_dsn: cannot parse DSN")
+}

@@ -27,7 +27,9 @@
 // keeps one pgx pool per host, runs functions in transactions scoped to a
 // shard (Tx, ReadTx, by id with TxForID, over every shard with EachShard),
 // refuses writes to shards that are read-only or moving, and keeps serving
-// from its last map while the catalog is unreachable. Shard.SQL writes a
+// from its last map while the catalog is unreachable. It connects to each
+// host with the host's app_dsn from the cluster file when it has one (a
+// connection pooler: see Open), else with the catalog's DSN for the host. Shard.SQL writes a
 // shard's table names into a query, quoted.
 //
 // The operator's work lives in subpackages, which an application does not

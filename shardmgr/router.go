@@ -93,6 +93,11 @@ type Router struct {
 	stale        map[int]StaleShard
 	staleErr     *CatalogStaleError
 	recordWarned sync.Map // hosts whose record the router may not read, warned once
+	// appRefused holds the hosts whose app_dsn reaches another database
+	// than the catalog's (router_appdsn.go); appWarned the hosts whose
+	// app_dsn could not be checked, warned once.
+	appRefused map[string]error
+	appWarned  sync.Map
 
 	retrying atomic.Bool // a background retry of a failed refresh runs
 	bgCtx    context.Context
@@ -102,7 +107,15 @@ type Router struct {
 }
 
 // Open opens a router on the cluster described by cfg: the map from its
-// catalog, host DSNs (with their passwords) from the file. It reads the catalog's schema version
+// catalog, and for each host the DSN it connects to: the host's app_dsn
+// from the file when it has one (Host.AppDSN: a connection pooler, say;
+// never used by operator commands), checked at every new map to reach
+// the database the catalog names for the host (else its shards are
+// refused with ErrAppDSN); otherwise the catalog's DSN for the host,
+// with the password of the file's dsn when the file names the same
+// database. A pool on an app_dsn that is a connection pooler runs its
+// queries unprepared (pgx.QueryExecModeExec), so that pgx's defaults work
+// through PgBouncer in transaction mode (docs/poolers.md). It reads the catalog's schema version
 // first and refuses one it cannot read (a *CatalogVersionError: dirty, or
 // newer than this package knows and not readable by it, or older than
 // CatalogSchemaRouterOldest); a catalog migrated by a newer shardid whose
@@ -187,12 +200,20 @@ func (r *Router) reload(ctx context.Context) (bool, error) {
 		var pools map[string]*pgxpool.Pool
 		r.mu.RLock()
 		recheck := r.staleErr != nil
-		if recheck {
+		recheckApp := len(r.appRefused) > 0
+		if recheck || recheckApp {
 			pools = maps.Clone(r.pools)
 		}
 		r.mu.RUnlock()
 		var stale map[int]StaleShard
 		var found *CatalogStaleError
+		var refused map[string]error
+		if recheckApp {
+			refused = r.checkAppDSNs(ctx, cur, r.appPools(pools))
+			for name := range refused {
+				delete(pools, name)
+			}
+		}
 		if recheck { // a refusal ends once the hosts agree
 			stale, found = r.checkHosts(ctx, cur, pools)
 		}
@@ -200,6 +221,9 @@ func (r *Router) reload(ctx context.Context) (bool, error) {
 		r.checked = time.Now()
 		if recheck && r.m == cur {
 			r.noteHostCheckLocked(stale, found)
+		}
+		if recheckApp && r.m == cur {
+			r.noteAppDSNsLocked(refused)
 		}
 		r.mu.Unlock()
 		return false, nil
@@ -251,6 +275,12 @@ func (r *Router) reload(ctx context.Context) (bool, error) {
 		}
 	}
 	r.mu.RUnlock()
+	// An app_dsn that reaches another database is refused first: that
+	// database's record says nothing about the host.
+	refused := r.checkAppDSNs(ctx, m, r.appPools(check))
+	for name := range refused {
+		delete(check, name)
+	}
 	stale, found := r.checkHosts(ctx, m, check)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -278,6 +308,7 @@ func (r *Router) reload(ctx context.Context) (bool, error) {
 	}
 	r.m, r.checked = m, time.Now()
 	r.noteHostCheckLocked(stale, found)
+	r.noteAppDSNsLocked(refused)
 	r.retire(retired)
 	return true, nil
 }
@@ -296,12 +327,18 @@ func (r *Router) retire(pools []*pgxpool.Pool) {
 }
 
 func (r *Router) newPool(ctx context.Context, h CatalogHost) (*pgxpool.Pool, error) {
-	// The cluster file's DSN carries the password the catalog's lacks;
-	// it is used only while the catalog names the same database for the
-	// host (the catalog decides where a host is).
+	// A host's app_dsn is the applications' way to it: used whatever the
+	// catalog's DSN, and checked against the catalog's host by what the
+	// database there says (checkAppDSNs). Otherwise the cluster file's
+	// DSN carries the password the catalog's lacks; it is used only
+	// while the catalog names the same database for the host (the
+	// catalog decides where a host is).
 	fh, ok := r.files[h.Name]
 	dsn := fh.DSN
-	if !ok || fh.CatalogDSN() != h.DSN {
+	app := ok && fh.AppDSN != ""
+	if app {
+		dsn = fh.AppDSN
+	} else if !ok || fh.CatalogDSN() != h.DSN {
 		var missing []string
 		var err error
 		if dsn, missing, err = expandEnv(h.DSN, r.opts.lookup); err != nil {
@@ -313,6 +350,9 @@ func (r *Router) newPool(ctx context.Context, h CatalogHost) (*pgxpool.Pool, err
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("host %s: %w", h.Name, pgsession.RedactParseError(err))
+	}
+	if app {
+		r.adaptToPooler(ctx, h.Name, dsn, cfg)
 	}
 	if r.opts.poolConfig != nil {
 		r.opts.poolConfig(h.Name, cfg)
@@ -391,6 +431,9 @@ func (r *Router) route(ctx context.Context, id int, write bool) (Shard, *pgxpool
 		case StateMoving:
 			return s, nil, &ShardError{Shard: id, Host: s.Host, Err: ErrShardMoving}
 		}
+	}
+	if err := r.refuseAppDSN(s); err != nil {
+		return s, nil, err
 	}
 	if err := r.refuseStaleCatalog(s); err != nil {
 		return s, nil, err
