@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -246,4 +247,29 @@ func TestCheckListen(t *testing.T) {
 		require.Error(t, CheckListen(bad, false), bad)
 		require.NoError(t, CheckListen(bad, true), bad)
 	}
+}
+
+// A dead console must not look live: once its refreshes fail the page says
+// since when it shows nothing new, and why; the footer says when the last
+// refresh succeeded.
+func TestConsoleSaysWhenNotRefreshed(t *testing.T) {
+	tc := newTestCluster(t, 1, 1, 2, 0)
+	con, err := New(tc.c, Options{Migrations: tc.set, Refresh: 300 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(con.Close)
+	srv := httptest.NewServer(con.Handler())
+	t.Cleanup(srv.Close)
+	tab := browse(t)
+	run(t, tab, "map", chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(css(`table.map`)))
+	wait, cancel := context.WithTimeout(tab, 2*time.Minute)
+	defer cancel()
+	_, err = chromedp.Run(wait, chromedp.Poll[bool](`document.getElementById("refreshed").textContent.startsWith("Refreshed ")`))
+	require.NoError(t, err, "a refresh is shown in the footer")
+	require.True(t, eval(t, tab, "stale hidden", chromedp.Evaluate[bool](`document.getElementById("stale").hidden`)))
+
+	srv.CloseClientConnections()
+	srv.Close() // the console is gone
+	require.NoError(t, chromedp.Do(wait, chromedp.WaitVisible(css(`#stale`))), "the page says it is not refreshed")
+	msg := text(t, tab, `#stale`)
+	require.Regexp(t, `^Not refreshed since \d\d:\d\d:\d\d UTC: the console does not answer\.`, msg)
 }

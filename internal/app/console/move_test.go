@@ -159,6 +159,24 @@ func TestConsoleMoveStopped(t *testing.T) {
 	require.Contains(t, row, "Resume: shardid rebalance apply --config "+tc.path)
 	require.Regexp(t, `roll back: shardid rebalance abort --config \S+ --shard \d+`, row)
 
+	// On a phone (390 px wide) the progress and status stay on screen,
+	// and so do the map's strips.
+	require.NoError(t, chromedp.Do(tab, chromedp.EmulateViewport(390, 844)))
+	run(t, tab, "moves on a phone", chromedp.Navigate(base+"/moves"), chromedp.WaitVisible(css(`#open-moves .badge.bad`)))
+	onScreen := `(() => { const out = [];
+		for (const el of document.querySelectorAll(SEL)) { const r = el.getBoundingClientRect(); if (r.right > 391 || r.left < 0 || r.width < 40) out.push(el.className + " " + r.left + ".." + r.right); }
+		if (document.documentElement.scrollWidth > 391) {
+			out.push("page " + document.documentElement.scrollWidth + " wide");
+			for (const el of document.querySelectorAll("body *")) { const r = el.getBoundingClientRect(); if ((r.right + window.scrollX > 391 || el.scrollWidth > el.clientWidth + 1) && out.length < 8) out.push(el.tagName + "#" + el.id + "." + el.className + " to " + (r.right + window.scrollX) + " sw " + el.scrollWidth + "/" + el.clientWidth); }
+		}
+		return out; })()`
+	off := eval(t, tab, "moves cells", chromedp.Evaluate[[]string](strings.Replace(onScreen, "SEL", `"#open-moves td"`, 1)))
+	require.Empty(t, off, "off-screen at 390 px")
+	run(t, tab, "map on a phone", chromedp.Navigate(base+"/"), chromedp.WaitVisible(css(`table.map`)))
+	off = eval(t, tab, "strips", chromedp.Evaluate[[]string](strings.Replace(onScreen, "SEL", `".strip"`, 1)))
+	require.Empty(t, off, "off-screen at 390 px")
+	run(t, tab, "back to the moves", chromedp.Navigate(base+"/moves"), chromedp.WaitVisible(css(`#open-moves .badge.bad`)))
+
 	aborted, err := rebalance.AbortMove(ctx, tc.c, nil)
 	require.NoError(t, err)
 	require.NotEmpty(t, aborted)

@@ -41,6 +41,14 @@ var funcs = template.FuncMap{
 	"secs": func(s *float64) string { return strconv.FormatFloat(*s, 'f', 3, 64) + " s" },
 	// ms1 is a lag in milliseconds as read from the server.
 	"ms1": func(ms *float64) string { return strconv.FormatFloat(*ms, 'f', 1, 64) + " ms" },
+	// f1 is a value with one decimal ("" for none): a *float64 given to
+	// printf prints its address.
+	"f1": func(f *float64) string {
+		if f == nil {
+			return ""
+		}
+		return strconv.FormatFloat(*f, 'f', 1, 64)
+	},
 }
 
 // page is what every full page's frame shows.

@@ -69,6 +69,11 @@ func TestConsoleService(t *testing.T) {
 	tab := browse(t)
 	run(t, tab, "service page", chromedp.Navigate(base+"/service"), chromedp.WaitVisible(css(`#tags`)))
 	require.Contains(t, text(t, tab, `#tags`), "order")
+	// The rate as a number (a pointer given to printf printed %!f(*float64=0x...)).
+	draw("9")
+	run(t, tab, "service page again", chromedp.Navigate(base+"/service"), chromedp.WaitVisible(css(`#tags`)))
+	rate := eval(t, tab, "rate", chromedp.Evaluate[string](`document.querySelector("#tags tbody tr td:nth-child(3)").textContent`))
+	require.Regexp(t, `^\d+\.\d$`, rate)
 	require.Contains(t, text(t, tab, `#sources`), "closed")
 	require.NotContains(t, eval(t, tab, "page", chromedp.Evaluate[string](`document.documentElement.outerHTML`)), secret)
 }

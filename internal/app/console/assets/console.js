@@ -6,21 +6,49 @@
   const refresh = Number(document.body.dataset.refresh) || 2000;
 
   // Live parts: data-live="/part/..." is fetched again every
-  // data-every ms (default: the console's refresh) and replaced.
+  // data-every ms (default: the console's refresh) and replaced. A dead
+  // console must not look live: the footer says when the page last
+  // refreshed, and a banner says "not refreshed since" when a refresh
+  // fails or none has succeeded for three periods.
+  const stale = document.getElementById("stale");
+  const refreshed = document.getElementById("refreshed");
+  let lastOK = refreshed ? Number(refreshed.dataset.at) || Date.now() : Date.now();
+  let lastError = "";
+  const clock = (ms) => new Date(ms).toISOString().slice(11, 19) + " UTC";
+  function showStale() {
+    if (!stale) return;
+    stale.textContent = "Not refreshed since " + clock(lastOK) + (lastError ? ": " + lastError : "") + ". What this page shows may be out of date.";
+    stale.hidden = false;
+  }
   async function reload(el) {
     try {
       const r = await fetch(el.dataset.live, { cache: "no-store" });
+      if (!r.ok) throw new Error("the console answered " + r.status);
       const html = await r.text();
       if (html !== el.dataset.last) {
         el.innerHTML = html;
         el.dataset.last = html;
       }
-      el.dataset.updated = String(Date.now());
+      lastOK = Date.now();
+      lastError = "";
+      el.dataset.updated = String(lastOK);
+      delete el.dataset.error;
+      if (stale) stale.hidden = true;
+      if (refreshed) refreshed.textContent = "Refreshed " + clock(lastOK);
     } catch (e) {
-      el.dataset.error = String(e);
+      lastError = e instanceof TypeError ? "the console does not answer" : String(e.message || e);
+      el.dataset.error = lastError;
+      showStale();
     }
   }
-  document.querySelectorAll("[data-live]").forEach((el) => {
+  const lives = document.querySelectorAll("[data-live]");
+  if (lives.length > 0) {
+    const every = Math.max(...Array.from(lives, (el) => Number(el.dataset.every) || refresh));
+    setInterval(() => {
+      if (!document.hidden && Date.now() - lastOK > 3 * every) showStale();
+    }, every);
+  }
+  lives.forEach((el) => {
     const every = Number(el.dataset.every) || refresh;
     if (el.id === "service") reload(el);
     let busy = false;
