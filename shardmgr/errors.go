@@ -64,6 +64,11 @@ var (
 	// ErrCatalogDirty: a migration of the catalog (or a host's shardid
 	// schema) failed half way and must be repaired by hand.
 	ErrCatalogDirty = errors.New("catalog schema is dirty")
+	// ErrHostUnproven: a database does not prove it is the host's: it
+	// lacks the host's secret (shardid.host_secret) whose hash the
+	// catalog records, or its record belongs to a role that is neither
+	// the toolkit's nor a superuser (docs/operations.md#identity).
+	ErrHostUnproven = errors.New("the database does not prove it is the host's")
 )
 
 // ShardError is an error about one logical shard on one host.

@@ -24,7 +24,7 @@ const (
 	CatalogSchemaRouterOldest = 1
 	// HostSchema is the version of a host database's own record
 	// (shardid.host_info, shardid.local_shards) this binary writes.
-	HostSchema = 1
+	HostSchema = 2
 )
 
 // golang-migrate's version tables (migrations.Catalog.Table and

@@ -8,6 +8,7 @@ import (
 
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/hosts"
+	"github.com/shardid/shardid/shardmgr/install"
 	"github.com/shardid/shardid/shardmgr/migrate"
 	"github.com/shardid/shardid/shardmgr/rebalance"
 	"github.com/shardid/shardid/shardmgr/verify"
@@ -32,6 +33,9 @@ func TestHints(t *testing.T) {
 		{fmt.Errorf("host pg1: %w: %w: its system identifier is 2", hosts.ErrNotStandbyOf, hosts.ErrAnotherServer), "shardid host failover NAME --to DSN --new-server"},
 		{fmt.Errorf("host pg1: %w: %w: system identifier 2", hosts.ErrNotSameDatabase, hosts.ErrAnotherServer), "--new-server"},
 		{fmt.Errorf("host pg1: %w", hosts.ErrOldServerWritable), "stop the old server"},
+		{fmt.Errorf("%w: the catalog database h/x does not exist", install.ErrCatalogEmpty), "a mistyped database name?"},
+		{fmt.Errorf("%w: host pg1 records identity y", install.ErrOtherCatalog), "check its catalog DSN"},
+		{fmt.Errorf("host pg1: %w: it does not hold the host's secret", shardmgr.ErrHostUnproven), "point the host at its own database"},
 	} {
 		require.Contains(t, errorWithHint(tc.err), tc.want, "%v", tc.err)
 	}

@@ -77,36 +77,6 @@ func checkHostsDistinct(ctx context.Context, c *cluster.Cluster) error {
 	return fmt.Errorf("%w: %s: %s (give each host a database of its own)", shardmgr.ErrConfig, cfg.Path, strings.Join(probs, "; "))
 }
 
-// checkHostRecords reads each host's own record (shardid.host_info),
-// where there is one, and refuses a database that belongs to another
-// cluster or is recorded as another host: Init checks this before it
-// records anything in the catalog.
-func checkHostRecords(ctx context.Context, c *cluster.Cluster) error {
-	cfg := c.Config()
-	var probs []string
-	for _, h := range cfg.Hosts {
-		conn, err := acquire(ctx, c, h.Name)
-		if err != nil {
-			return fmt.Errorf("host %s: %w", h.Name, err)
-		}
-		cluster, name, err := readHostInfo(ctx, conn.Conn())
-		conn.Release()
-		if err != nil {
-			return fmt.Errorf("host %s: read its record: %w", h.Name, err)
-		}
-		if cluster == "" {
-			continue // not a shardid host yet
-		}
-		if cluster != cfg.Cluster || name != h.Name {
-			probs = append(probs, fmt.Sprintf("host %s: its database belongs to cluster %q as host %q", h.Name, cluster, name))
-		}
-	}
-	if len(probs) > 0 {
-		return fmt.Errorf("%w: %s", shardmgr.ErrClusterMismatch, strings.Join(probs, "; "))
-	}
-	return nil
-}
-
 // readHostInfo returns the cluster and host name a database records
 // about itself, or "" when it records nothing.
 func readHostInfo(ctx context.Context, conn *pgx.Conn) (cluster, name string, err error) {

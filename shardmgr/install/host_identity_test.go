@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardid/shardid/internal/localpg"
@@ -91,8 +92,8 @@ func TestInitAcceptsClonedServers(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// A host database that belongs to another cluster is refused before the
-// catalog records anything.
+// A host database that belongs to another cluster is refused before
+// anything is created, the catalog's database included.
 func TestInitChecksHostRecordsFirst(t *testing.T) {
 	t.Parallel()
 	other := initCluster(t, 3)
@@ -101,7 +102,9 @@ func TestInitChecksHostRecordsFirst(t *testing.T) {
 	_, err := Init(clustertest.Ctx(t), clustertest.Handle(t, cfg), InitOptions{})
 	require.ErrorIs(t, err, shardmgr.ErrClusterMismatch)
 	require.ErrorContains(t, err, fmt.Sprintf("host pg3: its database belongs to cluster %q as host \"pg1\"", other.Cluster))
-	require.False(t, clustertest.TableExists(t, clustertest.Pool(t, cfg.Catalog), "shardid.cluster"))
+	pc, err := pgconn.ParseConfig(cfg.Catalog)
+	require.NoError(t, err)
+	require.False(t, databaseExists(t, pgtest.Servers(t, 3)[0].DSN("postgres"), pc.Database), "init created the catalog database")
 }
 
 // Several first-time inits at once: every database and the catalog are

@@ -146,6 +146,13 @@ func Init(ctx context.Context, c *cluster.Cluster, opts InitOptions) (*InitResul
 		return nil, err
 	}
 
+	// A catalog that cannot be the hosts' own (a mistyped address, one
+	// emptied by a failed restore, another cluster's) is refused before
+	// anything is created.
+	if err := checkCatalogOwnsHosts(ctx, c); err != nil {
+		return nil, err
+	}
+
 	// Databases first: the catalog and every host.
 	dbs, err := ensureDatabases(ctx, c, log)
 	if err != nil {
@@ -154,12 +161,10 @@ func Init(ctx context.Context, c *cluster.Cluster, opts InitOptions) (*InitResul
 	res.CreatedDatabases = dbs
 
 	// Every host is checked before the catalog records anything: two
-	// names for one database, or a database that belongs to another
-	// cluster or host, would leave a map that no command could repair.
+	// names for one database would leave a map that no command could
+	// repair (a database that belongs to another cluster or host was
+	// refused above, before anything was created).
 	if err := checkHostsDistinct(ctx, c); err != nil {
-		return nil, err
-	}
-	if err := checkHostRecords(ctx, c); err != nil {
 		return nil, err
 	}
 
@@ -197,7 +202,11 @@ func Init(ctx context.Context, c *cluster.Cluster, opts InitOptions) (*InitResul
 		log.Info("catalog", "change", c, "generation", m.Generation)
 	}
 
-	failures, present, err := installShards(ctx, c, m, opts, res)
+	identity, err := readClusterIdentity(ctx, catalog)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: read the cluster identity: %w", err)
+	}
+	failures, present, err := installShards(ctx, c, m, identity, opts, res)
 	if err != nil {
 		return nil, err
 	}
@@ -314,7 +323,7 @@ func ensureDatabases(ctx context.Context, c *cluster.Cluster, log *slog.Logger) 
 // host that fails as a whole (its record, its connection) fails its own
 // shards only: the other hosts finish, and the failure is reported with
 // the rest at the end. Only the context's end is the error.
-func installShards(ctx context.Context, c *cluster.Cluster, m *shardmgr.ShardMap, opts InitOptions, res *InitResult) (failures []error, present []int, err error) {
+func installShards(ctx context.Context, c *cluster.Cluster, m *shardmgr.ShardMap, identity string, opts InitOptions, res *InitResult) (failures []error, present []int, err error) {
 	var (
 		mu   sync.Mutex
 		done int
@@ -341,7 +350,7 @@ func installShards(ctx context.Context, c *cluster.Cluster, m *shardmgr.ShardMap
 	var wg sync.WaitGroup
 	for _, h := range c.Config().Hosts {
 		wg.Go(func() {
-			if err := installHost(ctx, c, m, h, opts.Workers, progress); err != nil && ctx.Err() == nil {
+			if err := installHost(ctx, c, m, h, identity, opts.Workers, progress); err != nil && ctx.Err() == nil {
 				mu.Lock()
 				defer mu.Unlock()
 				for _, id := range m.ShardsOn(h.Name) {
@@ -538,7 +547,7 @@ func reconcileCatalog(ctx context.Context, tx pgx.Tx, cfg *shardmgr.Config, cur 
 // installHost writes host h's record and installs the generators of the
 // shards the map places on it, with workers connections. Per-shard
 // failures go to progress; host-wide ones are returned.
-func installHost(ctx context.Context, c *cluster.Cluster, m *shardmgr.ShardMap, h shardmgr.Host, workers int, progress func(id int, present, installed bool, err error)) error {
+func installHost(ctx context.Context, c *cluster.Cluster, m *shardmgr.ShardMap, h shardmgr.Host, identity string, workers int, progress func(id int, present, installed bool, err error)) error {
 	mine := m.ShardsOn(h.Name)
 	mc, err := c.HostConnConfig(h.Name, cluster.Session{})
 	if err != nil {
@@ -561,6 +570,13 @@ func installHost(ctx context.Context, c *cluster.Cluster, m *shardmgr.ShardMap, 
 	}
 	if cluster != cfg.Cluster || name != h.Name {
 		return fmt.Errorf("host %s: %w: its database belongs to cluster %q as host %q", h.Name, shardmgr.ErrClusterMismatch, cluster, name)
+	}
+	catPool, err := c.CatalogPool(ctx)
+	if err != nil {
+		return err
+	}
+	if err := recordHostIdentity(ctx, pool, catPool, h.Name, identity); err != nil {
+		return fmt.Errorf("host %s: %w", h.Name, err)
 	}
 
 	if err := ensureExtension(ctx, pool, cfg.Generator); err != nil {

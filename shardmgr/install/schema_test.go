@@ -23,9 +23,9 @@ func TestInitRefusesHostSchemaItDoesNotKnow(t *testing.T) {
 		text      string
 	}{
 		{"newer", "UPDATE shardid.host_migrations SET version = version + 1", shardmgr.ErrCatalogTooNew,
-			"host pg2's shardid schema was upgraded to schema 2 by a newer shardid; this binary knows 1"},
+			fmt.Sprintf("host pg2's shardid schema was upgraded to schema %d by a newer shardid; this binary knows %d", shardmgr.HostSchema+1, shardmgr.HostSchema)},
 		{"dirty", "UPDATE shardid.host_migrations SET dirty = true", shardmgr.ErrCatalogDirty,
-			"host pg2's shardid schema is dirty at schema 1: migration 1 failed half way; this binary knows 1"},
+			fmt.Sprintf("host pg2's shardid schema is dirty at schema %[1]d: migration %[1]d failed half way; this binary knows %[1]d", shardmgr.HostSchema)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 	shsql "github.com/shardid/shardid/sql"
 )
@@ -42,8 +43,8 @@ func TestVerifyReportsSchemaVersions(t *testing.T) {
 	want := map[string]string{
 		fmt.Sprintf("generator 1 %s", m.Shards[1].Host): fmt.Sprintf("shard_0001.next_id() is generator v%d, older than the v%d this binary installs", shsql.Version-1, shsql.Version),
 		fmt.Sprintf("generator 4 %s", m.Shards[4].Host): fmt.Sprintf("shard_0004.next_id() is generator v%d, installed by a newer shardid; this binary knows v%d (upgrade the binary)", shsql.Version+1, shsql.Version),
-		"host-record -1 pg2":                            "host pg2's shardid schema was upgraded to schema 2 by a newer shardid; this binary knows 1 (upgrade the binary)",
-		"host-record -1 pg3":                            "host pg3's shardid schema is dirty at schema 1: migration 1 failed half way; this binary knows 1 (repair it by hand: docs/upgrading.md)",
+		"host-record -1 pg2":                            fmt.Sprintf("host pg2's shardid schema was upgraded to schema %d by a newer shardid; this binary knows %d (upgrade the binary)", shardmgr.HostSchema+1, shardmgr.HostSchema),
+		"host-record -1 pg3":                            fmt.Sprintf("host pg3's shardid schema is dirty at schema %[1]d: migration %[1]d failed half way; this binary knows %[1]d (repair it by hand: docs/upgrading.md)", shardmgr.HostSchema),
 	}
 	for k, v := range want {
 		require.Equal(t, v, got[k], "%s; problems: %v", k, rep.Problems)
