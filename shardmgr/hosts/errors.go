@@ -46,8 +46,9 @@ var (
 	// recorded system identifier (the host's server, or a standby of it):
 	// not another server; the checks of a plain failover apply.
 	ErrSameServer = errors.New("the new server has the recorded system identifier")
-	// ErrOldServerWritable: Failover with NewServer while the host's
-	// server at its recorded DSN still accepts writes (not in recovery):
-	// two primaries of one host would hand out the same ids.
+	// ErrOldServerWritable: Failover (to a promoted standby, or with
+	// NewServer) while the host's server at its old DSN still answers as
+	// a primary (not in recovery): two primaries of one host would take
+	// writes and hand out the same ids.
 	ErrOldServerWritable = errors.New("the host's old server still accepts writes")
 )

@@ -118,13 +118,16 @@ type ShardAdvance struct {
 // Failover points host name at the promoted standby opts.To of its
 // server. It checks that opts.To is that standby, promoted (same system
 // identifier as the catalog recorded, out of recovery, a newer timeline,
-// its own record naming this cluster and host), and that no move of the
+// its own record naming this cluster and host, owned by the toolkit's
+// role or a superuser, and the host's secret, whose hash the catalog
+// records: shardmgr.ErrHostUnproven otherwise), and that no move of the
 // host's shards is unfinished; then it advances every shard's counter on
 // it past the bound (docs/uniqueness.md#failover), and only then records
 // the new server in the catalog (a new generation, which routers follow)
 // and its DSN in the cluster file, together, as SetDSN does (a failed
-// change leaves both as they were). The old primary must be down: the
-// command cannot stop it.
+// change leaves both as they were). The old primary must be down (or a
+// standby): while the host's old DSN answers as a primary, Failover
+// refuses (ErrOldServerWritable); the command cannot stop it.
 //
 // With opts.NewServer, opts.To is instead the host's database restored
 // onto another server (checkNewServer): the counters are advanced the same
@@ -199,9 +202,15 @@ func Failover(ctx context.Context, c *cluster.Cluster, name string, opts Failove
 		return nil, fmt.Errorf("host %s: new server: %w", name, err)
 	}
 	if opts.NewServer {
-		err = checkNewServer(ctx, conn, cfg.Cluster, name, rec, id, oh.DSN)
+		err = checkNewServer(ctx, conn, cfg.Cluster, name, rec, id)
 	} else {
 		err = checkPromotedStandby(ctx, conn, cfg.Cluster, name, rec, id)
+	}
+	if err == nil {
+		err = checkOldStopped(ctx, conn, oh.DSN)
+	}
+	if err == nil {
+		err = checkSecret(ctx, catPool, conn, name)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("host %s: %w", name, err)

@@ -15,22 +15,27 @@ import (
 // of recovery, have a system identifier other than the recorded one (the
 // recorded server and its standbys take the plain failover, whose checks
 // are stronger), and its database must record itself as this host of
-// this cluster. The server at the host's old DSN (oldDSN, the cluster
-// file's) must not answer, or be in recovery, or be the new server
-// itself (the old address reused): a primary there would hand out ids
-// beside the new one. Only the system identifier and timeline checks of
+// this cluster. The old server must be stopped, as for every failover
+// (checkOldStopped). Only the system identifier and timeline checks of
 // checkPromotedStandby are skipped; the counters are advanced the same
 // way, which covers a restored copy too (docs/uniqueness.md#failover).
-func checkNewServer(ctx context.Context, conn *pgx.Conn, clusterName, name string, rec catalog.HostIdentity, id pg.ServerIdentity, oldDSN string) error {
+func checkNewServer(ctx context.Context, conn *pgx.Conn, clusterName, name string, rec catalog.HostIdentity, id pg.ServerIdentity) error {
 	if id.InRecovery {
 		return fmt.Errorf("%w: it is a standby, in recovery", ErrNotPromoted)
 	}
 	if id.SystemIdentifier == *rec.SystemIdentifier {
 		return fmt.Errorf("%w: %s: the host's server or a standby of it, not another server", ErrSameServer, id.SystemIdentifier)
 	}
-	if err := checkHostRecord(ctx, conn, clusterName, name); err != nil {
-		return err
-	}
+	return checkHostRecord(ctx, conn, clusterName, name)
+}
+
+// checkOldStopped refuses a failover while the server at the host's old
+// DSN (oldDSN, the cluster file's) still answers as a primary (not in
+// recovery), unless it is the new server itself (the old address now
+// reaches it: a moved virtual address, a multi-host DSN): two primaries of
+// one host would take writes and hand out the same ids. The command
+// cannot stop it; the operator must.
+func checkOldStopped(ctx context.Context, conn *pgx.Conn, oldDSN string) error {
 	oldConn, err := connect(ctx, oldDSN, DefaultProbeTimeout)
 	if err != nil {
 		return nil // the old server is gone
@@ -39,7 +44,9 @@ func checkNewServer(ctx context.Context, conn *pgx.Conn, clusterName, name strin
 	pctx, cancel := context.WithTimeout(ctx, DefaultProbeTimeout)
 	defer cancel()
 	var inRecovery bool
-	if err := oldConn.QueryRow(pctx, `SELECT pg_catalog.pg_is_in_recovery()`).Scan(&inRecovery); err != nil {
+	var addr string
+	if err := oldConn.QueryRow(pctx, `SELECT pg_catalog.pg_is_in_recovery(),
+			coalesce(pg_catalog.host(pg_catalog.inet_server_addr()) || ':' || pg_catalog.inet_server_port(), 'local socket')`).Scan(&inRecovery, &addr); err != nil {
 		return fmt.Errorf("the old DSN answers, but: %w", err)
 	}
 	if inRecovery {
@@ -50,7 +57,7 @@ func checkNewServer(ctx context.Context, conn *pgx.Conn, clusterName, name strin
 		return fmt.Errorf("compare the old and the new server: %w", err)
 	}
 	if !same {
-		return fmt.Errorf("%w: the server at the host's old DSN answers as a primary, beside the new one", ErrOldServerWritable)
+		return fmt.Errorf("%w: the server at the host's old DSN (%s) still answers as a primary (not in recovery), beside the new one: stop it (or make it a standby) first", ErrOldServerWritable, addr)
 	}
 	return nil
 }

@@ -84,7 +84,10 @@ func TestFailoverRefusesAnotherServer(t *testing.T) {
 
 	// A session on the promoted server holding a shard's generator lock
 	// stops the advance within LockWait, and the error names it; the
-	// catalog records nothing.
+	// catalog records nothing. The old primary stops first: while it
+	// answers as a primary, every failover is refused before the advance
+	// (TestFailoverRefusedWhileTheOldPrimaryRuns).
+	require.NoError(t, r.primary.Halt())
 	holder, err := pgx.Connect(ctx, r.standbyDSN)
 	require.NoError(t, err)
 	defer holder.Close(ctx)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	"github.com/shardid/shardid/shardmgr/internal/hostrecords"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
@@ -164,4 +165,24 @@ func readMoveSlots(ctx context.Context, q pg.Querier) ([]MoveReplication, error)
 		return nil, fmt.Errorf("read the moves' replication slots: %w", err)
 	}
 	return out, nil
+}
+
+// checkSecret refuses a database (behind conn) that does not prove it is
+// host name's: its record must belong to the toolkit's role (the
+// session's) or a superuser, and it must hold the host's secret, whose
+// hash the catalog (cat) records (init writes both). A role that forges
+// shardid.host_info in a database of its own, with the right cluster and
+// host name, fails both. A host whose secret the catalog has not
+// recorded is ErrNotIdentified (init records it).
+func checkSecret(ctx context.Context, cat, conn pg.Querier, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, DefaultProbeTimeout)
+	defer cancel()
+	want, err := catalog.ReadHostSecretHash(ctx, cat, name)
+	if err != nil {
+		return fmt.Errorf("catalog: read the host's secret's hash: %w", err)
+	}
+	if want == nil {
+		return fmt.Errorf("%w: the catalog records no secret for the host", ErrNotIdentified)
+	}
+	return hostrecords.CheckSecret(ctx, conn, want)
 }

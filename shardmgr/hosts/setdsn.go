@@ -60,6 +60,10 @@ type SetDSNOptions struct {
 //     database name, and the old server, if it still accepts writes, is
 //     the very database the new address reaches: two primaries of one host
 //     are refused;
+//   - its database holds the host's secret, whose hash the catalog
+//     records, and its record belongs to the toolkit's role or a
+//     superuser (shardmgr.ErrHostUnproven otherwise): a record another
+//     role forged in a database of its own is refused;
 //   - it is the very server the catalog recorded for the host: the same
 //     system identifier, on the recorded timeline. A newer timeline (a
 //     promoted standby) is ErrNeedsFailover: Failover advances the
@@ -125,6 +129,9 @@ func SetDSN(ctx context.Context, c *cluster.Cluster, name, dsn string, opts SetD
 	}
 	if err := checkRecorded(ctx, cat, name, ns); err != nil {
 		return nil, fmt.Errorf("host %s: %w", name, err)
+	}
+	if err := checkSecret(ctx, cat, newConn, name); err != nil {
+		return nil, fmt.Errorf("host %s: the database at the new DSN (%s on %s): %w", name, ns.Database, ns.Address, err)
 	}
 	// Nothing to do only when both the file and the catalog have it (a
 	// file edited by hand before, without init, still updates the
