@@ -21,6 +21,10 @@ const (
 	kindReadOnly = "read-only"
 	kindIncoming = "incoming" // the target of a move in progress
 	kindRetained = "retained" // an old copy a finished move keeps
+	// kindProblem is a shard the console's last verify run (/api/verify)
+	// named in a problem: a stray copy, a missing generator, a stale
+	// catalog. It stays until a later run no longer names it.
+	kindProblem = "problem"
 )
 
 // mapView is the map page's data.
@@ -85,7 +89,7 @@ func (s *Console) mapView(ctx context.Context) (*mapView, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := layoutMap(s.c.Config(), st, kept)
+	v := layoutMap(s.c.Config(), st, kept, s.verifyNamed())
 	byName := map[string]hosts.Host{}
 	for _, h := range list {
 		byName[h.Name] = h
@@ -158,9 +162,29 @@ func readMapOf(c *cluster.Cluster) func(ctx context.Context) (*install.Status, [
 	}
 }
 
-// layoutMap lays a status out as strips; it reads nothing, so that its
-// cost can be measured on a synthetic map of any size.
-func layoutMap(cfg *shardmgr.Config, st *install.Status, kept []rebalance.KeptCopy) *mapView {
+// verifyNamed is the shards the console's last verify run named in a
+// problem (not in a note); nil before a run.
+func (s *Console) verifyNamed() map[int]bool {
+	s.mu.Lock()
+	last := s.lastVerify
+	s.mu.Unlock()
+	if last == nil || last.Report == nil {
+		return nil
+	}
+	named := map[int]bool{}
+	for _, p := range last.Report.Problems {
+		if p.Shard >= 0 {
+			named[p.Shard] = true
+		}
+	}
+	return named
+}
+
+// layoutMap lays a status out as strips, the shards in named (the last
+// verify's problems) as kindProblem on the host the catalog places them
+// on; it reads nothing, so that its cost can be measured on a synthetic
+// map of any size.
+func layoutMap(cfg *shardmgr.Config, st *install.Status, kept []rebalance.KeptCopy, named map[int]bool) *mapView {
 	n := len(st.Shards)
 	v := &mapView{Generation: st.Generation, Shards: n, Moves: st.Moves, Retained: len(kept), Counts: map[string]int{}}
 	incoming := map[string][]int{}
@@ -182,17 +206,19 @@ func layoutMap(cfg *shardmgr.Config, st *install.Status, kept []rebalance.KeptCo
 		byKind := map[string][]int{}
 		for _, id := range h.Shards {
 			k := kindActive
-			switch st.Shards[id].State {
-			case shardmgr.StateMoving:
+			switch {
+			case named[id]:
+				k = kindProblem
+			case st.Shards[id].State == shardmgr.StateMoving:
 				k = kindMoving
-			case shardmgr.StateReadOnly:
+			case st.Shards[id].State == shardmgr.StateReadOnly:
 				k = kindReadOnly
 			}
 			byKind[k] = append(byKind[k], id)
 		}
 		byKind[kindIncoming] = incoming[h.Name]
 		byKind[kindRetained] = retained[h.Name]
-		for _, k := range []string{kindActive, kindMoving, kindReadOnly, kindIncoming, kindRetained} {
+		for _, k := range []string{kindProblem, kindActive, kindMoving, kindReadOnly, kindIncoming, kindRetained} {
 			ids := byKind[k]
 			slices.Sort(ids)
 			if len(ids) == 0 {
