@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -354,6 +356,9 @@ func (r *Router) newPool(ctx context.Context, h CatalogHost) (*pgxpool.Pool, err
 	if app {
 		r.adaptToPooler(ctx, h.Name, dsn, cfg)
 	}
+	if !strings.Contains(dsn, "pool_max_conns") {
+		cfg.MaxConns = DefaultHostPoolSize()
+	}
 	if r.opts.poolConfig != nil {
 		r.opts.poolConfig(h.Name, cfg)
 	}
@@ -365,6 +370,13 @@ func (r *Router) newPool(ctx context.Context, h CatalogHost) (*pgxpool.Pool, err
 	}
 	return p, nil
 }
+
+// DefaultHostPoolSize is the router's pool size per host unless the DSN
+// says (pool_max_conns) or WithPoolConfig sets MaxConns: 8, or twice the
+// machine's CPUs where that is more. pgxpool's own default, 4 on a
+// 2-CPU machine, left single-statement writers queueing for a connection
+// (docs/benchmarks.md#the-router-single-statements-against-a-bare-pgxpool).
+func DefaultHostPoolSize() int32 { return int32(max(8, 2*runtime.NumCPU())) }
 
 // Map returns the router's current map. Callers must not modify it.
 func (r *Router) Map() *ShardMap {

@@ -15,7 +15,8 @@ const (
 	retryMaxPause   = 500 * time.Millisecond
 )
 
-// WithRetryMoving makes Tx, ReadTx, TxForID and ReadTxForID wait out a
+// WithRetryMoving makes Tx, ReadTx, TxForID, ReadTxForID, Exec and
+// QueryRow wait out a
 // move's cut-over instead of returning ErrShardMoving at once: they run
 // fn again, on the map reloaded from the catalog, for up to wait (and
 // never past ctx), then return the last ErrShardMoving. An online move
@@ -34,7 +35,13 @@ func WithRetryMoving(wait time.Duration) RouterOption {
 // tx runs fn as txOnce does, retrying while the shard is moving for as
 // long as WithRetryMoving allows.
 func (r *Router) tx(ctx context.Context, id int, write bool, fn func(ctx context.Context, tx pgx.Tx, s Shard) error) error {
-	err := r.txOnce(ctx, id, write, fn)
+	return r.untilMoved(ctx, func() error { return r.txOnce(ctx, id, write, fn) })
+}
+
+// untilMoved runs once, and again while it fails with ErrShardMoving, for
+// as long as WithRetryMoving allows.
+func (r *Router) untilMoved(ctx context.Context, once func() error) error {
+	err := once()
 	wait := r.opts.retryMoving
 	if wait <= 0 || !errors.Is(err, ErrShardMoving) {
 		return err
@@ -57,7 +64,7 @@ func (r *Router) tx(ctx context.Context, id int, write bool, fn func(ctx context
 		// The flip (or the move's undo) is in the catalog before the
 		// shard takes writes again: read it now, not at the next refresh.
 		r.reloadNow(ctx)
-		err = r.txOnce(ctx, id, write, fn)
+		err = once()
 	}
 	return err
 }
