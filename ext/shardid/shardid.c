@@ -51,7 +51,11 @@
 PG_MODULE_MAGIC;
 
 #define SHARDID_SEQ_MAGIC 0x1717	/* sequence.c's SEQ_MAGIC */
-#define SHARDID_VERSION 2			/* sql.Version: the marker this reads */
+#define SHARDID_VERSION 3			/* sql.Version: the marker this reads */
+#define SHARDID_VERSION_MIN 2		/* v2's marker has the same form: a C
+									 * generator installed by the release
+									 * before keeps working until init
+									 * upgrades it */
 #define SHARDID_LAG_MS 1			/* sql.Params.LagMS's default */
 
 void		_PG_init(void);
@@ -262,7 +266,7 @@ load_layout(Oid fn, layout *l)
 	n = comment == NULL ? 0 :
 		sscanf(comment, "shardid generator v%d variant=%31s shard=%d epoch=%lld layout=%d/%d/%d",
 			   &version, variant, &shard, &epoch, &timebits, &l->shardbits, &l->seqbits);
-	if (n != 7 || version != SHARDID_VERSION || strcmp(variant, "safe") != 0 ||
+	if (n != 7 || version < SHARDID_VERSION_MIN || version > SHARDID_VERSION || strcmp(variant, "safe") != 0 ||
 		l->seqbits < 1 || l->shardbits < 1 || timebits < 2 ||
 		(timebits + l->shardbits + l->seqbits != 63 && timebits + l->shardbits + l->seqbits != 64) ||
 		shard < 0 || shard >= (1 << l->shardbits) || epoch < 0)
