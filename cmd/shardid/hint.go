@@ -59,6 +59,8 @@ var hints = []struct {
 	{is(rebalance.ErrMigrationFailed), "see shardid migrate status"},
 	{is(rebalance.ErrTargetOccupied), "see shardid verify"},
 	{is(rebalance.ErrNoReplicaIdentity), "use --mode offline"},
+	{is(rebalance.ErrUnloggedTable), "use --mode offline, or ALTER TABLE ... SET LOGGED"},
+	{is(rebalance.ErrConnInfoPasswordNeeded), "drop --conninfo-password=omit, or run the move as a superuser on the target"},
 	{is(rebalance.ErrMissingRole), "create the role on that host with the same name, then run the move again (or shardid rebalance abort)"},
 	{is(rebalance.ErrForeignOwner), "only the role that runs moves may own the fence: see docs/rebalance.md, The fence"},
 	{is(rebalance.ErrCatchupTimeout), "raise --catchup-timeout, or move while the shard takes fewer writes"},

@@ -36,6 +36,8 @@ func TestHints(t *testing.T) {
 		{fmt.Errorf("%w: the catalog database h/x does not exist", install.ErrCatalogEmpty), "a mistyped database name?"},
 		{fmt.Errorf("%w: host pg1 records identity y", install.ErrOtherCatalog), "check its catalog DSN"},
 		{fmt.Errorf("host pg1: %w: it does not hold the host's secret", shardmgr.ErrHostUnproven), "point the host at its own database"},
+		{fmt.Errorf("shard 1: %w: t", rebalance.ErrUnloggedTable), "SET LOGGED"},
+		{fmt.Errorf("target pg4: %w: role r", rebalance.ErrConnInfoPasswordNeeded), "--conninfo-password=omit"},
 	} {
 		require.Contains(t, errorWithHint(tc.err), tc.want, "%v", tc.err)
 	}

@@ -156,6 +156,9 @@ type moveFlags struct {
 	keep time.Duration
 	// catchupTimeout bounds an online move's catch-up.
 	catchupTimeout time.Duration
+	// conninfoPassword: include or omit the source's password in the
+	// subscription's conninfo.
+	conninfoPassword string
 }
 
 func (f *moveFlags) add(cmd *cobra.Command) {
@@ -163,6 +166,7 @@ func (f *moveFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.dir, "dir", "", "directory of the shards' tern migrations, needed when they were migrated (default: the cluster file's migrations:)")
 	cmd.Flags().DurationVar(&f.keep, "keep", rebalance.DefaultKeep, "keep the old copy, renamed and fenced, this long (0: drop it at once)")
 	cmd.Flags().DurationVar(&f.catchupTimeout, "catchup-timeout", rebalance.DefaultCatchupTimeout, "fail an online move whose target has not caught up with the source by then (it stays resumable)")
+	cmd.Flags().StringVar(&f.conninfoPassword, "conninfo-password", "include", "include or omit the source's password in an online move's subscription (omit: the target's server uses its own .pgpass or a certificate; needs a superuser on the target)")
 }
 
 // options are the move options the flags say; the migrations directory
@@ -181,6 +185,13 @@ func (f *moveFlags) options(cmd *cobra.Command, configPath string) (rebalance.Mo
 		return o, usagef("--catchup-timeout must be positive")
 	}
 	o.CatchupTimeout = f.catchupTimeout
+	switch f.conninfoPassword {
+	case "include":
+	case "omit":
+		o.ConnInfoPassword = rebalance.ConnInfoPasswordOmit
+	default:
+		return o, usagef("--conninfo-password %q: want include or omit", f.conninfoPassword)
+	}
 	dir, err := migrationDir(cmd, f.dir, configPath)
 	if err != nil {
 		return o, err

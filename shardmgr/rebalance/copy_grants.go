@@ -63,9 +63,13 @@ func (mo *mover) sourceGrants(ctx context.Context, mv *move) (*grants.Schema, er
 }
 
 // carryGrants gives the target's copy what src, the source's, carries:
-// an application keeps its rights on the shard across the flip.
+// an application keeps its rights on the shard across the flip. The user
+// triggers are the copy's to make, after the rows are in
+// (copy_deferred.go): here the target is left with none.
 func (mo *mover) carryGrants(ctx context.Context, mv *move, src *grants.Schema) error {
-	err := pgx.BeginFunc(ctx, mv.dst, func(tx pgx.Tx) error { return grants.Carry(ctx, tx, src, shardToolkit) })
+	carried := *src
+	carried.Triggers = nil
+	err := pgx.BeginFunc(ctx, mv.dst, func(tx pgx.Tx) error { return grants.Carry(ctx, tx, &carried, shardToolkit) })
 	if err != nil {
 		return fmt.Errorf("target %s: carry the shard's grants: %w", mv.To, err)
 	}

@@ -137,15 +137,23 @@ func deferredIndexes(ctx context.Context, q shardmgr.Querier, schema string, tab
 
 // copyAtSnapshot fills the target's tables with the source's rows as
 // snapshot sees them: it empties them and drops their deferred indexes,
-// copies the tables (copyTables at once), then builds the indexes. It
-// returns the rows copied.
+// foreign keys and user triggers, copies the tables (copyTables at once),
+// then builds the indexes and makes the foreign keys and triggers
+// (copy_deferred.go). It returns the rows copied.
 func (mo *mover) copyAtSnapshot(ctx context.Context, mv *move, snapshot string, tables []string) (int64, error) {
 	indexes, err := deferredIndexes(ctx, mv.src, mv.Schema, tables)
 	if err != nil {
 		return 0, fmt.Errorf("source %s: %w", mv.From, err)
 	}
+	deferred, err := readDeferred(ctx, mv.src, mv.Schema)
+	if err != nil {
+		return 0, fmt.Errorf("source %s: %w", mv.From, err)
+	}
 	err = pgx.BeginFunc(ctx, mv.dst, func(tx pgx.Tx) error {
 		if err := fence.Pass(ctx, tx); err != nil {
+			return err
+		}
+		if err := deferred.drop(ctx, tx); err != nil {
 			return err
 		}
 		for _, ix := range indexes {
@@ -221,6 +229,9 @@ func (mo *mover) copyAtSnapshot(ctx context.Context, mv *move, snapshot string, 
 	if err := buildIndexes(ctx, mv.dst, indexes); err != nil {
 		return 0, fmt.Errorf("target %s: build the indexes after the copy: %w", mv.To, err)
 	}
+	if err := deferred.create(ctx, mv.dst); err != nil {
+		return 0, fmt.Errorf("target %s: after the copy: %w", mv.To, err)
+	}
 	mo.log.Info("copied at the slot's snapshot", "id", mv.ID, "tables", len(tables), "pieces", len(pieces), "rows", rows,
 		"copy", t1.Sub(t0), "indexes", len(indexes), "build", time.Since(t1))
 	return rows, nil
@@ -280,6 +291,60 @@ func copyColumns(ctx context.Context, q shardmgr.Querier, schema, table string) 
 		return "", err
 	}
 	return strings.Join(cols, ", "), nil
+}
+
+// copySQL is how one table is copied: the statements on each side and
+// the settings both sessions take first.
+type copySQL struct {
+	out, in  string
+	settings [][2]string
+}
+
+// copyTextSettings fix the text COPY writes and reads on both hosts: the
+// same text means the same value (a regclass names its schema).
+var copyTextSettings = [][2]string{
+	{"DateStyle", "ISO, MDY"}, {"IntervalStyle", "postgres"}, {"extra_float_digits", "3"},
+	{"bytea_output", "hex"}, {"TimeZone", "UTC"}, {"search_path", "pg_catalog, pg_temp"},
+}
+
+// copyStatements builds the COPY statements of table (limited to where,
+// when not empty): in binary format, column by name, unless a column
+// holds OIDs (oidColumns: binary COPY sends a regclass as the source's
+// OID, which names another relation, or none, on the target), which is
+// copied as text.
+func copyStatements(ctx context.Context, q shardmgr.Querier, schema, table, where string) (copySQL, error) {
+	list, err := copyColumns(ctx, q, schema, table)
+	if err != nil {
+		return copySQL{}, err
+	}
+	qt := pgx.Identifier{schema, table}.Sanitize()
+	byOID, err := oidColumns(ctx, q, qt)
+	if err != nil {
+		return copySQL{}, err
+	}
+	format, settings := "binary", [][2]string(nil)
+	if byOID {
+		format, settings = "text", copyTextSettings
+	}
+	filter := ""
+	if where != "" {
+		filter = " WHERE " + where
+	}
+	return copySQL{
+		out:      fmt.Sprintf(`COPY (SELECT %s FROM ONLY %s%s) TO STDOUT (FORMAT %s)`, list, qt, filter, format),
+		in:       fmt.Sprintf(`COPY %s (%s) FROM STDIN (FORMAT %s)`, qt, list, format),
+		settings: settings,
+	}, nil
+}
+
+// apply sets c's settings in the transaction tx is in.
+func (c copySQL) apply(ctx context.Context, tx pg.Execer) error {
+	for _, set := range c.settings {
+		if _, err := tx.Exec(ctx, `SELECT pg_catalog.set_config($1, $2, true)`, set[0], set[1]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // rangeCopyMinBytes is the size from which a table is copied in ranges
@@ -368,7 +433,7 @@ func copyTableAt(ctx context.Context, c *cluster.Cluster, from, to, schema, tabl
 	}
 	defer dst.Close(context.WithoutCancel(ctx))
 	release()
-	list, err := copyColumns(ctx, src, schema, table)
+	cs, err := copyStatements(ctx, src, schema, table, where)
 	if err != nil {
 		return 0, fmt.Errorf("source: %w", err)
 	}
@@ -380,19 +445,18 @@ func copyTableAt(ctx context.Context, c *cluster.Cluster, from, to, schema, tabl
 	if _, err := stx.Exec(ctx, `SET TRANSACTION SNAPSHOT `+pg.QuoteLiteral(snapshot)); err != nil {
 		return 0, fmt.Errorf("source: take the slot's snapshot: %w", err)
 	}
+	if err := cs.apply(ctx, stx); err != nil {
+		return 0, fmt.Errorf("source: %w", err)
+	}
 	var n int64
 	err = pgx.BeginFunc(ctx, dst, func(dtx pgx.Tx) error {
 		if err := fence.Pass(ctx, dtx); err != nil {
 			return err
 		}
-		qt := pgx.Identifier{schema, table}.Sanitize()
-		filter := ""
-		if where != "" {
-			filter = " WHERE " + where
+		if err := cs.apply(ctx, dtx); err != nil {
+			return err
 		}
-		n, err = pipeCopy(ctx, src.PgConn(), dst.PgConn(),
-			fmt.Sprintf(`COPY (SELECT %s FROM ONLY %s%s) TO STDOUT (FORMAT binary)`, list, qt, filter),
-			fmt.Sprintf(`COPY %s (%s) FROM STDIN (FORMAT binary)`, qt, list))
+		n, err = pipeCopy(ctx, src.PgConn(), dst.PgConn(), cs.out, cs.in)
 		return err
 	})
 	return n, err

@@ -2,13 +2,14 @@ package rebalance
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/shardid/shardid/shardmgr"
@@ -21,9 +22,35 @@ import (
 )
 
 // incomingComment marks a target schema as this move's, so that a resumed
-// or aborted move only ever touches its own copy.
+// or aborted move only ever touches its own copy. Anyone can read a
+// comment and predict its words: the mark that ends it is a digest of the
+// move's target token, which only the catalog holds, written when the
+// move creates the schema; ownTarget checks the schema's owner too.
 func incomingComment(rec *MoveRecord) string {
-	return fmt.Sprintf("shardid: incoming copy of shard %d, move %d from %s", rec.Shard, rec.ID, rec.From)
+	c := fmt.Sprintf("shardid: incoming copy of shard %d, move %d from %s", rec.Shard, rec.ID, rec.From)
+	if rec.targetToken != nil {
+		sum := sha256.Sum256([]byte("shardid move target\x00" + *rec.targetToken))
+		c += ", mark " + hex.EncodeToString(sum[:16])
+	}
+	return c
+}
+
+// ownTarget reports whether the target's schema of rec is the one this
+// move created: owned by the role the move runs as (the target's
+// current_user), with this move's comment and mark. A schema that is
+// missing is not.
+func ownTarget(ctx context.Context, dst shardmgr.Querier, rec *MoveRecord) (exists, ours bool, err error) {
+	var owner, me string
+	var comment *string
+	err = dst.QueryRow(ctx, `SELECT pg_catalog.pg_get_userbyid(n.nspowner), current_user, pg_catalog.obj_description(n.oid, 'pg_namespace')
+		FROM pg_catalog.pg_namespace n WHERE n.nspname = $1`, rec.Schema).Scan(&owner, &me, &comment)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, err
+	}
+	return true, owner == me && comment != nil && *comment == incomingComment(rec), nil
 }
 
 // dataTables are the shard's tables that hold application rows: all but
@@ -68,7 +95,11 @@ func (mo *mover) buildTarget(ctx context.Context, mv *move) error {
 			return err
 		}
 	}
-	if err := emptyTarget(ctx, mv, dstTables); err != nil {
+	deferred, err := readDeferred(ctx, mv.src, mv.Schema)
+	if err != nil {
+		return fmt.Errorf("source %s: %w", mv.From, err)
+	}
+	if err := emptyTarget(ctx, mv, dstTables, deferred); err != nil {
 		return err
 	}
 	if err := mo.carryGrants(ctx, mv, grants); err != nil {
@@ -124,12 +155,12 @@ func (mo *mover) checkSource(ctx context.Context, mv *move) (version int, counte
 // nothing, or this move's own copy.
 func (mo *mover) createTarget(ctx context.Context, mv *move, version int) error {
 	dst, schema := mv.dst, mv.Schema
-	comment, err := shardschema.SchemaComment(ctx, dst, schema)
+	exists, ours, err := ownTarget(ctx, dst, mv.MoveRecord)
 	if err != nil {
 		return fmt.Errorf("target %s: %w", mv.To, err)
 	}
-	if comment != nil && *comment != incomingComment(mv.MoveRecord) {
-		return fmt.Errorf("target %s: %w: a schema %s that this move did not make (a stray copy?); drop it or move the shard elsewhere", mv.To, ErrTargetOccupied, schema)
+	if exists && !ours {
+		return fmt.Errorf("target %s: %w: a schema %s that this move did not make (a stray copy, or made by another role); drop it or move the shard elsewhere", mv.To, ErrTargetOccupied, schema)
 	}
 	p := catalog.GeneratorParams(mo.m, mv.Shard)
 	p.Generator = mo.cfg.Generator // C where the target offers it (auto), as init installs
@@ -203,7 +234,7 @@ func sameTables(ctx context.Context, mv *move) (srcTables, dstTables []string, e
 }
 
 // replicaIdentities checks that every table of an online move can follow
-// changes: a primary key or a replica identity.
+// changes: a primary key or a replica identity, and logged.
 func replicaIdentities(ctx context.Context, mv *move, tables []string) error {
 	noKey, err := tablesWithoutIdentity(ctx, mv.src, []string{mv.Schema}, tables)
 	if err != nil {
@@ -212,16 +243,28 @@ func replicaIdentities(ctx context.Context, mv *move, tables []string) error {
 	if len(noKey[mv.Schema]) > 0 {
 		return fmt.Errorf("%w: %s", ErrNoReplicaIdentity, strings.Join(noKey[mv.Schema], ", "))
 	}
+	unlogged, err := unloggedTables(ctx, mv.src, []string{mv.Schema})
+	if err != nil {
+		return fmt.Errorf("source %s: %w", mv.From, err)
+	}
+	if len(unlogged[mv.Schema]) > 0 {
+		return fmt.Errorf("%w: %s", ErrUnloggedTable, strings.Join(unlogged[mv.Schema], ", "))
+	}
 	return nil
 }
 
 // emptyTarget empties the target's tables, which a migration may have
 // seeded (past the fence, which kept every other writer out): the copy
-// brings the source's rows. The fence is then put on every table.
-func emptyTarget(ctx context.Context, mv *move, tables []string) error {
+// brings the source's rows. The foreign keys and user triggers the
+// migrations made go first (copy_deferred.go: the copy makes them again
+// after the rows are in). The fence is then put on every table.
+func emptyTarget(ctx context.Context, mv *move, tables []string, deferred *deferredObjects) error {
 	schema := mv.Schema
 	err := pgx.BeginFunc(ctx, mv.dst, func(tx pgx.Tx) error {
 		if err := fence.Pass(ctx, tx); err != nil {
+			return err
+		}
+		if err := deferred.drop(ctx, tx); err != nil {
 			return err
 		}
 		if len(tables) > 0 {
@@ -250,10 +293,16 @@ func shardSize(ctx context.Context, q shardmgr.Querier, schema string) (int64, e
 }
 
 // copyOffline copies every table from the fenced source with COPY, in one
-// transaction on the target (a partitioned table leaf by leaf: rowTables).
+// transaction on the target (a partitioned table leaf by leaf: rowTables),
+// with the shard's foreign keys and user triggers made after the rows are
+// in (copy_deferred.go).
 func (mo *mover) copyOffline(ctx context.Context, mv *move) error {
 	src, dst := mv.src, mv.dst
 	tables, err := rowTables(ctx, src, mv.Schema)
+	if err != nil {
+		return fmt.Errorf("source %s: %w", mv.From, err)
+	}
+	deferred, err := readDeferred(ctx, src, mv.Schema)
 	if err != nil {
 		return fmt.Errorf("source %s: %w", mv.From, err)
 	}
@@ -262,19 +311,22 @@ func (mo *mover) copyOffline(ctx context.Context, mv *move) error {
 		if err := fence.Pass(ctx, tx); err != nil {
 			return err
 		}
+		if err := deferred.drop(ctx, tx); err != nil {
+			return err
+		}
 		for _, t := range tables {
 			qt := pgx.Identifier{mv.Schema, t}.Sanitize()
 			if _, err := tx.Exec(ctx, `TRUNCATE `+qt); err != nil {
 				return err
 			}
-			n, err := copyTable(ctx, src, tx.Conn().PgConn(), mv.Schema, t)
+			n, err := copyTable(ctx, src, tx, mv.Schema, t)
 			if err != nil {
 				return fmt.Errorf("copy %s: %w", qt, err)
 			}
 			rows += n
 			mo.progress(mv.MoveRecord, MoveProgress{Phase: PhaseCopy, Tables: len(tables), Rows: rows, Lag: -1})
 		}
-		return nil
+		return deferred.create(ctx, tx)
 	})
 	if err != nil {
 		return fmt.Errorf("target %s: %w", mv.To, err)
@@ -284,19 +336,23 @@ func (mo *mover) copyOffline(ctx context.Context, mv *move) error {
 }
 
 // copyTable streams one table from the source into the target with COPY
-// in binary format, column by name.
-func copyTable(ctx context.Context, src *pgxpool.Pool, dst *pgconn.PgConn, schema, table string) (int64, error) {
-	list, err := copyColumns(ctx, src, schema, table)
+// (copyStatements), the source's side in a transaction of its own, the
+// target's in tx.
+func copyTable(ctx context.Context, src *pgxpool.Pool, tx pgx.Tx, schema, table string) (int64, error) {
+	cs, err := copyStatements(ctx, src, schema, table, "")
 	if err != nil {
 		return 0, err
 	}
-	qt := pgx.Identifier{schema, table}.Sanitize()
-	conn, err := src.Acquire(ctx)
-	if err != nil {
+	if err := cs.apply(ctx, tx); err != nil {
 		return 0, err
 	}
-	defer conn.Release()
-	return pipeCopy(ctx, conn.Conn().PgConn(), dst,
-		fmt.Sprintf(`COPY (SELECT %s FROM ONLY %s) TO STDOUT (FORMAT binary)`, list, qt),
-		fmt.Sprintf(`COPY %s (%s) FROM STDIN (FORMAT binary)`, qt, list))
+	var n int64
+	err = pgx.BeginTxFunc(ctx, src, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(stx pgx.Tx) error {
+		if err := cs.apply(ctx, stx); err != nil {
+			return err
+		}
+		n, err = pipeCopy(ctx, stx.Conn().PgConn(), tx.Conn().PgConn(), cs.out, cs.in)
+		return err
+	})
+	return n, err
 }

@@ -27,6 +27,10 @@ func (mo *mover) prepareCutover(ctx context.Context, mv *move) (err error) {
 	if err := enableSubscription(ctx, dst, repl); err != nil { // a failed cut-over disabled it
 		return fmt.Errorf("target %s: %w", mv.To, err)
 	}
+	watch, err := watchApply(ctx, dst, repl)
+	if err != nil {
+		return fmt.Errorf("target %s: %w", mv.To, err)
+	}
 	t0 := time.Now()
 	ps, err := mo.prescan(ctx, src, dst, mv.MoveRecord)
 	if err != nil {
@@ -53,6 +57,9 @@ func (mo *mover) prepareCutover(ctx context.Context, mv *move) (err error) {
 		if near {
 			mv.prescan = ps
 			return nil
+		}
+		if err := watch.check(ctx, mv); err != nil {
+			return err
 		}
 		if time.Since(t0) > mo.opts.CatchupTimeout {
 			return fmt.Errorf("%w: the target did not come close behind the source again within %s (the catch-up timeout) after the scans", ErrCatchupTimeout, mo.opts.CatchupTimeout)

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/fence"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
@@ -78,16 +79,44 @@ func deltaFunc(rec *MoveRecord, text bool) string {
 }
 
 // hashesAsText reports whether table's rows must be hashed as text: some
-// column type has no extended hash function. It hashes a row of NULLs,
+// column type has no extended hash function, or carries an OID
+// (oidColumns): hash_record_extended hashes an enum or a regclass by its
+// OID, which differs from one database to the next, so the same rows
+// would sum differently on the two hosts. It hashes a row of NULLs,
 // which still looks every column's function up.
-func hashesAsText(ctx context.Context, db *pgxpool.Pool, table string) (bool, error) {
+func hashesAsText(ctx context.Context, db shardmgr.Querier, table string) (bool, error) {
+	byOID, err := oidColumns(ctx, db, table)
+	if err != nil || byOID {
+		return byOID, err
+	}
 	var h int64
-	err := db.QueryRow(ctx, fmt.Sprintf(`SELECT pg_catalog.hash_record_extended(pg_catalog.jsonb_populate_record(NULL::%s, '{}'), 0)`, table)).Scan(&h)
+	err = db.QueryRow(ctx, fmt.Sprintf(`SELECT pg_catalog.hash_record_extended(pg_catalog.jsonb_populate_record(NULL::%s, '{}'), 0)`, table)).Scan(&h)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		return true, nil
 	}
 	return false, err
+}
+
+// oidColumns reports whether a column of table holds a value that
+// PostgreSQL stores (and hashes, and sends in binary) as an OID of the
+// database it is in: an enum, oid, or a reg* type (regclass, regtype,
+// regproc...), alone or inside an array, a domain, a range or a
+// composite type. Such a value means the same on the two hosts only as
+// text.
+func oidColumns(ctx context.Context, q shardmgr.Querier, table string) (bool, error) {
+	var byOID bool
+	err := q.QueryRow(ctx, `WITH RECURSIVE ty(oid) AS (
+			SELECT a.atttypid FROM pg_catalog.pg_attribute a WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped
+			UNION
+			SELECT x.oid FROM ty JOIN pg_catalog.pg_type t ON t.oid = ty.oid, LATERAL (
+				SELECT t.typbasetype UNION ALL SELECT t.typelem
+				UNION ALL SELECT r.rngsubtype FROM pg_catalog.pg_range r WHERE r.rngtypid = t.oid
+				UNION ALL SELECT a.atttypid FROM pg_catalog.pg_attribute a WHERE t.typrelid <> 0 AND a.attrelid = t.typrelid AND a.attnum > 0 AND NOT a.attisdropped
+			) x(oid) WHERE x.oid <> 0)
+		SELECT EXISTS (SELECT FROM ty JOIN pg_catalog.pg_type t ON t.oid = ty.oid
+			WHERE t.typtype = 'e' OR (t.typnamespace = 'pg_catalog'::regnamespace AND (t.typname = 'oid' OR t.typname LIKE 'reg%')))`, table).Scan(&byOID)
+	return byOID, err
 }
 
 // installDelta creates the move's delta table and trigger functions on a
@@ -252,7 +281,9 @@ func scanTable(ctx context.Context, db *pgxpool.Pool, table string, text bool) (
 	var s scanSum
 	err := pgx.BeginTxFunc(ctx, db, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		if text {
-			for _, set := range checksumSettings {
+			// As the change log's functions run: search_path pinned too
+			// (a regclass's text names the schema unless it is on the path).
+			for _, set := range append(checksumSettings, [2]string{"search_path", "pg_catalog, pg_temp"}) {
 				if _, err := tx.Exec(ctx, `SELECT pg_catalog.set_config($1, $2, true)`, set[0], set[1]); err != nil {
 					return err
 				}

@@ -2,13 +2,10 @@ package rebalance
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
 
@@ -30,6 +27,10 @@ func (mo *mover) verifyCopy(ctx context.Context, mv *move) error {
 		if err != nil {
 			return err
 		}
+		watch, err := watchApply(ctx, dst, repl)
+		if err != nil {
+			return fmt.Errorf("target %s: %w", mv.To, err)
+		}
 		wctx, cancel := context.WithTimeout(ctx, mo.opts.CutoverTimeout)
 		n, err := bumpMark(wctx, src, mv.MoveRecord)
 		if err == nil {
@@ -40,7 +41,11 @@ func (mo *mover) verifyCopy(ctx context.Context, mv *move) error {
 		}
 		cancel()
 		if err != nil {
-			return fmt.Errorf("wait for the target to apply every change made before the fence: %w", err)
+			// Say why the target did not follow, when the move can tell.
+			if werr := watch.check(ctx, mv); werr != nil {
+				return fmt.Errorf("wait for the target to apply every change made before the fence: %w (%w)", werr, err)
+			}
+			return fmt.Errorf("wait for the target to apply every change made before the fence: %w%s", err, replicationCause(ctx, mv))
 		}
 	}
 	if err := mo.carryCounter(ctx, src, dst, mv.MoveRecord); err != nil {
@@ -90,14 +95,15 @@ type tableSum struct {
 // checksum reads a table's count and the sum of a 64-bit hash of every
 // row: hash_record_extended over the row's columns, each hashed by its
 // type's own hash function (cheap: no conversion to text). A table with a
-// column type that has no hash function (json, point) is hashed over its
-// rows' text instead, with the settings that shape that text fixed.
+// column type that has no hash function (json, point) or whose values are
+// OIDs (an enum, regclass: hashesAsText) is hashed over its rows' text
+// instead, with the settings that shape that text fixed.
 func checksum(ctx context.Context, db *pgxpool.Pool, table string) (tableSum, error) {
-	s, err := scanTable(ctx, db, table, false)
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.Code == pgerrcode.UndefinedFunction { // a column type without hashing
-		s, err = scanTable(ctx, db, table, true)
+	text, err := hashesAsText(ctx, db, table)
+	if err != nil {
+		return tableSum{}, err
 	}
+	s, err := scanTable(ctx, db, table, text)
 	return s.tableSum, err
 }
 

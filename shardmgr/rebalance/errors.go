@@ -48,6 +48,9 @@ var (
 	// ErrCatchupTimeout: an online move's target did not catch up with
 	// the source within MoveOptions.CatchupTimeout.
 	ErrCatchupTimeout = errors.New("catch-up did not finish in time")
+	// ErrReplicationFailed: the target's apply worker failed during the
+	// move (the error names what the move can see of the cause).
+	ErrReplicationFailed = errors.New("the target's logical replication fails")
 	// ErrGeneratorVariant: the cluster's generator is not the safe one,
 	// whose counter a move carries over.
 	ErrGeneratorVariant = errors.New("the cluster's generator cannot be moved")
@@ -59,6 +62,12 @@ var (
 	// ErrNoReplicaIdentity: an online move needs every table to have a
 	// primary key or replica identity to follow changes.
 	ErrNoReplicaIdentity = errors.New("tables without a primary key or replica identity cannot follow changes online")
+	// ErrUnloggedTable: an online move of a shard with an unlogged table,
+	// which logical replication cannot publish.
+	ErrUnloggedTable = errors.New("unlogged tables cannot follow changes online")
+	// ErrConnInfoPasswordNeeded: MoveOptions.ConnInfoPassword omits the
+	// password from a subscription whose owner is not a superuser.
+	ErrConnInfoPasswordNeeded = errors.New("the subscription's conninfo needs the source's password")
 	// ErrUnmovable: the shard holds a table a move cannot carry: a
 	// foreign table, or a partition or child table on the other side of
 	// the shard's schema from its parent.

@@ -77,8 +77,16 @@ type MoveOptions struct {
 	// ConnInfo returns the libpq connection string the target's server
 	// uses to reach the source host for logical replication. Nil builds one
 	// from the host's DSN in the cluster file (host, port, dbname, user,
-	// password, sslmode).
+	// password, and the DSN's TLS settings: sslmode, sslrootcert, sslcert,
+	// sslkey...).
 	ConnInfo func(source shardmgr.Host) (string, error)
+	// ConnInfoPassword, ConnInfoPasswordOmit, leaves the source's password
+	// out of the conninfo that ConnInfo's default builds (the target's
+	// pg_subscription would hold it): the target's server then connects
+	// with a .pgpass file of its own, a certificate or trust. It is
+	// refused (ErrConnInfoPasswordNeeded), before anything is copied,
+	// where the mover's role on the target is not a superuser.
+	ConnInfoPassword ConnInfoPassword
 	// Progress, when set, is called as a move advances. Calls for one move
 	// are serialised; several moves may call it concurrently.
 	Progress func(MoveProgress)
@@ -351,6 +359,14 @@ func prepareMove(ctx context.Context, c *cluster.Cluster, shard int, to string, 
 	}
 	if err := mo.hostsAgree(); err != nil {
 		return nil, err
+	}
+	if opts.Mode != MoveOffline && (rec == nil || rec.Mode == MoveOnline) {
+		// Refused before the journal, not after a copy.
+		if dst, err := mo.pool(ctx, to); err == nil {
+			if err := mo.checkConnInfoPassword(ctx, dst, to); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return &preparedMove{mo: mo, plan: plan, rec: rec}, nil
 }

@@ -95,11 +95,10 @@ func (mo *mover) abort(ctx context.Context, rec *MoveRecord) error {
 		return err
 	}
 	src, dst := mv.src, mv.dst
-	comment, err := shardschema.SchemaComment(ctx, dst, rec.Schema)
+	_, ours, err := ownTarget(ctx, dst, rec)
 	if err != nil {
 		return fmt.Errorf("target %s: %w", rec.To, err)
 	}
-	ours := comment != nil && *comment == incomingComment(rec)
 	// This move's copy, opened, may hold writes acknowledged there (a
 	// move of an older shardid opened it before flipping the catalog): it
 	// is never dropped; the move is finished instead.

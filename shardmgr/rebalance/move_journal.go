@@ -89,16 +89,19 @@ type MoveRecord struct {
 	keep       time.Duration
 	keepUntil  *time.Time
 	flipGen    *int64
+	// targetToken marks the target schema the move created (never
+	// shown): nil for a move journaled before catalog migration 017.
+	targetToken *string
 }
 
 const moveColumns = `id, shard, from_host, to_host, mode, phase, schema_name, coalesce(retired_schema, ''), coalesce(version, 0),
-	bytes, rows_copied, error, created_at, finished_at, repl_name, counter_max, refused_ms, keep_ms, keep_until, flip_generation`
+	bytes, rows_copied, error, created_at, finished_at, repl_name, counter_max, refused_ms, keep_ms, keep_until, flip_generation, target_token`
 
 func scanMove(row pgx.CollectableRow) (*MoveRecord, error) {
 	var r MoveRecord
 	var keepMS int64
 	err := row.Scan(&r.ID, &r.Shard, &r.From, &r.To, &r.Mode, &r.Phase, &r.Schema, &r.Retired, &r.Version,
-		&r.Bytes, &r.Rows, &r.Error, &r.Started, &r.Finished, &r.replName, &r.counterMax, &r.refusedMS, &keepMS, &r.keepUntil, &r.flipGen)
+		&r.Bytes, &r.Rows, &r.Error, &r.Started, &r.Finished, &r.replName, &r.counterMax, &r.refusedMS, &keepMS, &r.keepUntil, &r.flipGen, &r.targetToken)
 	r.keep = time.Duration(keepMS) * time.Millisecond
 	return &r, err
 }
@@ -134,13 +137,17 @@ func Moves(ctx context.Context, c *cluster.Cluster, all bool) ([]*MoveRecord, er
 // ErrMoveOpen when the shard already has an open move.
 func journalMove(ctx context.Context, tx pgx.Tx, shard int, from, to string, mode MoveMode, schema string, bytes int64, keep time.Duration) (*MoveRecord, error) {
 	var b [4]byte
+	var token [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, err
 	}
+	if _, err := rand.Read(token[:]); err != nil {
+		return nil, err
+	}
 	var id int64
-	err := tx.QueryRow(ctx, `INSERT INTO shardid.moves (shard, from_host, to_host, mode, repl_name, schema_name, bytes, keep_ms)
-		VALUES ($1, $2, $3, $4, 'pending-' || gen_random_uuid(), $5, $6, $7) RETURNING id`,
-		shard, from, to, string(mode), schema, bytes, keepMS(keep)).Scan(&id)
+	err := tx.QueryRow(ctx, `INSERT INTO shardid.moves (shard, from_host, to_host, mode, repl_name, schema_name, bytes, keep_ms, target_token)
+		VALUES ($1, $2, $3, $4, 'pending-' || gen_random_uuid(), $5, $6, $7, $8) RETURNING id`,
+		shard, from, to, string(mode), schema, bytes, keepMS(keep), hex.EncodeToString(token[:])).Scan(&id)
 	if err != nil {
 		if pg.IsUniqueViolation(err) {
 			return nil, &shardmgr.ShardError{Shard: shard, Err: ErrMoveOpen}

@@ -46,6 +46,7 @@ const (
 	CheckPublish         = "publish"          // the role may create publications and logical slots
 	CheckSubscribe       = "subscribe"        // the role may create subscriptions
 	CheckReplicaIdentity = "replica identity" // a primary key or replica identity on every table
+	CheckLogged          = "logged"           // no unlogged table (logical replication publishes none)
 	CheckMovable         = "movable"          // every table can be carried (any mode): copy_tables.go
 )
 
@@ -159,6 +160,7 @@ type hostFacts struct {
 	super, replication, createDB bool
 	createSubscription           bool
 	noIdentity                   map[string][]string // schema -> tables without a key
+	unlogged                     map[string][]string // schema -> unlogged tables
 }
 
 // readHostFacts reads a host's settings and what is in use, leaving out
@@ -202,6 +204,9 @@ func readHostFacts(ctx context.Context, db shardmgr.Querier, ours []string, sche
 	}
 	if len(schemas) > 0 {
 		if f.noIdentity, err = tablesWithoutIdentity(ctx, db, schemas, nil); err != nil {
+			return nil, err
+		}
+		if f.unlogged, err = unloggedTables(ctx, db, schemas); err != nil {
 			return nil, err
 		}
 	}
@@ -251,6 +256,25 @@ func tablesWithoutIdentity(ctx context.Context, q shardmgr.Querier, schemas, onl
 		   OR (c.relreplident = 'd' AND EXISTS (SELECT FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid AND i.indisprimary))
 		   OR (c.relreplident = 'i' AND EXISTS (SELECT FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid AND i.indisreplident)))
 		ORDER BY 1, 2`, schemas, only, []string{shardmigrate.VersionTable, shardmigrate.FailureTable})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]string{}
+	var schema, table string
+	_, err = pgx.ForEachRow(rows, []any{&schema, &table}, func() error {
+		out[schema] = append(out[schema], table)
+		return nil
+	})
+	return out, err
+}
+
+// unloggedTables lists, per schema of schemas, its unlogged tables:
+// logical replication cannot publish them (CREATE PUBLICATION refuses
+// them), so only an offline move carries them.
+func unloggedTables(ctx context.Context, q shardmgr.Querier, schemas []string) (map[string][]string, error) {
+	rows, err := q.Query(ctx, `SELECT n.nspname, c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = ANY($1) AND c.relkind IN ('r', 'p') AND c.relpersistence = 'u'
+		ORDER BY n.nspname, c.relname COLLATE "C"`, schemas)
 	if err != nil {
 		return nil, err
 	}
@@ -399,6 +423,8 @@ func onlineImpossible(src, dst *hostFacts, m preflightMove) string {
 		return fmt.Sprintf("role %s may not subscribe on %s", dst.role, m.To)
 	case len(src.noIdentity[m.Schema]) > 0:
 		return fmt.Sprintf("%s has no primary key or replica identity", strings.Join(src.noIdentity[m.Schema], ", "))
+	case len(src.unlogged[m.Schema]) > 0:
+		return fmt.Sprintf("%s is unlogged (logical replication publishes no unlogged table)", strings.Join(src.unlogged[m.Schema], ", "))
 	case src.maxSlots-src.usedSlots < one:
 		return fmt.Sprintf("no replication slot free on %s", m.From)
 	case src.maxSenders-src.usedSenders < one:
@@ -534,6 +560,24 @@ func onlineChecks(facts map[string]*hostFacts, online []preflightMove, parallel 
 			id.Fix = &Fix{Offline: true, SQL: strings.Join(fixes, "; ")}
 		}
 		checks = append(checks, id)
+		// Unlogged tables: a line only when a shard has some.
+		bad, fixes, tables = nil, nil, nil
+		for _, m := range online {
+			if m.From != h || len(f.unlogged[m.Schema]) == 0 {
+				continue
+			}
+			for _, t := range f.unlogged[m.Schema] {
+				qt := pgx.Identifier{m.Schema, t}.Sanitize()
+				tables = append(tables, qt)
+				fixes = append(fixes, "ALTER TABLE "+qt+" SET LOGGED")
+			}
+			bad = append(bad, m.Shard)
+		}
+		if len(bad) > 0 {
+			checks = append(checks, Check{Host: h, Role: RoleSource, Setting: CheckLogged,
+				Value: "unlogged tables: " + strings.Join(tables, ", "), Need: "no unlogged table (logical replication publishes none)",
+				Shards: bad, Fix: &Fix{Offline: true, SQL: strings.Join(fixes, "; ")}})
+		}
 	}
 	for _, h := range targets {
 		f, shards := facts[h], to[h]

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -70,39 +72,167 @@ func (mo *mover) connInfo(h shardmgr.Host) (string, error) {
 	if mo.opts.ConnInfo != nil {
 		return mo.opts.ConnInfo(h)
 	}
+	if mo.opts.ConnInfoPassword == ConnInfoPasswordOmit {
+		return libpqConnInfoWithout(h.DSN, "password")
+	}
 	return libpqConnInfo(h.DSN)
 }
 
+// ConnInfoPassword says whether the subscription's conninfo carries the
+// source's password (MoveOptions.ConnInfoPassword).
+type ConnInfoPassword string
+
+const (
+	// ConnInfoPasswordInclude (the zero value) writes the DSN's password
+	// into the conninfo, as the target's server needs it unless it finds
+	// one in a .pgpass file of its own.
+	ConnInfoPasswordInclude ConnInfoPassword = ""
+	// ConnInfoPasswordOmit leaves it out: the target's server connects
+	// with its own .pgpass, a certificate or trust. Only for a
+	// subscription owned by a superuser (ErrConnInfoPasswordNeeded).
+	ConnInfoPasswordOmit ConnInfoPassword = "omit"
+)
+
+// checkConnInfoPassword refuses ConnInfoPasswordOmit on a target where
+// the mover's role is no superuser: its subscription must carry a
+// password (PostgreSQL 16 and later refuse a non-superuser's subscription
+// whose conninfo has none: password_required; before 16 only a superuser
+// subscribes at all).
+func (mo *mover) checkConnInfoPassword(ctx context.Context, dst shardmgr.Querier, to string) error {
+	if mo.opts.ConnInfoPassword != ConnInfoPasswordOmit || mo.opts.ConnInfo != nil {
+		return nil
+	}
+	var super bool
+	var role string
+	if err := dst.QueryRow(ctx, `SELECT rolsuper, rolname FROM pg_catalog.pg_roles WHERE rolname = current_user`).Scan(&super, &role); err != nil {
+		return fmt.Errorf("target %s: %w", to, err)
+	}
+	if !super {
+		return fmt.Errorf("target %s: %w: the subscription's owner, role %s, is not a superuser (PostgreSQL 16 and later require a password in a non-superuser's subscription)",
+			to, ErrConnInfoPasswordNeeded, role)
+	}
+	return nil
+}
+
+// tlsKeys are the libpq settings of a DSN that decide how the target's
+// server checks the source's certificate and presents its own: a
+// subscription carries them as written (a path names a file on the
+// target's server).
+var tlsKeys = []string{"sslmode", "sslrootcert", "sslcert", "sslkey", "sslcrl", "sslcrldir", "sslsni",
+	"ssl_min_protocol_version", "ssl_max_protocol_version"}
+
 // libpqConnInfo turns a DSN (URL or keywords, perhaps with pgx-only
-// settings) into a libpq keyword string for CREATE SUBSCRIPTION.
-func libpqConnInfo(dsn string) (string, error) {
+// settings) into a libpq keyword string for CREATE SUBSCRIPTION: host,
+// port, database, user, password, and the DSN's TLS settings as written
+// (sslmode verify-full stays verify-full, with its sslrootcert); a DSN
+// without sslmode gets the mode pgx settled on (disable, prefer, require).
+func libpqConnInfo(dsn string) (string, error) { return libpqConnInfoWithout(dsn) }
+
+// libpqConnInfoWithout is libpqConnInfo without the settings leave names.
+func libpqConnInfoWithout(dsn string, leave ...string) (string, error) {
 	pc, err := pgconn.ParseConfig(dsn)
 	if err != nil {
 		return "", fmt.Errorf("cannot parse DSN: %w", err)
 	}
-	for _, v := range []string{pc.Host, pc.Database, pc.User, pc.Password} {
-		if strings.ContainsRune(v, 0) {
-			return "", errors.New("cannot parse DSN: a NUL byte in a value")
-		}
+	written, err := dsnSettings(dsn)
+	if err != nil {
+		return "", fmt.Errorf("cannot parse DSN: %w", err)
 	}
-	kv := func(k, v string) string {
-		return k + "='" + strings.ReplaceAll(strings.ReplaceAll(v, `\`, `\\`), `'`, `\'`) + "'"
-	}
-	parts := []string{kv("host", pc.Host), kv("port", fmt.Sprint(pc.Port)), kv("dbname", pc.Database), kv("user", pc.User)}
+	settings := [][2]string{{"host", pc.Host}, {"port", fmt.Sprint(pc.Port)}, {"dbname", pc.Database}, {"user", pc.User}}
 	if pc.Password != "" {
-		parts = append(parts, kv("password", pc.Password))
+		settings = append(settings, [2]string{"password", pc.Password})
 	}
-	mode := "disable"
-	if pc.TLSConfig != nil {
-		mode = "require"
-		for _, f := range pc.Fallbacks {
-			if f.TLSConfig == nil {
-				mode = "prefer"
+	if written["sslmode"] == "" {
+		mode := "disable"
+		if pc.TLSConfig != nil {
+			mode = "require"
+			for _, f := range pc.Fallbacks {
+				if f.TLSConfig == nil {
+					mode = "prefer"
+				}
 			}
 		}
+		settings = append(settings, [2]string{"sslmode", mode})
 	}
-	parts = append(parts, kv("sslmode", mode))
+	for _, k := range tlsKeys {
+		if v := written[k]; v != "" {
+			settings = append(settings, [2]string{k, v})
+		}
+	}
+	var parts []string
+	for _, kv := range settings {
+		if slices.Contains(leave, kv[0]) {
+			continue
+		}
+		if strings.ContainsRune(kv[1], 0) {
+			return "", errors.New("cannot parse DSN: a NUL byte in a value")
+		}
+		parts = append(parts, kv[0]+"='"+strings.ReplaceAll(strings.ReplaceAll(kv[1], `\`, `\\`), `'`, `\'`)+"'")
+	}
 	return strings.Join(parts, " "), nil
+}
+
+// dsnSettings reads the settings a DSN spells out, by libpq keyword: a
+// URL's query parameters, or a keyword/value string's pairs (values bare
+// or single-quoted, with backslash escapes).
+func dsnSettings(dsn string) (map[string]string, error) {
+	out := map[string]string{}
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range u.Query() {
+			if len(v) > 0 {
+				out[k] = v[len(v)-1]
+			}
+		}
+		return out, nil
+	}
+	s := dsn
+	for {
+		s = strings.TrimLeft(s, " \t\n\r\f\v")
+		if s == "" {
+			return out, nil
+		}
+		eq := strings.IndexByte(s, '=')
+		if eq < 0 {
+			return nil, errors.New("a setting without =")
+		}
+		key := strings.TrimSpace(s[:eq])
+		s = strings.TrimLeft(s[eq+1:], " \t\n\r\f\v")
+		var val strings.Builder
+		if strings.HasPrefix(s, "'") {
+			s = s[1:]
+			closed := false
+			for len(s) > 0 {
+				c := s[0]
+				s = s[1:]
+				if c == '\\' && len(s) > 0 {
+					val.WriteByte(s[0])
+					s = s[1:]
+					continue
+				}
+				if c == '\'' {
+					closed = true
+					break
+				}
+				val.WriteByte(c)
+			}
+			if !closed {
+				return nil, errors.New("an unterminated quoted value")
+			}
+		} else {
+			for len(s) > 0 && !strings.ContainsRune(" \t\n\r\f\v", rune(s[0])) {
+				if s[0] == '\\' && len(s) > 1 {
+					s = s[1:]
+				}
+				val.WriteByte(s[0])
+				s = s[1:]
+			}
+		}
+		out[key] = val.String()
+	}
 }
 
 func subscriptionExists(ctx context.Context, q shardmgr.Querier, name string) (bool, error) {
@@ -254,26 +384,28 @@ func (mo *mover) catchUp(ctx context.Context, mv *move) error {
 	if err := enableSubscription(ctx, dst, repl); err != nil {
 		return fmt.Errorf("target %s: %w", mv.To, err)
 	}
+	watch, err := watchApply(ctx, dst, repl)
+	if err != nil {
+		return fmt.Errorf("target %s: %w", mv.To, err)
+	}
 	start := time.Now()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	worker := false
 	for {
 		var tables, ready int
-		var errs int64
-		err := dst.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE r.srsubstate = 'r'),
-				coalesce((SELECT apply_error_count + sync_error_count FROM pg_catalog.pg_stat_subscription_stats st WHERE st.subid = s.oid), 0)
+		err := dst.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE r.srsubstate = 'r')
 			FROM pg_catalog.pg_subscription s LEFT JOIN pg_catalog.pg_subscription_rel r ON r.srsubid = s.oid
 			WHERE s.subname = $1 AND s.subdbid = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())
-			GROUP BY s.oid`, repl).Scan(&tables, &ready, &errs)
+			GROUP BY s.oid`, repl).Scan(&tables, &ready)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("target %s: subscription %s is missing", mv.To, repl)
 		}
 		if err != nil {
 			return fmt.Errorf("target %s: %w", mv.To, err)
 		}
-		if errs > 0 {
-			return fmt.Errorf("target %s: logical replication reported %d errors (see the target server's log)", mv.To, errs)
+		if err := watch.check(ctx, mv); err != nil {
+			return err
 		}
 		if !worker {
 			ws, err := readWorkerSlots(ctx, dst, repl)

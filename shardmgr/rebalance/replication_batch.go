@@ -31,6 +31,9 @@ type batch struct {
 func (mo *mover) copyBatch(ctx context.Context, b *batch) error {
 	first := b.moves[0]
 	src := first.src
+	if err := mo.checkConnInfoPassword(ctx, first.dst, first.To); err != nil {
+		return err
+	}
 	var names []string
 	b.rows = make([]int64, len(b.moves))
 	tables := make([][]string, len(b.moves))

@@ -1,0 +1,1 @@
+ALTER TABLE shardid.moves DROP COLUMN target_token;
