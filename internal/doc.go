@@ -3,6 +3,8 @@
 //
 //   - the foundations, directly under internal/: pgsession (the settings
 //     every connection pins), pgdatabase (create a missing database),
+//     pgtrust (refuse a schema the toolkit writes into that another role
+//     made),
 //     localpg and localpg/pgtest (throwaway PostgreSQL servers for tests,
 //     the demo and benchmarks), envvar (the one ${VAR} expander),
 //     jsonshape (the shape of a JSON document, as the golden files hold

@@ -28,6 +28,7 @@ import (
 
 	"github.com/shardid/shardid/internal/pgdatabase"
 	"github.com/shardid/shardid/internal/pgsession"
+	"github.com/shardid/shardid/internal/pgtrust"
 )
 
 // Schema is where the toolkit keeps its own tables in any database it manages.
@@ -43,6 +44,10 @@ type Set struct {
 
 // Up applies every migration of set not yet applied to the database at dsn.
 // It creates Schema when missing. Running it again changes nothing.
+// Before anything, it refuses (an error wrapping pgtrust.ErrUntrusted) a
+// Schema that another role made or put anything in (pgtrust.Check):
+// migrations and the version table's writes would run that role's
+// triggers as this one.
 func Up(ctx context.Context, dsn string, set Set, opts ...Option) error {
 	cfg, err := pgsession.ParseConfig(dsn)
 	if err != nil {
@@ -126,7 +131,10 @@ func run(ctx context.Context, cfg *pgx.ConnConfig, set Set, o options, f func(*m
 			if err := conn.QueryRow(ctx, "SELECT current_database()").Scan(&db); err != nil {
 				return err
 			}
-			if _, err := conn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+Schema); err != nil {
+			// Never CREATE SCHEMA IF NOT EXISTS: that adopts a schema
+			// another role planted, whose triggers would then run as
+			// this role at the first write.
+			if err := pgtrust.EnsureSchema(ctx, conn, Schema); err != nil {
 				return err
 			}
 			if key, err = LockKey(db, set); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/shardid/shardid/internal/pgtrust"
 	"github.com/shardid/shardid/shardmgr/internal/limits"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
@@ -21,6 +22,12 @@ var (
 	// ErrLockWait: a bounded wait for a lock ran out; the error names the
 	// lock and the sessions holding it (pid, role, application).
 	ErrLockWait = pg.ErrLockWait
+	// ErrUntrusted: a schema the toolkit was about to write into (shardid
+	// on the catalog or a host, a shard's schema) was made by a role that
+	// is neither the one the toolkit logs in as nor a superuser, or holds
+	// an object, trigger, rule or policy of such a role. The error names
+	// the object, its owner and the fix; nothing was written.
+	ErrUntrusted = pgtrust.ErrUntrusted
 	// ErrNotInitialized: the catalog has no cluster yet.
 	ErrNotInitialized = errors.New("cluster not initialised")
 	// ErrUnknownShard: a shard id outside 0..shards-1, or an id that

@@ -42,6 +42,7 @@ var hints = []struct {
 	{is(hosts.ErrNotStandbyOf), "give --to the DSN of the host's database on the promoted standby; a new address of the same server is not a failover"},
 	{is(hosts.ErrNotIdentified), "run shardid init while the host's server is reachable: it records the server's identity"},
 	{is(hosts.ErrHostMoving), "finish the move with shardid rebalance apply, or undo it with shardid rebalance abort"},
+	{is(shardmgr.ErrUntrusted), "another role made or changed it: check what it does, then drop it or give it to the toolkit's role as the error says (docs/operations.md#trust), and run this again"},
 	{is(shardmgr.ErrLockWait), "run it again once the session named is done, or end it (SELECT pg_terminate_backend(pid))"},
 	{is(migrate.ErrShardSchemaMissing), "run shardid init"},
 	{is(migrate.ErrNoGenerator), "run shardid init"},

@@ -38,6 +38,7 @@ func TestHints(t *testing.T) {
 		{fmt.Errorf("host pg1: %w: it does not hold the host's secret", shardmgr.ErrHostUnproven), "point the host at its own database"},
 		{fmt.Errorf("shard 1: %w: t", rebalance.ErrUnloggedTable), "SET LOGGED"},
 		{fmt.Errorf("target pg4: %w: role r", rebalance.ErrConnInfoPasswordNeeded), "--conninfo-password=omit"},
+		{fmt.Errorf("host pg1: database app: %w", shardmgr.ErrUntrusted), "docs/operations.md#trust"},
 	} {
 		require.Contains(t, errorWithHint(tc.err), tc.want, "%v", tc.err)
 	}

@@ -142,6 +142,11 @@ func Init(ctx context.Context, c *cluster.Cluster, opts InitOptions) (*InitResul
 	if err := c.Need(2, "init"); err != nil {
 		return nil, err
 	}
+	// Nor to one whose toolkit schemas another role made: before even
+	// reading them (a planted view's functions would run as this role).
+	if err := checkTrust(ctx, c); err != nil {
+		return nil, err
+	}
 	if err := checkSchemas(ctx, c); err != nil {
 		return nil, err
 	}
@@ -580,6 +585,15 @@ func installHost(ctx context.Context, c *cluster.Cluster, m *shardmgr.ShardMap, 
 	}
 
 	if err := ensureExtension(ctx, pool, cfg.Generator); err != nil {
+		return fmt.Errorf("host %s: %w", h.Name, err)
+	}
+	// The shard schemas the map places here, by the map's names: none
+	// may be one another role made (checkTrust saw the default names).
+	schemas := make([]string, 0, len(mine))
+	for _, id := range mine {
+		schemas = append(schemas, m.Shards[id].Schema)
+	}
+	if err := shardschema.CheckTrusted(ctx, pool, schemas...); err != nil {
 		return fmt.Errorf("host %s: %w", h.Name, err)
 	}
 	markers, err := shardschema.ReadMarkers(ctx, pool)

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/shardid/shardid/idgen"
+	"github.com/shardid/shardid/internal/pgtrust"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 	shsql "github.com/shardid/shardid/sql"
 )
@@ -178,4 +179,17 @@ func GeneratorLockWait(ctx context.Context, db pg.Querier, shard int, start time
 		func(ctx context.Context) ([]pg.LockHolder, error) {
 			return pg.AdvisoryHolders(ctx, db, int64(shsql.LockClass), int64(shard))
 		})
+}
+
+// CheckTrusted refuses (an error wrapping pgtrust.ErrUntrusted) any of
+// the shard schemas that the toolkit's role did not make: one owned by
+// another role (a role that owns a shard's schema can drop and replace its
+// counter), or whose version tables another role owns or put a trigger
+// on (the next migration would run it as the migrating role). The
+// application's own tables in a shard schema are not checked, nor the
+// generator's objects: its install SQL refuses those of another owner
+// itself, shard by shard (sql/templates/owners.sql.tmpl). Missing schemas
+// pass.
+func CheckTrusted(ctx context.Context, q pgtrust.Querier, schemas ...string) error {
+	return pgtrust.CheckNamed(ctx, q, schemas, VersionTable, FailureTable)
 }
