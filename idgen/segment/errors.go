@@ -3,6 +3,8 @@ package segment
 import (
 	"errors"
 	"fmt"
+
+	"github.com/shardid/shardid/internal/pgtrust"
 )
 
 var (
@@ -16,6 +18,10 @@ var (
 	ErrUnavailable = errors.New("no source database can serve the tag")
 	// ErrNotReady is wrapped by Allocator.Ready's error.
 	ErrNotReady = errors.New("segment allocator not ready")
+	// ErrUntrusted: a source's schema shardid, or something in it, was
+	// made by a role that is neither the one the allocator logs in as nor
+	// a superuser; the source is not written to (docs/operations.md#trust).
+	ErrUntrusted = pgtrust.ErrUntrusted
 	// ErrClosed is returned after Close.
 	ErrClosed = errors.New("allocator closed")
 )

@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/shardid/shardid/internal/pgtrust"
 )
 
 // RelayoutResult tells what Relayout did for one tag.
@@ -40,6 +42,12 @@ func Relayout(ctx context.Context, pools []*pgxpool.Pool, tags []string) ([]Rela
 	names := make([]string, len(pools))
 	for i, p := range pools {
 		names[i] = sourceName(p, i)
+	}
+	// Every source first, before reading or writing any.
+	for i, p := range pools {
+		if err := pgtrust.Check(ctx, p, schema); err != nil {
+			return nil, fmt.Errorf("relayout: %s: %w", names[i], err)
+		}
 	}
 	if tags == nil {
 		seen := map[string]bool{}

@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/shardid/shardid/internal/pgtrust"
 )
 
 // One round trip per segment. The stride and residue in the WHERE clause
@@ -41,6 +43,8 @@ type source struct {
 	prepareStart time.Time
 	prepared     atomic.Bool
 	probing      atomic.Bool
+	// trusted: its schema shardid passed pgtrust.Check once.
+	trusted atomic.Bool
 
 	loads atomic.Uint64
 }
@@ -138,6 +142,9 @@ func (a *Allocator) prepareSource(s *source) {
 // take moves the tag's row forward by step ids of this source and returns
 // the new segment. A missing row is created first (see createRow).
 func (a *Allocator) take(ctx context.Context, s *source, tag string, step int64, stride int) (*segment, error) {
+	if err := s.checkTrust(ctx); err != nil {
+		return nil, err
+	}
 	var maxID int64
 	err := s.pool.QueryRow(ctx, takeSQL, tag, step, stride, s.index).Scan(&maxID)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -208,6 +215,25 @@ func alignUp(floor, stride, residue int64) int64 {
 }
 
 func (s *source) ping(ctx context.Context) error { return s.pool.Ping(ctx) }
+
+// schema is where a source keeps its rows (migrations.Segment).
+const schema = "shardid"
+
+// checkTrust refuses, before the first write to s, a schema shardid that
+// another role made or put anything in (pgtrust.Check): the allocator's
+// writes would run that role's triggers as the allocator's role. Once it
+// passed, only that schema's owner (the toolkit's role or a superuser) can
+// put anything there.
+func (s *source) checkTrust(ctx context.Context) error {
+	if s.trusted.Load() {
+		return nil
+	}
+	if err := pgtrust.Check(ctx, s.pool, schema); err != nil {
+		return err
+	}
+	s.trusted.Store(true)
+	return nil
+}
 
 // probe runs from a source's first failed call until it answers again:
 // every interval it tries the source (half-open while the breaker is

@@ -1,6 +1,10 @@
 package snowflake
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/shardid/shardid/internal/pgtrust"
+)
 
 // The errors of the package, for errors.Is. Messages returned wrap them
 // with the numbers involved.
@@ -34,6 +38,10 @@ var (
 	ErrLeaseNotYetUsable = errors.New("snowflake: leased worker not usable yet")
 	// ErrNoFreeWorker: every worker id of the datacenter is leased.
 	ErrNoFreeWorker = errors.New("snowflake: no free worker id")
+	// ErrUntrusted: the lease database's schema shardid, or something in
+	// it, was made by a role that is neither the one the lease logs in as
+	// nor a superuser; no lease was written (docs/operations.md#trust).
+	ErrUntrusted = pgtrust.ErrUntrusted
 	// ErrClosed: the generator was closed.
 	ErrClosed = errors.New("snowflake: generator closed")
 )

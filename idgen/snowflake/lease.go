@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/shardid/shardid/internal/pgtrust"
 )
 
 // DefaultTTL is how long a worker lease lasts without renewal.
@@ -130,6 +132,9 @@ func Start(ctx context.Context, db DB, s Settings, opts ...LeaseOption) (*Genera
 	if err != nil {
 		return nil, err
 	}
+	if err := checkTrust(ctx, db); err != nil {
+		return nil, err
+	}
 	k := &leaseKeeper{db: db, opts: o, guard: guard, done: make(chan struct{})}
 	k.info = Lease{Datacenter: s.Datacenter, Holder: o.holder, TTL: o.ttl}
 	g.lease = k
@@ -141,6 +146,23 @@ func Start(ctx context.Context, db DB, s Settings, opts ...LeaseOption) (*Genera
 	k.cancel = cancel
 	go k.run(hctx, g)
 	return g, nil
+}
+
+// checkTrust refuses, before the first lease is written, a lease
+// database whose schema shardid another role made or put anything in
+// (pgtrust.Check): a trigger on the lease tables would run its code as
+// this role at every lease and renewal. Once it passed, only that
+// schema's owner (this role or a superuser) can put anything there.
+func checkTrust(ctx context.Context, db DB) error {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("snowflake: check the lease database: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if err := pgtrust.Check(ctx, tx, "shardid"); err != nil {
+		return fmt.Errorf("snowflake: lease database: %w", err)
+	}
+	return nil
 }
 
 // ceilingOf is the promise a holder makes at clock reading t0: no id later

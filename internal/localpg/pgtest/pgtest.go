@@ -13,6 +13,7 @@ package pgtest
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -158,4 +159,78 @@ func Bouncer(t testing.TB, s *localpg.Server, opts localpg.BouncerOptions) *loca
 	}
 	t.Cleanup(func() { b.Stop() })
 	return b
+}
+
+var planters atomic.Int64
+
+// Planter creates a login role that is no superuser and makes it the
+// owner of dsn's database, as a database made in advance for an
+// application is (CREATE DATABASE app OWNER app): the role a hostile
+// application would log in as. It returns the role and dsn connecting as
+// it (dsn is a URL). The role goes, with what it owns there, when the
+// test ends.
+func Planter(t testing.TB, dsn string) (role, roleDSN string) {
+	t.Helper()
+	ctx := context.Background()
+	role = fmt.Sprintf("planter_%d_%d", os.Getpid(), planters.Add(1))
+	q := pgx.Identifier{role}.Sanitize()
+	admin, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	db := admin.Config().Database
+	if _, err := admin.Exec(ctx, "CREATE ROLE "+q+" LOGIN NOSUPERUSER"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{db}.Sanitize()+" OWNER TO "+q); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			return
+		}
+		defer conn.Close(ctx)
+		conn.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{db}.Sanitize()+" OWNER TO CURRENT_USER")
+		conn.Exec(ctx, "DROP OWNED BY "+q+" CASCADE")
+		conn.Exec(ctx, "DROP ROLE IF EXISTS "+q)
+	})
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.User(role)
+	return role, u.String()
+}
+
+// Superuser reports whether role is a superuser on dsn's server.
+func Superuser(t testing.TB, dsn, role string) bool {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var super bool
+	if err := conn.QueryRow(ctx, `SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = $1`, role).Scan(&super); err != nil {
+		t.Fatal(err)
+	}
+	return super
+}
+
+// PlantSQL is what a planter runs in a database the toolkit will write
+// into: schema shardid (kept if it made it already, with tables) and a
+// statement trigger on each of tables that makes role a superuser when
+// the toolkit writes there.
+func PlantSQL(role string, tables ...string) string {
+	s := fmt.Sprintf(`CREATE SCHEMA IF NOT EXISTS shardid;
+CREATE FUNCTION shardid.promote() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN ALTER ROLE %s SUPERUSER; RETURN NULL; END$$;`,
+		pgx.Identifier{role}.Sanitize())
+	for _, t := range tables {
+		s += fmt.Sprintf(`
+CREATE TRIGGER promote AFTER INSERT OR UPDATE OR DELETE ON %s FOR EACH STATEMENT EXECUTE FUNCTION shardid.promote();`, t)
+	}
+	return s
 }
