@@ -2,6 +2,8 @@
 #   make demo   - starts local PostgreSQL servers and runs `shardid demo`
 #   make test   - runs the whole test suite against real PostgreSQL servers
 # Both install PostgreSQL's binaries first when the machine lacks them.
+#   make test-versions - the whole suite on each PostgreSQL major, 14 to 18
+#                  (server binaries from the npm registry, scripts/ensure-pg-bundles)
 
 GO ?= go
 
@@ -11,7 +13,7 @@ GO ?= go
 PREFIX ?=
 BINDIR ?= $(if $(PREFIX),$(PREFIX)/bin,$(or $(shell $(GO) env GOBIN),$(shell $(GO) env GOPATH)/bin))
 
-.PHONY: demo test build install bench lint release ext
+.PHONY: demo test test-versions build install bench lint release ext
 
 demo:
 	./scripts/ensure-postgres
@@ -25,6 +27,10 @@ test: lint
 	./scripts/ensure-chromium   # the console's browser tests
 	./scripts/ensure-examples   # the Python and Node examples (psycopg2, node-postgres)
 	$(GO) test -race -count=1 -timeout 60m ./...   # a bound on a hang: a loaded machine took over 30m
+	./scripts/test-versions --quick 14 16 17 18   # the generator's uniqueness and an online move on the other majors
+
+test-versions:
+	./scripts/test-versions
 
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

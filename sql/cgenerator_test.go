@@ -123,6 +123,7 @@ func TestGeneratorChoice(t *testing.T) {
 	install(t, pool, shsql.Params{Shard: 21})
 	requireGenerator(t, pool, "", 21, shsql.GeneratorPLpgSQL)
 
+	pgtest.SkipWithoutCGenerator(t, pgtest.Servers(t, 1)[0])
 	_, err = pool.Exec(ctx, createExtension(shsql.GeneratorC))
 	require.NoError(t, err)
 	install(t, pool, shsql.Params{Shard: 21})

@@ -451,14 +451,13 @@ func TestSQLIsPsqlRunnable(t *testing.T) {
 	require.NoError(t, err)
 	file := filepath.Join(t.TempDir(), "shard_0005.sql")
 	require.NoError(t, os.WriteFile(file, []byte(ddl), 0o644))
-	bin, err := localpg.FindBinDir()
-	require.NoError(t, err)
+	psql := pgtest.Psql(t)
 	dsn := pgtest.NewDB(t, pgtest.Servers(t, 1)[0])
 	for range 2 {
-		out, err := exec.Command(filepath.Join(bin, "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", file, dsn).CombinedOutput()
+		out, err := exec.Command(psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", file, dsn).CombinedOutput()
 		require.NoError(t, err, "%s", out)
 	}
-	out, err := exec.Command(filepath.Join(bin, "psql"), "-X", "-Atc", "SELECT shard_0005.id_shard(shard_0005.next_id())", dsn).CombinedOutput()
+	out, err := exec.Command(psql, "-X", "-Atc", "SELECT shard_0005.id_shard(shard_0005.next_id())", dsn).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	require.Equal(t, "5", strings.TrimSpace(string(out)))
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/shardid/shardid/internal/localpg/pgtest"
 	shsql "github.com/shardid/shardid/sql"
 )
 
@@ -21,7 +22,12 @@ var generators = []string{shsql.GeneratorPLpgSQL, shsql.GeneratorC}
 // (which make test runs first) builds and installs it.
 func forEachGenerator(t *testing.T, test func(t *testing.T, gen string)) {
 	for _, gen := range generators {
-		t.Run(gen, func(t *testing.T) { test(t, gen) })
+		t.Run(gen, func(t *testing.T) {
+			if gen == shsql.GeneratorC {
+				pgtest.SkipWithoutCGenerator(t, pgtest.Servers(t, 1)[0])
+			}
+			test(t, gen)
+		})
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/shardid/shardid/internal/localpg"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
 	shsql "github.com/shardid/shardid/sql"
 )
@@ -95,9 +94,8 @@ func TestScriptIsOneTransaction(t *testing.T) {
 	require.NoError(t, err)
 	file := filepath.Join(t.TempDir(), "shard_0033.sql")
 	require.NoError(t, os.WriteFile(file, []byte(script), 0o644))
-	bin, err := localpg.FindBinDir()
-	require.NoError(t, err)
-	out, err := exec.Command(filepath.Join(bin, "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", file, dsn).CombinedOutput()
+	psql := pgtest.Psql(t)
+	out, err := exec.Command(psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", file, dsn).CombinedOutput()
 	require.Error(t, err, "%s", out)
 	require.Contains(t, string(out), "cannot change return type")
 	var advance, counter bool
@@ -108,7 +106,7 @@ func TestScriptIsOneTransaction(t *testing.T) {
 
 	_, err = pool.Exec(ctx, `DROP FUNCTION shard_0033.id_seq(bigint)`)
 	require.NoError(t, err)
-	out, err = exec.Command(filepath.Join(bin, "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", file, dsn).CombinedOutput()
+	out, err = exec.Command(psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", file, dsn).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	require.Equal(t, []string{"next_id_pull_up"}, publicMovers(t, pool, "shard_0033"))
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/shardid/shardid/internal/localpg"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
 	shsql "github.com/shardid/shardid/sql"
 )
@@ -151,9 +150,8 @@ func TestReinstallRevokesPublicAdvance(t *testing.T) {
 	require.NoError(t, err)
 	file := filepath.Join(t.TempDir(), "shard_0021.sql")
 	require.NoError(t, os.WriteFile(file, []byte(ddl), 0o644))
-	bin, err := localpg.FindBinDir()
-	require.NoError(t, err)
-	out, err := exec.Command(filepath.Join(bin, "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", file, dsn).CombinedOutput()
+	psql := pgtest.Psql(t)
+	out, err := exec.Command(psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", file, dsn).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 
 	_, err = user.Exec(ctx, "SELECT shard_0021.next_id_advance(1)")

@@ -1,5 +1,7 @@
 // Package localpg starts throwaway PostgreSQL servers from the system's
-// binaries, for tests, the demo and benchmarks.
+// binaries, for tests, the demo and benchmarks. SHARDID_PG_BIN (BinEnv)
+// names another directory of binaries, such as one major's bundle from
+// scripts/ensure-pg-bundles (make test-versions).
 //
 // A server gets a fresh data directory (copied from one initdb per process),
 // a free loopback port, trust authentication for the user postgres, fast

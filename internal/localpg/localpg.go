@@ -23,8 +23,7 @@ import (
 // Options adjusts a server before it starts. The zero value is a sensible
 // throwaway server: fast settings, logical WAL, a free loopback port.
 type Options struct {
-	// BinDir holds initdb and postgres. Empty means: the directory of
-	// initdb on PATH, else the newest /usr/lib/postgresql/*/bin.
+	// BinDir holds initdb and postgres. Empty means FindBinDir's choice.
 	BinDir string
 	// Settings are extra postgresql.conf settings (name -> value), applied
 	// after the defaults so they can override them.
@@ -92,9 +91,23 @@ var defaultSettings = map[string]string{
 	"max_locks_per_transaction": "256",
 }
 
-// FindBinDir returns the directory holding initdb and postgres: that of
-// initdb on PATH, else the newest /usr/lib/postgresql/*/bin.
+// BinEnv names the environment variable that chooses the PostgreSQL
+// binaries every local server starts from (scripts/test-versions sets it
+// to one major's bundle from scripts/ensure-pg-bundles).
+const BinEnv = "SHARDID_PG_BIN"
+
+// FindBinDir returns the directory holding initdb and postgres: $SHARDID_PG_BIN
+// when it is set (an error when it lacks either), else that of initdb on
+// PATH, else the newest /usr/lib/postgresql/*/bin.
 func FindBinDir() (string, error) {
+	if dir := os.Getenv(BinEnv); dir != "" {
+		for _, name := range []string{"initdb", "postgres"} {
+			if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+				return "", fmt.Errorf("localpg: %s=%s has no %s", BinEnv, dir, name)
+			}
+		}
+		return dir, nil
+	}
 	if p, err := exec.LookPath("initdb"); err == nil {
 		if real, err := filepath.EvalSymlinks(p); err == nil {
 			p = real

@@ -130,3 +130,19 @@ func TestPgBouncerInFrontOfAServer(t *testing.T) {
 		})
 	}
 }
+
+// SHARDID_PG_BIN chooses the binaries (make test-versions runs the suite
+// on each major's bundle that way); a directory without them is refused,
+// naming the variable and what is missing.
+func TestBinEnvChoosesTheBinaries(t *testing.T) {
+	system, err := localpg.FindBinDir()
+	require.NoError(t, err)
+	empty := t.TempDir()
+	t.Setenv(localpg.BinEnv, empty)
+	_, err = localpg.FindBinDir()
+	require.EqualError(t, err, "localpg: SHARDID_PG_BIN="+empty+" has no initdb")
+	t.Setenv(localpg.BinEnv, system)
+	dir, err := localpg.FindBinDir()
+	require.NoError(t, err)
+	require.Equal(t, system, dir)
+}
