@@ -107,6 +107,45 @@ func (s *Server) FreezeWALSenders(ctx context.Context) ([]int, error) {
 	return out, nil
 }
 
+// FreezeBackends stops (SIGSTOP) every process of s whose
+// pg_stat_activity.backend_type is backendType ("logical replication
+// launcher", say), so that it does nothing until Thaw, and returns their
+// process ids. Thaw them before Stop: a stopped child holds up the
+// server's shutdown.
+func (s *Server) FreezeBackends(ctx context.Context, backendType string) ([]int, error) {
+	conn, err := pgx.Connect(ctx, s.DSN("postgres"))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT pid FROM pg_catalog.pg_stat_activity WHERE backend_type = $1`, backendType)
+	if err != nil {
+		return nil, err
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return nil, err
+	}
+	if len(pids) == 0 {
+		return nil, fmt.Errorf("localpg: no %s to freeze", backendType)
+	}
+	var out []int
+	for _, p := range pids {
+		if err := syscall.Kill(int(p), syscall.SIGSTOP); err != nil {
+			return out, fmt.Errorf("localpg: SIGSTOP %s %d: %w", backendType, p, err)
+		}
+		out = append(out, int(p))
+	}
+	return out, nil
+}
+
+// Thaw resumes (SIGCONT) the processes FreezeBackends stopped.
+func Thaw(pids []int) {
+	for _, p := range pids {
+		_ = syscall.Kill(p, syscall.SIGCONT)
+	}
+}
+
 // WaitReplayed waits, at most timeout, until standby st has replayed
 // everything s has written so far.
 func (s *Server) WaitReplayed(ctx context.Context, st *Server, timeout time.Duration) error {

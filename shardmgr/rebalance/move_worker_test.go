@@ -95,16 +95,22 @@ func TestMoveFailsAtOnceWithoutWorkerSlots(t *testing.T) {
 }
 
 // A subscription whose worker does not start within WorkerStartTimeout
-// (here: the target's launcher waits ten minutes after starting the first
-// move's worker before it starts another) fails its move with the cause;
-// the move holds no worker slot and aborts clean.
+// (here: the target's logical replication launcher is stopped, SIGSTOP,
+// so that it starts no worker; the earlier way, a launcher throttled by
+// wal_retrieve_retry_interval after the first move's worker, does not
+// hold on 18, whose launcher throttles each subscription alone) fails
+// its move with the cause; the move holds no worker slot and aborts
+// clean.
 func TestMoveFailsWhenWorkerDoesNotStart(t *testing.T) {
 	t.Parallel()
-	cfg, _ := workerCluster(t, 3, map[string]string{"wal_retrieve_retry_interval": "10min"})
+	cfg, s := workerCluster(t, 3, nil)
 	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
 	routeLikes(t, r, 2, 100)
 	_, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 1, "pg4", MoveOptions{Migrations: sampleSet(t)})
 	require.NoError(t, err)
+	launcher, err := s.FreezeBackends(clustertest.Ctx(t), "logical replication launcher")
+	require.NoError(t, err)
+	t.Cleanup(func() { localpg.Thaw(launcher) })
 
 	c, cancel := context.WithTimeout(clustertest.Ctx(t), 60*time.Second)
 	defer cancel()
@@ -115,6 +121,7 @@ func TestMoveFailsWhenWorkerDoesNotStart(t *testing.T) {
 	require.Less(t, time.Since(t0), 45*time.Second)
 	require.Zero(t, subscriptionsEnabled(t, cfg, "pg4"))
 
+	localpg.Thaw(launcher)
 	_, err = AbortMove(clustertest.Ctx(t), clustertest.Handle(t, cfg), []int{2})
 	require.NoError(t, err)
 	require.Zero(t, replicationLeftovers(t, cfg, moveRecord(t, cfg, res.ID).replName))
