@@ -103,21 +103,67 @@ func TestUUIDv7DecodesInGo(t *testing.T) {
 }
 
 // The clock stepping back inside a session does not break the order:
-// simulated by raising the session's last value past the clock.
+// simulated by raising the session's last value past the clock. On 18
+// the built-in keeps its last value in the backend, out of any setting's
+// reach: the setting changes nothing there.
 func TestUUIDv7IncreasesWhenClockIsBehind(t *testing.T) {
 	ctx := context.Background()
 	conn := installUUIDv7(t, "ids")
 	var a, b string
+	var version int
 	future := (time.Now().Add(time.Hour).UnixMilli()) << 12
-	require.NoError(t, conn.QueryRow(ctx, "SELECT set_config('shardid.uuidv7_last', $1::bigint::text, false), ids.uuidv7()::text", future).Scan(new(string), &a))
+	require.NoError(t, conn.QueryRow(ctx, "SELECT set_config('shardid.uuidv7_last', $1::bigint::text, false), ids.uuidv7()::text, current_setting('server_version_num')::int", future).Scan(new(string), &a, &version))
 	require.NoError(t, conn.QueryRow(ctx, "SELECT ids.uuidv7()::text").Scan(&b))
 	require.Greater(t, b, a)
 	pa, err := idgen.DecodeUUIDv7(a)
 	require.NoError(t, err)
+	if version >= 180000 {
+		require.InDelta(t, time.Now().UnixMilli(), pa.Time.UnixMilli(), 600_000, "the built-in: the clock's time")
+		return
+	}
 	require.Equal(t, time.UnixMilli(future>>12).UTC(), pa.Time, "carried on from the last value, not the clock")
 }
 
 func TestRenderUUIDv7RejectsBadSchema(t *testing.T) {
 	_, err := shsql.RenderUUIDv7("x; DROP TABLE y")
 	require.ErrorIs(t, err, shsql.ErrSchema)
+}
+
+// From PostgreSQL 18 on, uuidv7() is the server's built-in (issue 28), the
+// same layout, still strictly increasing within a session; before 18 the
+// PL/pgSQL function. make test runs this on 14, 16, 17 and 18
+// (scripts/test-versions), and on Debian's 15.
+func TestUUIDv7UsesTheBuiltInFrom18(t *testing.T) {
+	ctx := context.Background()
+	conn := installUUIDv7(t, "ids")
+	var version int
+	var lang, src, comment string
+	require.NoError(t, conn.QueryRow(ctx, `SELECT current_setting('server_version_num')::int, l.lanname, p.prosrc,
+			pg_catalog.obj_description(p.oid, 'pg_proc')
+		FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang WHERE p.oid = 'ids.uuidv7()'::regprocedure`).Scan(&version, &lang, &src, &comment))
+	if version >= 180000 {
+		require.Equal(t, "sql", lang)
+		require.Equal(t, "SELECT pg_catalog.uuidv7()", src)
+		require.Contains(t, comment, "built-in")
+	} else {
+		require.Equal(t, "plpgsql", lang)
+		require.NotContains(t, src, "pg_catalog.uuidv7")
+	}
+	rows, err := conn.Query(ctx, `SELECT ids.uuidv7()::text, ids.uuidv7_time(u) FROM (SELECT ids.uuidv7() AS u FROM generate_series(1, 20000)) s`)
+	require.NoError(t, err)
+	var last string
+	n := 0
+	for rows.Next() {
+		var s string
+		var at time.Time
+		require.NoError(t, rows.Scan(&s, &at))
+		require.Equal(t, byte('7'), s[14], "version 7: %s", s)
+		require.Contains(t, "89ab", string(s[19]), "variant 10: %s", s)
+		require.Greater(t, s, last, "strictly increasing within the session")
+		require.InDelta(t, time.Now().UnixMilli(), at.UnixMilli(), 600_000)
+		last = s
+		n++
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, 20000, n)
 }

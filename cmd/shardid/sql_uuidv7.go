@@ -15,8 +15,9 @@ func newSQLUUIDv7Cmd() *cobra.Command {
 		Short: "Print the SQL that installs uuidv7() and uuidv7_time(uuid)",
 		Long: `Prints idempotent SQL that creates the schema (default public) and the
 functions <schema>.uuidv7(), RFC 9562 version 7 UUIDs that strictly increase
-within a session, and <schema>.uuidv7_time(uuid). For PostgreSQL before 18;
-PostgreSQL 18 has a built-in uuidv7() (docs/schemes.md says how they differ).
+within a session, and <schema>.uuidv7_time(uuid). On PostgreSQL 18 and later
+<schema>.uuidv7() calls the built-in uuidv7() (docs/schemes.md says how they
+differ); before 18 it is PL/pgSQL.
 
   shardid sql uuidv7 --schema ids | psql -v ON_ERROR_STOP=1 mydb
   CREATE TABLE events (id uuid PRIMARY KEY DEFAULT ids.uuidv7(), ...);`,
