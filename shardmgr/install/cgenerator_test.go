@@ -1,10 +1,14 @@
 package install
 
 import (
+	"net/url"
+	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 	"github.com/shardid/shardid/shardmgr/verify"
 	shsql "github.com/shardid/shardid/sql"
@@ -44,4 +48,93 @@ func TestInitSwitchesGenerators(t *testing.T) {
 		require.Greater(t, lo, last, "ids after the switch to %s follow the ones before", gen)
 		last = hi
 	}
+}
+
+// generator c is refused before init changes anything (no database is
+// created) where it cannot be installed: through a role that is not a
+// superuser (even one that may create databases), and on a server that
+// does not offer the extension (another major: make test runs this on
+// 14 to 18, scripts/test-versions). There, auto installs the PL/pgSQL
+// generator and one warning says why; where the extension is offered,
+// auto warns nothing.
+func TestInitChecksTheCGeneratorFirst(t *testing.T) {
+	t.Parallel()
+	ctx := clustertest.Ctx(t)
+	cfg := clustertest.Cluster(t, 3, false)
+	role := clustertest.Role(t, cfg, "managed")
+	for _, s := range pgtest.Servers(t, 3) {
+		conn, err := pgx.Connect(ctx, s.DSN("postgres"))
+		require.NoError(t, err)
+		_, err = conn.Exec(ctx, "ALTER ROLE "+pgx.Identifier{role}.Sanitize()+" CREATEDB")
+		conn.Close(ctx)
+		require.NoError(t, err)
+	}
+	dbExists := func(dsn string) bool {
+		u, err := url.Parse(dsn)
+		require.NoError(t, err)
+		name := strings.TrimPrefix(u.Path, "/")
+		u.Path = "/postgres"
+		conn, err := pgx.Connect(ctx, u.String())
+		require.NoError(t, err)
+		defer conn.Close(ctx)
+		var ok bool
+		require.NoError(t, conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1)`, name).Scan(&ok))
+		return ok
+	}
+	requireNothingCreated := func() {
+		t.Helper()
+		require.False(t, dbExists(cfg.Catalog), "catalog database created")
+		for _, h := range cfg.Hosts {
+			require.False(t, dbExists(h.DSN), "%s's database created", h.Name)
+		}
+	}
+
+	managed := *cfg
+	managed.Hosts = nil
+	for _, h := range cfg.Hosts {
+		h.DSN = clustertest.AsRole(t, h.DSN, role)
+		managed.Hosts = append(managed.Hosts, h)
+	}
+	managed.Generator = shsql.GeneratorC
+	_, err := Init(ctx, clustertest.Handle(t, &managed), InitOptions{})
+	require.ErrorIs(t, err, ErrNoCGenerator)
+	require.ErrorContains(t, err, "host pg1: the C generator cannot be installed: the host's role is not a superuser")
+	requireNothingCreated()
+
+	conn, err := pgx.Connect(ctx, pgtest.Servers(t, 1)[0].DSN("postgres"))
+	require.NoError(t, err)
+	var offered bool
+	var version string
+	require.NoError(t, conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_available_extension_versions WHERE name = $1 AND version = $2),
+		current_setting('server_version')`, shsql.ExtensionName, shsql.ExtensionVersion).Scan(&offered, &version))
+	conn.Close(ctx)
+	if !offered {
+		cfg.Generator = shsql.GeneratorC
+		_, err = Init(ctx, clustertest.Handle(t, cfg), InitOptions{})
+		require.ErrorIs(t, err, ErrNoCGenerator)
+		require.ErrorContains(t, err, "host pg1: the C generator cannot be installed: its server (PostgreSQL "+version+") does not offer the shardid extension "+shsql.ExtensionVersion)
+		requireNothingCreated()
+	}
+
+	cfg.Generator = shsql.GeneratorAuto
+	res, err := Init(ctx, clustertest.Handle(t, cfg), InitOptions{})
+	require.NoError(t, err)
+	var generatorWarnings []string
+	for _, w := range res.Warnings {
+		if strings.Contains(w, "generator auto") {
+			generatorWarnings = append(generatorWarnings, w)
+		}
+	}
+	if offered {
+		require.Empty(t, generatorWarnings)
+		return
+	}
+	require.Equal(t, []string{
+		"host pg1: generator auto installs the PL/pgSQL generator: its server (PostgreSQL " + version + ") does not offer the shardid extension " + shsql.ExtensionVersion,
+		"host pg2: generator auto installs the PL/pgSQL generator: its server (PostgreSQL " + version + ") does not offer the shardid extension " + shsql.ExtensionVersion,
+		"host pg3: generator auto installs the PL/pgSQL generator: its server (PostgreSQL " + version + ") does not offer the shardid extension " + shsql.ExtensionVersion,
+	}, generatorWarnings)
+	rep, err := verify.Verify(ctx, clustertest.Handle(t, cfg), verify.Options{})
+	require.NoError(t, err)
+	require.Equal(t, []verify.GeneratorCount{{Kind: verify.GeneratorPLpgSQL, Count: 3, Shards: "0-2"}}, rep.Generators)
 }

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/shardid/shardid/shardmgr/cluster"
 	shsql "github.com/shardid/shardid/sql"
 )
 
@@ -56,4 +59,69 @@ func ensureExtension(ctx context.Context, pool *pgxpool.Pool, generator string) 
 		return fmt.Errorf("install the shardid extension %s: %w", shsql.ExtensionVersion, err)
 	}
 	return nil
+}
+
+// checkGenerators looks, before init changes anything, at what each host's
+// server offers for the cluster file's generator: generator c on a server
+// that does not offer the extension, or through a role that is not a
+// superuser, is ErrNoCGenerator; auto on a server that does not offer the
+// extension (a major it is not built for: ext/shardid needs that major's
+// server headers) installs PL/pgSQL, and the warning says why. A host's
+// database that does not exist yet is read through the server's postgres
+// database: both facts are the server's.
+func checkGenerators(ctx context.Context, c *cluster.Cluster) ([]string, error) {
+	cfg := c.Config()
+	if cfg.Generator == shsql.GeneratorPLpgSQL {
+		return nil, nil
+	}
+	var warnings []string
+	for _, h := range cfg.Hosts {
+		available, superuser, version, err := serverOffersExtension(ctx, c, h.Name)
+		if err != nil {
+			return nil, fmt.Errorf("host %s: look for the shardid extension: %w", h.Name, err)
+		}
+		switch {
+		case cfg.Generator == shsql.GeneratorC && !superuser:
+			return nil, fmt.Errorf("host %s: %w: the host's role is not a superuser, who alone may create the extension and declare C functions", h.Name, ErrNoCGenerator)
+		case cfg.Generator == shsql.GeneratorC && !available:
+			return nil, fmt.Errorf("host %s: %w: its server (PostgreSQL %s) does not offer the shardid extension %s (pg_available_extension_versions; it is built per major, with that major's server headers)", h.Name, ErrNoCGenerator, version, shsql.ExtensionVersion)
+		case !available:
+			warnings = append(warnings, fmt.Sprintf("host %s: generator auto installs the PL/pgSQL generator: its server (PostgreSQL %s) does not offer the shardid extension %s", h.Name, version, shsql.ExtensionVersion))
+		}
+	}
+	return warnings, nil
+}
+
+// serverOffersExtension reads, through the host's pool (its connection
+// budget), whether its server offers the shardid extension at this
+// release's version, whether the host's role is a superuser, and the
+// server's version; a host database that does not exist yet is read
+// through the server's postgres database, as init would create it.
+func serverOffersExtension(ctx context.Context, c *cluster.Cluster, host string) (available, superuser bool, version string, err error) {
+	const q = `SELECT
+			EXISTS (SELECT FROM pg_catalog.pg_available_extension_versions WHERE name = $1 AND version = $2),
+			(SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user),
+			current_setting('server_version')`
+	conn, err := acquire(ctx, c, host)
+	if err == nil {
+		defer conn.Release()
+		err = conn.QueryRow(ctx, q, shsql.ExtensionName, shsql.ExtensionVersion).Scan(&available, &superuser, &version)
+		return available, superuser, version, err
+	}
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != pgerrcode.InvalidCatalogName {
+		return false, false, "", err
+	}
+	cc, err := c.HostConnConfig(host, cluster.Session{})
+	if err != nil {
+		return false, false, "", err
+	}
+	cc.Database = "postgres"
+	pc, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return false, false, "", err
+	}
+	defer pc.Close(context.WithoutCancel(ctx))
+	err = pc.QueryRow(ctx, q, shsql.ExtensionName, shsql.ExtensionVersion).Scan(&available, &superuser, &version)
+	return available, superuser, version, err
 }

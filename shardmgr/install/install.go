@@ -150,6 +150,11 @@ func Init(ctx context.Context, c *cluster.Cluster, opts InitOptions) (*InitResul
 	if err := checkSchemas(ctx, c); err != nil {
 		return nil, err
 	}
+	warnings, err := checkGenerators(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	res.Warnings = append(res.Warnings, warnings...)
 
 	// A catalog that cannot be the hosts' own (a mistyped address, one
 	// emptied by a failed restore, another cluster's) is refused before
