@@ -15,6 +15,7 @@ import (
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/fence"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/internal/shardschema"
 	"github.com/shardid/shardid/shardmgr/internal/ternsplit"
 )
 
@@ -186,6 +187,12 @@ func prepareShard(ctx context.Context, conn *pgx.Conn, schema string) (int, erro
 	}
 	if !hasSchema {
 		return 0, fmt.Errorf("%w: no schema %s", ErrShardSchemaMissing, schema)
+	}
+	// Before anything runs or is written: a trigger another role put on
+	// the version tables (TRIGGER comes with GRANT ALL ON ALL TABLES)
+	// would run as the migrating role at this step's version write.
+	if err := shardschema.CheckTrusted(ctx, conn, schema); err != nil {
+		return 0, err
 	}
 	if !hasVT {
 		// tern's own statements, so that tern and shardid share the table.
