@@ -191,3 +191,53 @@ func sameKeys(ctx context.Context, src, dst shardmgr.Querier, schema string) err
 	}
 	return nil
 }
+
+// samePartitions checks, before the flip, that the shard's partition
+// trees are the same on both hosts: each partition attached to the same
+// parent with the same bounds. A partition detached (or attached) on the
+// source while an online move followed it stays as it was on the target,
+// as logical replication carries no DDL, and its rows would show through
+// the wrong parent after the flip.
+func samePartitions(ctx context.Context, src, dst shardmgr.Querier, schema string) error {
+	read := func(db shardmgr.Querier) (map[string]string, error) {
+		rows, err := db.Query(ctx, `SELECT pg_catalog.format('%I.%I', n.nspname, c.relname),
+				pg_catalog.format('%I.%I', pn.nspname, p.relname) || ' ' || pg_catalog.pg_get_expr(c.relpartbound, c.oid)
+			FROM pg_catalog.pg_inherits i
+			JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+			JOIN pg_catalog.pg_class p ON p.oid = i.inhparent JOIN pg_catalog.pg_namespace pn ON pn.oid = p.relnamespace
+			WHERE n.nspname = $1 AND c.relispartition AND c.relkind IN ('r', 'p', 'f')`, schema)
+		if err != nil {
+			return nil, err
+		}
+		out := map[string]string{}
+		var child, parent string
+		_, err = pgx.ForEachRow(rows, []any{&child, &parent}, func() error { out[child] = parent; return nil })
+		return out, err
+	}
+	have, err := read(src)
+	if err != nil {
+		return fmt.Errorf("source: %w", err)
+	}
+	got, err := read(dst)
+	if err != nil {
+		return fmt.Errorf("target: %w", err)
+	}
+	var bad []string
+	for child, p := range got {
+		if q, ok := have[child]; !ok {
+			bad = append(bad, fmt.Sprintf("%s is a partition of %s on the target, not on the source (detached there during the move?)", child, p))
+		} else if q != p {
+			bad = append(bad, fmt.Sprintf("%s is a partition of %s on the target, of %s on the source", child, p, q))
+		}
+	}
+	for child, p := range have {
+		if _, ok := got[child]; !ok {
+			bad = append(bad, fmt.Sprintf("%s is a partition of %s on the source, not on the target (attached there during the move?)", child, p))
+		}
+	}
+	if len(bad) > 0 {
+		sort.Strings(bad)
+		return fmt.Errorf("%w: the partition trees differ: %s (abort the move and run it again)", ErrMoveCheck, strings.Join(bad, "; "))
+	}
+	return nil
+}

@@ -65,6 +65,9 @@ func (mo *mover) verifyCopy(ctx context.Context, mv *move) error {
 	if err := sameKeys(ctx, src, dst, mv.Schema); err != nil {
 		return err
 	}
+	if err := samePartitions(ctx, src, dst, mv.Schema); err != nil {
+		return err
+	}
 	t0 := time.Now()
 	var rows int64
 	checked := false
