@@ -28,6 +28,10 @@ var (
 	// an object, trigger, rule or policy of such a role. The error names
 	// the object, its owner and the fix; nothing was written.
 	ErrUntrusted = pgtrust.ErrUntrusted
+	// ErrPooler: an operator's DSN (a host's dsn, the catalog) reaches a
+	// connection pooler instead of PostgreSQL; refused before anything is
+	// recorded. A pooler belongs in a host's app_dsn (docs/poolers.md).
+	ErrPooler = pg.ErrPooler
 	// ErrNotInitialized: the catalog has no cluster yet.
 	ErrNotInitialized = errors.New("cluster not initialised")
 	// ErrUnknownShard: a shard id outside 0..shards-1, or an id that

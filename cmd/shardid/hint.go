@@ -71,6 +71,7 @@ var hints = []struct {
 	{is(hosts.ErrHostInUse), "shardid host drain moves its shards away; shardid rebalance cleanup --all drops retired copies; an unfinished move: shardid rebalance apply or abort"},
 	{is(hosts.ErrNeedsFailover), "a promoted standby takes shardid host failover NAME --to DSN, which advances every shard's counter past the old primary's ids before it records the DSN"},
 	{is(hosts.ErrNotSameDatabase), "point the host at its own database (its promoted standby: shardid host failover NAME --to DSN); see docs/operations.md"},
+	{is(shardmgr.ErrPooler), "give dsn: PostgreSQL's own address and put the pooler under app_dsn: for the applications (docs/poolers.md)"},
 	{is(hosts.ErrUnreachable), "check the address, and that the server runs and accepts this role"},
 	{is(install.ErrHostInUse), "drain it first: drain: true, shardid init, then shardid rebalance apply; a retired copy goes with shardid rebalance cleanup --all, an unfinished move with abort"},
 	{is(shardmgr.ErrUnknownHost), "a host must be in the cluster file and registered by shardid init"},

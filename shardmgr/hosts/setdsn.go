@@ -52,6 +52,8 @@ type SetDSNOptions struct {
 // bumped) and in the cluster file (the host's dsn: edited in place), once
 // the server there proves to be the host's database or its promoted
 // standby, by what the servers say:
+//   - dsn reaches PostgreSQL itself, not a connection pooler
+//     (shardmgr.ErrPooler: a pooler is the host's app_dsn);
 //   - the database at dsn records itself (shardid.host_info) as host name
 //     of this cluster, so it is no other host's database;
 //   - the server at dsn is not in recovery (a standby is promoted first);
@@ -104,6 +106,12 @@ func SetDSN(ctx context.Context, c *cluster.Cluster, name, dsn string, opts SetD
 	}
 	nh, _ := edit.Config.Host(name)
 	res := &SetDSNResult{Host: name, OldDSN: old.CatalogDSN(), NewDSN: nh.CatalogDSN(), Config: edit.Config, Generation: m.Generation}
+	// A pooler would pass every check below (it reaches the host's
+	// database) and then break every command that needs PostgreSQL
+	// itself, the set-dsn back included.
+	if err := pg.RefusePooler(ctx, nh.DSN, opts.ProbeTimeout); err != nil {
+		return nil, fmt.Errorf("host %s: new DSN: %w", name, err)
+	}
 
 	newConn, err := connect(ctx, nh.DSN, opts.ProbeTimeout)
 	if err != nil {

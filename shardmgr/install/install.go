@@ -137,6 +137,12 @@ func Init(ctx context.Context, c *cluster.Cluster, opts InitOptions) (*InitResul
 	}
 	res := &InitResult{Cluster: cfg.Cluster}
 
+	// No operator DSN may be a connection pooler: refused before a
+	// database is created or a DSN recorded.
+	if err := refusePoolers(ctx, c); err != nil {
+		return nil, err
+	}
+
 	// Nothing is written to a catalog or host that a newer shardid
 	// migrated, or whose last migration failed half way.
 	if err := c.Need(2, "init"); err != nil {
