@@ -33,11 +33,20 @@ func withBouncers(t *testing.T, cfg *shardmgr.Config, mode string) []*localpg.Bo
 // 18% to 69% of its transactions into "prepared statement stmtcache_...
 // already exists / does not exist" (issue 28): a pool on an app_dsn that
 // is a pooler runs its queries unprepared. Failed before (the router used
-// pgx's statement cache on every DSN).
+// pgx's statement cache on every DSN). Session pooling works too.
 func TestRouterThroughPgBouncerInTransactionMode(t *testing.T) {
 	t.Parallel()
+	for _, mode := range []string{localpg.PoolTransaction, localpg.PoolSession} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			routeThroughPgBouncer(t, mode)
+		})
+	}
+}
+
+func routeThroughPgBouncer(t *testing.T, mode string) {
 	cfg := initCluster(t, 8)
-	bouncers := withBouncers(t, cfg, localpg.PoolTransaction)
+	bouncers := withBouncers(t, cfg, mode)
 	r := openRouter(t, cfg)
 	for id := range r.Shards() {
 		require.NoError(t, r.Tx(ctx(t), id, func(ctx context.Context, tx pgx.Tx, s shardmgr.Shard) error {
