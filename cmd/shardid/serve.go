@@ -15,13 +15,15 @@ import (
 	"github.com/shardid/shardid/idgen/segment/httpapi"
 	"github.com/shardid/shardid/idgen/snowflake"
 	"github.com/shardid/shardid/internal/app/serveconfig"
+	"github.com/shardid/shardid/internal/loopback"
 )
 
 func newServeCmd() *cobra.Command {
 	var (
-		listen  string
-		grace   time.Duration
-		heapMiB int64
+		listen     string
+		grace      time.Duration
+		heapMiB    int64
+		allowHosts []string
 	)
 	var configPath *string
 	cmd := &cobra.Command{
@@ -41,7 +43,11 @@ background and logged with the server's own error first; /healthz answers 503
 until every source is usable and every tag has ids. It listens at once and
 stops on SIGINT or SIGTERM in every state. It has no authentication and no
 TLS: keep --listen on a loopback address behind a proxy (a warning says so
-otherwise). See docs/segments.md.
+otherwise). On a loopback address it answers only requests whose Host header
+names loopback (localhost, 127.0.0.1, ::1) or a name given with --allow-host
+(a proxy that passes its own name on), so that a web page whose name was
+pointed at 127.0.0.1 (DNS rebinding) cannot draw ids; others get 421.
+See docs/segments.md.
 
 With a snowflake: section (leases: a DSN, datacenter, epoch_ms, ttl), it also
 serves GET /v1/snowflake?count=N from a worker id leased in that database; a
@@ -54,17 +60,18 @@ file may hold only that section. See docs/schemes.md.`,
 			if heapMiB < 0 {
 				return usagef("--heap-mib must not be negative")
 			}
-			return serve(cmd.Context(), *configPath, listen, grace, heapMiB<<20)
+			return serve(cmd.Context(), *configPath, listen, grace, heapMiB<<20, allowHosts)
 		},
 	}
 	configPath = addConfigPathFlag(cmd)
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8080", "address to serve HTTP on")
 	cmd.Flags().DurationVar(&grace, "grace", 10*time.Second, "how long shutdown waits for requests in flight")
+	cmd.Flags().StringArrayVar(&allowHosts, "allow-host", nil, "a Host header name to serve besides loopback's when listening on loopback (repeatable; a proxy's name)")
 	cmd.Flags().Int64Var(&heapMiB, "heap-mib", httpapi.DefaultHeapLimit>>20, "collect garbage when the heap reaches this many MiB (GOGC=off, GOMEMLIMIT); 0 keeps Go's default; GOGC or GOMEMLIMIT in the environment win")
 	return cmd
 }
 
-func serve(ctx context.Context, configPath, listen string, grace time.Duration, heapLimit int64) error {
+func serve(ctx context.Context, configPath, listen string, grace time.Duration, heapLimit int64, allowHosts []string) error {
 	cfg, err := serveconfig.Load(configPath, os.LookupEnv)
 	if err != nil {
 		return err
@@ -110,6 +117,9 @@ func serve(ctx context.Context, configPath, listen string, grace time.Duration, 
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return err
+	}
+	if exposed, _ := exposedListen(ln.Addr()); !exposed {
+		handler = loopback.Guard(handler, allowHosts, "shardid serve: this server answers loopback names only (start it with --allow-host NAME to answer NAME)")
 	}
 	if exposed, why := exposedListen(ln.Addr()); exposed {
 		logger.Warn("serving on "+why+" with no authentication and no TLS: anyone who can reach it can draw ids and read /metrics; "+

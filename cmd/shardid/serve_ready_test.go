@@ -297,3 +297,38 @@ func TestServeSourcePasswordFromEnvWithAt(t *testing.T) {
 		require.NotContains(t, text, "sstail", what)
 	}
 }
+
+// On loopback, serve answers only loopback names and those --allow-host
+// gives: a page whose name an attacker pointed at 127.0.0.1 (DNS
+// rebinding) gets 421 and no ids (failed before: any Host was served).
+func TestServeRefusesForeignHostOnLoopback(t *testing.T) {
+	bin := buildShardid(t)
+	srv := pgtest.Servers(t, 1)[0]
+	seg, leases := pgtest.NewDB(t, srv), pgtest.NewDB(t, srv)
+	config := filepath.Join(t.TempDir(), "shardid.yaml")
+	require.NoError(t, os.WriteFile(config, []byte("segments:\n  sources:\n    - '"+seg+"'\n  tags:\n    order: {}\nsnowflake:\n  leases: '"+leases+"'\n"), 0o600))
+	p := launchServe(t, bin, "--config", config, "--allow-host", "ids.internal")
+	require.Eventually(t, func() bool { code, _ := p.get("/healthz"); return code == 200 }, 2*time.Minute, 50*time.Millisecond, "%s", p.log)
+	port := strings.Split(p.addr, ":")[1]
+	get := func(host, path string) (int, string) {
+		req, err := http.NewRequest(http.MethodGet, "http://"+p.addr+path, nil)
+		require.NoError(t, err)
+		req.Host = host
+		resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, path := range []string{"/v1/ids/order", "/v1/snowflake", "/healthz", "/metrics"} {
+		for _, host := range []string{"attacker.example:" + port, "attacker.example", "10.1.2.3:" + port} {
+			code, body := get(host, path)
+			require.Equal(t, http.StatusMisdirectedRequest, code, "%s %s: %s", host, path, body)
+			require.Contains(t, body, "--allow-host")
+		}
+		for _, host := range []string{"127.0.0.1:" + port, "localhost:" + port, "ids.internal:" + port, "IDS.internal"} {
+			code, body := get(host, path)
+			require.Equal(t, http.StatusOK, code, "%s %s: %s", host, path, body)
+		}
+	}
+}

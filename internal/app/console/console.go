@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shardid/shardid/internal/loopback"
 	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/hosts"
 	"github.com/shardid/shardid/shardmgr/install"
@@ -161,20 +162,10 @@ func CheckListen(addr string, allowRemote bool) error {
 	if err != nil {
 		return fmt.Errorf("listen address %q: %w", addr, err)
 	}
-	if allowRemote || isLoopbackName(host) {
+	if allowRemote || loopback.IsName(host) {
 		return nil
 	}
 	return fmt.Errorf("listen address %q is not loopback: the console has no TLS and shows the cluster's layout to whoever reaches it", addr)
-}
-
-// isLoopbackName reports a host (no port) that names this machine's
-// loopback: localhost, 127.0.0.0/8, ::1.
-func isLoopbackName(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(strings.Trim(host, "[]"))
-	return ip != nil && ip.IsLoopback()
 }
 
 // Handler serves the console's pages, assets and JSON.
@@ -215,16 +206,12 @@ func (s *Console) Handler() http.Handler {
 func (s *Console) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
-		h.Set("Content-Security-Policy", "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'")
+		h.Set("Content-Security-Policy", "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("Cache-Control", "no-store")
 		if !s.opts.AllowRemote {
-			host := r.Host
-			if hh, _, err := net.SplitHostPort(host); err == nil {
-				host = hh
-			}
-			if !isLoopbackName(host) {
+			if !loopback.HostAllowed(r.Host, nil) {
 				http.Error(w, "console: this console serves loopback names only (start it with --allow-remote to serve others)", http.StatusMisdirectedRequest)
 				return
 			}

@@ -205,6 +205,14 @@ func TestConsoleReadOnly(t *testing.T) {
 		resp.Body.Close()
 		require.Equal(t, http.StatusMisdirectedRequest, resp.StatusCode, "a rebinding host name is refused")
 
+		resp, err = http.Get(base + "/")
+		require.NoError(t, err)
+		resp.Body.Close()
+		csp := resp.Header.Get("Content-Security-Policy")
+		for _, d := range []string{"default-src 'self'", "frame-ancestors 'none'", "form-action 'self'", "base-uri 'none'"} {
+			require.Contains(t, csp, d, "a form or <base> injected into a page goes nowhere else")
+		}
+
 		req, err = http.NewRequest(http.MethodPost, base+"/api/verify", nil)
 		require.NoError(t, err)
 		req.Header.Set("Origin", "http://attacker.example")
