@@ -156,7 +156,7 @@ func open(ctx context.Context, catalogDSN string, files map[string]Host, opts []
 	}
 	if _, err := r.reload(ctx); err != nil { // no map to serve from yet: fail
 		r.Close()
-		return nil, err
+		return nil, pg.ServerFirst(err)
 	}
 	return r, nil
 }

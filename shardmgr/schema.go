@@ -22,6 +22,9 @@ const (
 	// reads: it needs only the tables of migration 1 (cluster, hosts,
 	// shards).
 	CatalogSchemaRouterOldest = 1
+	// catalogReadersSchema is the migration that added
+	// shardid.catalog_readers.
+	catalogReadersSchema = 12
 	// HostSchema is the version of a host database's own record
 	// (shardid.host_info, shardid.local_shards) this binary writes.
 	HostSchema = 2
@@ -116,13 +119,16 @@ func ReadCatalogVersion(ctx context.Context, q Querier) (SchemaVersion, error) {
 	if v.Have, v.Dirty, err = readVersionTable(ctx, q, catalogVersionTable); err != nil {
 		return v, fmt.Errorf("catalog: read schema version: %w", err)
 	}
-	if v.Have > CatalogSchema && !v.Dirty {
+	// Read by every binary that knows the marker, whatever the version:
+	// a role that may not read it finds out now, not on the day the
+	// catalog is upgraded past this binary (docs/upgrading.md).
+	if v.Have >= catalogReadersSchema && !v.Dirty {
 		err := q.QueryRow(ctx, `SELECT min_reader FROM shardid.catalog_readers`).Scan(&v.MinReader)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows) || pg.IsUndefinedTable(err):
 			v.MinReader = v.Have // no marker: only its own version reads it
 		case err != nil:
-			return v, fmt.Errorf("catalog: read schema version: %w", err)
+			return v, fmt.Errorf("catalog: read shardid.catalog_readers (who may read this catalog): %w", err)
 		}
 	}
 	return v, nil
