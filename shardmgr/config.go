@@ -8,7 +8,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -223,7 +225,34 @@ func expandEnv(s string, lookup func(string) (string, bool)) (string, []string, 
 	return envvar.ExpandDSN(s, lookup)
 }
 
-var unknownField = regexp.MustCompile(`^line (\d+): field (\S+) not found in type \S+$`)
+// unknownField is yaml.v3's message for a key the type lacks; the type
+// is a name (shardmgr.Host) or, for the file's top level, a struct's
+// whole text with spaces in it.
+var unknownField = regexp.MustCompile(`^line (\d+): field (\S+) not found in type (.+)$`)
+
+// knownKeys lists the keys of the YAML mapping a decoder's type is: the
+// file's top level (ParseConfig's struct, spelled out) or a host.
+func knownKeys(typ string) []string {
+	var keys []string
+	add := func(t reflect.Type) {
+		for f := range t.Fields() {
+			if name, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); name != "" && name != "-" {
+				keys = append(keys, name)
+			}
+		}
+	}
+	switch {
+	case strings.HasPrefix(typ, "struct {"):
+		add(reflect.TypeFor[Config]())
+		keys = append(keys, "segments", "snowflake")
+	case typ == "shardmgr.Host":
+		add(reflect.TypeFor[Host]())
+	default:
+		return nil
+	}
+	slices.Sort(keys)
+	return keys
+}
 
 // yamlMessage turns the decoder's errors into one line:
 // "line 4: unknown key \"shard\"".
@@ -234,6 +263,9 @@ func yamlMessage(err error) string {
 		for i, e := range te.Errors {
 			if m := unknownField.FindStringSubmatch(e); m != nil {
 				msgs[i] = fmt.Sprintf("line %s: unknown key %s", m[1], quoteInput(m[2]))
+				if keys := knownKeys(m[3]); keys != nil {
+					msgs[i] += " (known keys: " + strings.Join(keys, ", ") + ")"
+				}
 			} else {
 				msgs[i] = e
 			}

@@ -54,7 +54,8 @@ func TestBadClusterFiles(t *testing.T) {
 		file string
 		want []string
 	}{
-		{"unknown-key.yaml", []string{"unknown-key.yaml", "line 7", `unknown key "port"`}},
+		{"unknown-key.yaml", []string{"unknown-key.yaml", "line 7", `unknown key "port" (known keys: drain, dsn, name)`}},
+		{"unknown-top-key.yaml", []string{"unknown-top-key.yaml", `line 3: unknown key "shard" (known keys: catalog, cluster, epoch_ms, generator, hosts, migrations, segments, shards, snowflake)`}},
 		{"duplicate-host.yaml", []string{`hosts[1].name: duplicate host name "pg1" (also hosts[0])`}},
 		{"duplicate-dsn.yaml", []string{"hosts[1].dsn: duplicate DSN, same database as hosts[0] (127.0.0.1:5433/app)"}},
 		{"too-many-shards.yaml", []string{"shards: 10000 is impossible (1..8192)"}},
@@ -73,6 +74,7 @@ func TestBadClusterFiles(t *testing.T) {
 			require.ErrorIs(t, err, ErrConfig)
 			msg := err.Error()
 			require.NotContains(t, msg, "\n", "one line")
+			require.NotContains(t, msg, "struct {", "no Go type")
 			for _, w := range tc.want {
 				require.Contains(t, msg, w)
 			}
