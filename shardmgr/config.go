@@ -20,6 +20,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/shardid/shardid/internal/envvar"
+	"github.com/shardid/shardid/internal/pgsession"
 	"github.com/shardid/shardid/shardmgr/internal/limits"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 	shsql "github.com/shardid/shardid/sql"
@@ -310,6 +311,8 @@ func (c *Config) ValidateCluster() error {
 	}
 	if c.Catalog == "" {
 		add("catalog: missing (the DSN of the catalog database)")
+	} else if err := pgsession.CheckScheme(c.Catalog); err != nil {
+		add("catalog: %s", err)
 	} else if _, err := pgconn.ParseConfig(c.Catalog); err != nil {
 		add("catalog: %s", dsnError(err))
 	}
@@ -333,6 +336,10 @@ func (c *Config) ValidateCluster() error {
 		}
 		if h.DSN == "" {
 			add("hosts[%d].dsn: missing", i)
+			continue
+		}
+		if err := pgsession.CheckScheme(h.DSN); err != nil {
+			add("hosts[%d].dsn: %s", i, err)
 			continue
 		}
 		if h.AppDSN != "" {

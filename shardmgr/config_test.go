@@ -54,7 +54,8 @@ func TestBadClusterFiles(t *testing.T) {
 		file string
 		want []string
 	}{
-		{"unknown-key.yaml", []string{"unknown-key.yaml", "line 7", `unknown key "port" (known keys: drain, dsn, name)`}},
+		{"unknown-key.yaml", []string{"unknown-key.yaml", "line 7", `unknown key "port" (known keys: app_dsn, drain, dsn, name)`}},
+		{"unknown-scheme.yaml", []string{`catalog: cannot parse the DSN: unknown URL scheme "postgress"`, `hosts[0].dsn: cannot parse the DSN: unknown URL scheme "postgress"`}},
 		{"unknown-top-key.yaml", []string{"unknown-top-key.yaml", `line 3: unknown key "shard" (known keys: catalog, cluster, epoch_ms, generator, hosts, migrations, segments, shards, snowflake)`}},
 		{"duplicate-host.yaml", []string{`hosts[1].name: duplicate host name "pg1" (also hosts[0])`}},
 		{"duplicate-dsn.yaml", []string{"hosts[1].dsn: duplicate DSN, same database as hosts[0] (127.0.0.1:5433/app)"}},

@@ -332,3 +332,14 @@ func TestServeRefusesForeignHostOnLoopback(t *testing.T) {
 		}
 	}
 }
+
+// A DSN of an unknown URL scheme is named, not taken for keyword/value
+// settings that reach the default Unix socket (failed before).
+func TestServeNamesAnUnknownScheme(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "shardid.yaml")
+	require.NoError(t, os.WriteFile(file, []byte("snowflake:\n  leases: 'postgress://postgres@127.0.0.1:1/x?sslmode=disable'\n"), 0o600))
+	_, err := runShardid(t, "serve", "--config", file, "--listen", "127.0.0.1:0")
+	require.Error(t, err)
+	require.Contains(t, err.Error(), `unknown URL scheme "postgress"`)
+	require.Equal(t, 1, exitCode(err))
+}

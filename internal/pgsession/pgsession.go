@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -34,8 +35,30 @@ func Pin(cfg *pgconn.Config) {
 	}
 }
 
+// urlScheme is the scheme of text that reads as a URL.
+var urlScheme = regexp.MustCompile(`^\s*([A-Za-z][A-Za-z0-9+.-]*)://`)
+
+// CheckScheme refuses a DSN that reads as a URL of another scheme than
+// postgres:// or postgresql://. pgconn takes such text for keyword/value
+// settings ("postgress://h/db?sslmode" = "disable") and connects to the
+// default Unix socket instead of saying so.
+func CheckScheme(dsn string) error {
+	m := urlScheme.FindStringSubmatch(dsn)
+	if m == nil {
+		return nil
+	}
+	switch m[1] {
+	case "postgres", "postgresql":
+		return nil
+	}
+	return fmt.Errorf("cannot parse the DSN: unknown URL scheme %q (want postgres:// or postgresql://)", m[1])
+}
+
 // ParseConfig is pgx.ParseConfig with Params pinned.
 func ParseConfig(dsn string) (*pgx.ConnConfig, error) {
+	if err := CheckScheme(dsn); err != nil {
+		return nil, err
+	}
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return nil, RedactParseError(err)
@@ -46,6 +69,9 @@ func ParseConfig(dsn string) (*pgx.ConnConfig, error) {
 
 // ParsePoolConfig is pgxpool.ParseConfig with Params pinned.
 func ParsePoolConfig(dsn string) (*pgxpool.Config, error) {
+	if err := CheckScheme(dsn); err != nil {
+		return nil, err
+	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, RedactParseError(err)

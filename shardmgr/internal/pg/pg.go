@@ -150,6 +150,9 @@ func OpenPool(ctx context.Context, dsn string, maxConns int) (*pgxpool.Pool, err
 // DSN naming several servers lists them all, as Servers does), so that two
 // spellings of one database count as duplicates.
 func DatabaseKey(dsn string) (string, error) {
+	if err := pgsession.CheckScheme(dsn); err != nil {
+		return "", err
+	}
 	pc, err := pgconn.ParseConfig(dsn)
 	if err != nil {
 		return "", err
