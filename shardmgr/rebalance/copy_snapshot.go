@@ -71,7 +71,7 @@ func createSnapshotSlot(ctx context.Context, c *cluster.Cluster, host, name stri
 	if err != nil {
 		return nil, fmt.Errorf("replication connection: %w", err)
 	}
-	res, err := conn.Exec(wctx, `CREATE_REPLICATION_SLOT `+pgx.Identifier{name}.Sanitize()+` LOGICAL pgoutput (SNAPSHOT 'export')`).ReadAll()
+	res, err := conn.Exec(wctx, `CREATE_REPLICATION_SLOT `+pgx.Identifier{name}.Sanitize()+` LOGICAL pgoutput EXPORT_SNAPSHOT`).ReadAll()
 	if err == nil && (len(res) != 1 || len(res[0].Rows) != 1 || len(res[0].Rows[0]) < 3) {
 		err = errors.New("unexpected answer to CREATE_REPLICATION_SLOT")
 	}

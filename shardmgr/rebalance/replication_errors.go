@@ -31,8 +31,14 @@ type applyWatch struct {
 }
 
 // applyErrors reads subscription sub's failure count on the target (0
-// before its statistics exist).
+// before its statistics exist, and on PostgreSQL 14, which keeps none:
+// pg_stat_subscription_stats came with 15; there a failing worker shows
+// as a catch-up that does not end).
 func applyErrors(ctx context.Context, dst shardmgr.Querier, sub string) (int64, error) {
+	var kept bool
+	if err := dst.QueryRow(ctx, `SELECT pg_catalog.to_regclass('pg_catalog.pg_stat_subscription_stats') IS NOT NULL`).Scan(&kept); err != nil || !kept {
+		return 0, err
+	}
 	var n int64
 	err := dst.QueryRow(ctx, `SELECT coalesce((SELECT st.apply_error_count + st.sync_error_count FROM pg_catalog.pg_stat_subscription_stats st
 		WHERE st.subid = s.oid), 0)
