@@ -75,6 +75,8 @@ var hints = []struct {
 	{is(hosts.ErrUnreachable), "check the address, and that the server runs and accepts this role"},
 	{is(install.ErrHostInUse), "drain it first: drain: true, shardid init, then shardid rebalance apply; a retired copy goes with shardid rebalance cleanup --all, an unfinished move with abort"},
 	{is(shardmgr.ErrUnknownHost), "a host must be in the cluster file and registered by shardid init"},
+	{is(repair.ErrStrayHasRows), "copy those rows into the live copy (shardid shard where N) or delete them, then run this again"},
+	{is(repair.ErrNotStray), "see shardid verify"},
 	{is(cluster.ErrBudgetTooSmall), "raise --conns-per-server"},
 }
 
@@ -91,6 +93,7 @@ var verifyFixes = map[verify.Fix]string{
 	verify.FixRepairCatalog:     "rebuild the catalog's map from the hosts' records: shardid catalog repair --from-hosts",
 	verify.FixFailover:          "repair: shardid host failover %s --to DSN, with the DSN of the server it now reaches",
 	verify.FixNewServer:         "repair: shardid host failover %s --to DSN --new-server, with the DSN of the server it now reaches",
+	verify.FixDropStray:         "drop it once it holds no row the live copy lacks: shardid shard drop-stray %d --host %s",
 }
 
 // withFix is a verify finding as the CLI prints it: with the command that
@@ -100,10 +103,12 @@ func withFix(p verify.Problem) string {
 	if !ok {
 		return p.String()
 	}
-	if strings.Contains(fix, "%d") {
+	switch d, h := strings.Contains(fix, "%d"), strings.Contains(fix, "%s"); {
+	case d && h:
+		fix = fmt.Sprintf(fix, p.Shard, p.Host)
+	case d:
 		fix = fmt.Sprintf(fix, p.Shard)
-	}
-	if strings.Contains(fix, "%s") {
+	case h:
 		fix = fmt.Sprintf(fix, p.Host)
 	}
 	return p.String() + " (" + fix + ")"

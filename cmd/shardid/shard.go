@@ -5,11 +5,13 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/shardid/shardid/shardmgr/install"
 	"github.com/shardid/shardid/shardmgr/rebalance"
+	"github.com/shardid/shardid/shardmgr/repair"
 )
 
 func newShardCmd() *cobra.Command {
@@ -18,7 +20,7 @@ func newShardCmd() *cobra.Command {
 		Short: "Act on one logical shard",
 		Args:  cobra.NoArgs,
 	}
-	cmd.AddCommand(newShardMoveCmd(), newShardWhereCmd())
+	cmd.AddCommand(newShardMoveCmd(), newShardWhereCmd(), newShardDropStrayCmd())
 	return cmd
 }
 
@@ -140,6 +142,60 @@ DSN alone, for psql "$(shardid shard where 5 --dsn)"; --json prints
 			fmt.Fprintf(out, "moving to %s\n", loc.MovingTo)
 		}
 		_, err = fmt.Fprintf(out, "dsn: %s\n", loc.DSN)
+		return err
+	}
+	return cmd
+}
+
+func newShardDropStrayCmd() *cobra.Command {
+	var (
+		host     string
+		asJSON   bool
+		lockWait time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "drop-stray N --host HOST [--lock-wait DURATION] [--json]",
+		Short: "Drop a stray copy of logical shard N on HOST (one the catalog does not place there)",
+		Long: `Drops HOST's copy of logical shard N when the catalog places the shard on
+another host and the copy is neither a move's nor a retired copy: the stray
+copy an init against a mistyped or empty catalog leaves (shardid verify names
+it). It first compares the copy with the live one table by table, by primary
+key, and refuses, naming each table and how many of its rows the live copy
+lacks, when there is any such row (a table without a primary key counts all
+its rows); nothing is changed then. The stray's tables stay locked from the
+comparison to the drop; each lock waits at most --lock-wait. --json prints
+{"shard":N,"host":"pg2","schema":"shard_0001","live_host":"pg1","tables":N,"rows":N}.`,
+		Args: cobra.ExactArgs(1),
+	}
+	configPath := addClusterConfigFlag(cmd)
+	cmd.Flags().StringVar(&host, "host", "", "the host whose stray copy to drop (required)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print what was dropped as JSON")
+	cmd.Flags().DurationVar(&lockWait, "lock-wait", repair.DefaultStrayLockWait, "how long each lock may be waited for")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		shard, err := strconv.Atoi(args[0])
+		if err != nil || shard < 0 {
+			return usagef("shard %q: want a shard number", args[0])
+		}
+		if host == "" {
+			return usagef("--host is required")
+		}
+		if lockWait <= 0 {
+			return usagef("--lock-wait must be positive")
+		}
+		c, err := openCluster(cmd, *configPath)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		d, err := repair.DropStray(cmd.Context(), c, shard, host, lockWait)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return writeJSON(cmd.OutOrStdout(), d)
+		}
+		_, err = fmt.Fprintf(cmd.OutOrStdout(), "dropped stray copy %s of shard %d on %s (%d tables, %d rows, each also in the live copy on %s)\n",
+			d.Schema, d.Shard, d.Host, d.Tables, d.Rows, d.LiveHost)
 		return err
 	}
 	return cmd

@@ -140,6 +140,7 @@ const (
 	FixRepairCatalog         // the catalog is older than the hosts: rebuild its map from their records
 	FixFailover              // a standby promoted without the command: shardid host failover (failover.go)
 	FixNewServer             // the host's database restored onto another server: host failover --new-server (failover.go)
+	FixDropStray             // a stray copy: drop it once it holds no row the live copy lacks (repair.DropStray)
 )
 
 func (p Problem) String() string {
@@ -568,7 +569,7 @@ func (v *verifier) checkPlacement() {
 				}
 				continue
 			}
-			v.problem(CheckPlacement, id, h, "stray copy of shard %d (the catalog places it on %s): it is on %d hosts (%s)", id, owner, len(hosts), strings.Join(hosts, ", "))
+			v.problemFix(FixDropStray, CheckPlacement, id, h, "stray copy of shard %d (the catalog places it on %s): it is on %d hosts (%s)", id, owner, len(hosts), strings.Join(hosts, ", "))
 		}
 	}
 }
