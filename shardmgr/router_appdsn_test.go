@@ -22,7 +22,9 @@ func withBouncers(t *testing.T, cfg *shardmgr.Config, mode string) []*localpg.Bo
 	servers := pgtest.Servers(t, 3)
 	var out []*localpg.Bouncer
 	for i := range cfg.Hosts {
-		b := pgtest.Bouncer(t, servers[i], localpg.BouncerOptions{PoolMode: mode, PoolSize: 4})
+		// Session pooling gives each client a server of its own: room for
+		// the router's whole pool (shardmgr.DefaultHostPoolSize).
+		b := pgtest.Bouncer(t, servers[i], localpg.BouncerOptions{PoolMode: mode, PoolSize: 20})
 		cfg.Hosts[i].AppDSN = b.Via(cfg.Hosts[i].DSN)
 		out = append(out, b)
 	}
