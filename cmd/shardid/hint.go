@@ -92,6 +92,7 @@ var verifyFixes = map[verify.Fix]string{
 	verify.FixResumeOrAbortMove: "resume with `shardid rebalance apply`, undo with `shardid rebalance abort --shard %d`",
 	verify.FixRepairCatalog:     "rebuild the catalog's map from the hosts' records: shardid catalog repair --from-hosts",
 	verify.FixFailover:          "repair: shardid host failover %s --to DSN, with the DSN of the server it now reaches",
+	verify.FixUntrusted:         "check what the role planted, then run the SQL the problem names as a superuser, and run shardid verify again",
 	verify.FixNewServer:         "repair: shardid host failover %s --to DSN --new-server, with the DSN of the server it now reaches",
 	verify.FixDropStray:         "drop it once it holds no row the live copy lacks: shardid shard drop-stray %d --host %s",
 }

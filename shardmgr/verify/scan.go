@@ -85,7 +85,7 @@ func (v *verifier) scanHost(ctx context.Context, h shardmgr.Host, hs *hostScan) 
 func (v *verifier) scanHostObjects(ctx context.Context, hs *hostScan) error {
 	// Clock first, on a quiet connection.
 	for _, step := range []func(context.Context, *hostScan) error{
-		v.scanClock, scanRecords, scanIdentity, scanSchemas, scanSequences, scanColumns, scanAdvancers, v.scanOwners, v.scanLocks,
+		v.scanClock, scanRecords, scanIdentity, scanSchemas, scanSequences, scanColumns, scanAdvancers, v.scanOwners, v.scanTrust, v.scanLocks,
 	} {
 		if err := step(ctx, hs); err != nil {
 			return err

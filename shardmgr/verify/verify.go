@@ -141,6 +141,7 @@ const (
 	FixFailover              // a standby promoted without the command: shardid host failover (failover.go)
 	FixNewServer             // the host's database restored onto another server: host failover --new-server (failover.go)
 	FixDropStray             // a stray copy: drop it once it holds no row the live copy lacks (repair.DropStray)
+	FixUntrusted             // another role made or planted an object the toolkit writes through: the problem's SQL, run as a superuser after checking it (trust.go)
 )
 
 func (p Problem) String() string {
@@ -307,6 +308,7 @@ var checks = []check{
 	{name: CheckGeneratorID, pass: shardsPass},
 	{name: CheckSequence, pass: shardsPass},
 	{name: CheckOwner, pass: hostsPass},
+	{name: CheckTrust, pass: hostsPass}, // and the catalog's, when it is read
 	{name: CheckCounter, pass: shardsPass},
 	{name: CheckLock, pass: shardsPass}, // and the host scan, for idle holders
 	{name: CheckClock, pass: clockPass},
@@ -412,6 +414,12 @@ func (v *verifier) readCatalog(ctx context.Context) bool {
 		v.problem(CheckCatalog, -1, "", "%v", err)
 		return false
 	}
+	found, err := trustFindings(ctx, pool, nil)
+	if err != nil {
+		v.problem(CheckCatalog, -1, "", "%v", err)
+		return false
+	}
+	v.reportUntrusted("", found)
 	m := v.m
 	if m.Cluster != v.cfg.Cluster {
 		v.problem(CheckCatalog, -1, "", "the catalog holds cluster %q, the cluster file names %q", m.Cluster, v.cfg.Cluster)
