@@ -43,7 +43,7 @@ func TestCommandTree(t *testing.T) {
 		"migrate", "migrate down", "migrate generator", "migrate render", "migrate status", "migrate up",
 		"rebalance", "rebalance abort", "rebalance apply", "rebalance cleanup", "rebalance plan", "rebalance status",
 		"serve",
-		"shard", "shard move", "shard where",
+		"shard", "shard drop-stray", "shard move", "shard where",
 		"sql", "sql function", "sql uuidv7",
 		"status",
 		"verify",

@@ -24,7 +24,7 @@ func TestVersion(t *testing.T) {
 	out, code = runClusterCmd(t, "version")
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, fmt.Sprintf("catalog schema: %d", shardmgr.CatalogSchema))
-	require.Contains(t, out, "generator:      v2") // v2: owner check, the advance's limit (issue 18)
+	require.Contains(t, out, "generator:      v3") // v3: the pull-up asks for the extension's raise only where its schema exists (issue 29)
 
 	out, code = runClusterCmd(t, "version", "--json")
 	require.Equal(t, 0, code, out)
