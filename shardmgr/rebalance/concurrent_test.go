@@ -1,6 +1,8 @@
 package rebalance
 
 import (
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -56,6 +58,15 @@ func TestApplyWaitsForAMoveRunByAnotherManager(t *testing.T) {
 	fillShards(t, cfg, 6)
 	started := make(chan struct{})
 	var once sync.Once
+	// The move holds at its first step until apply says it waits for it:
+	// however slow the machine, apply finds the move running.
+	waiting := make(chan struct{})
+	var waitingOnce sync.Once
+	applyLog := slog.New(slog.NewTextHandler(lineWatch(func(line string) {
+		if strings.Contains(line, "another manager is working on the move") {
+			waitingOnce.Do(func() { close(waiting) })
+		}
+	}), nil))
 	var (
 		moved   *MoveResult
 		moveErr error
@@ -63,14 +74,19 @@ func TestApplyWaitsForAMoveRunByAnotherManager(t *testing.T) {
 	)
 	go func() {
 		defer close(done)
-		// Each step's progress report takes a while, so that the move is
-		// still running when apply gets to it (a move of a few rows takes
-		// well under a second).
 		moved, moveErr = MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 0, "pg4", MoveOptions{Migrations: sampleSet(t),
-			Progress: func(MoveProgress) { once.Do(func() { close(started) }); time.Sleep(300 * time.Millisecond) }})
+			Progress: func(MoveProgress) {
+				once.Do(func() {
+					close(started)
+					select {
+					case <-waiting:
+					case <-time.After(5 * time.Minute): // apply failed; its error says why
+					}
+				})
+			}})
 	}()
 	<-started
-	res, err := Apply(clustertest.Ctx(t), clustertest.Handle(t, cfg), ApplyOptions{Move: MoveOptions{Migrations: sampleSet(t)}})
+	res, err := Apply(clustertest.Ctx(t), clustertest.Handle(t, cfg), ApplyOptions{Move: MoveOptions{Migrations: sampleSet(t), Logger: applyLog}})
 	<-done
 	require.NoError(t, moveErr)
 	require.NoError(t, err)
@@ -91,4 +107,12 @@ func fillShards(t *testing.T, cfg *shardmgr.Config, shards int) {
 	for s := range shards {
 		routeLikes(t, r, s, 10)
 	}
+}
+
+// lineWatch is an io.Writer that hands each line written to it to fn.
+type lineWatch func(line string)
+
+func (w lineWatch) Write(p []byte) (int, error) {
+	w(string(p))
+	return len(p), nil
 }

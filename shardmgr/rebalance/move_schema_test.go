@@ -1,6 +1,7 @@
 package rebalance
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -22,7 +23,7 @@ func TestMoveRefusesHostSchemaTooNew(t *testing.T) {
 
 	_, err = MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 0, "pg3", MoveOptions{})
 	require.ErrorIs(t, err, shardmgr.ErrCatalogTooNew)
-	require.ErrorContains(t, err, "host pg3's shardid schema was upgraded to schema 2 by a newer shardid; this binary knows 1")
+	require.ErrorContains(t, err, fmt.Sprintf("host pg3's shardid schema was upgraded to schema %d by a newer shardid; this binary knows %d", shardmgr.HostSchema+1, shardmgr.HostSchema))
 	var moves int
 	require.NoError(t, clustertest.Pool(t, cfg.Catalog).QueryRow(clustertest.Ctx(t), `SELECT count(*) FROM shardid.moves`).Scan(&moves))
 	require.Zero(t, moves, "the move was journaled")
