@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"regexp"
 	"strings"
 
@@ -93,13 +94,27 @@ func Connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
 // pgx's message quotes the DSN with a password=... pair masked, but not
 // every spelling of it (a keyword/value DSN with "password = X" is quoted
 // as written), so the DSN is left out altogether: the caller names which
-// DSN it was.
+// DSN it was. What is kept is pgx's reason: the wrapped error (a
+// url.Error without its URL) or, when there is none, pgx's message.
 func RedactParseError(err error) error {
-	if err == nil {
-		return nil
+	var pce *pgconn.ParseConfigError
+	if err == nil || !errors.As(err, &pce) {
+		return err
 	}
-	if inner := errors.Unwrap(err); inner != nil && strings.HasPrefix(err.Error(), "cannot parse `") {
+	if inner := errors.Unwrap(pce); inner != nil {
+		var ue *url.Error
+		if errors.As(inner, &ue) {
+			inner = ue.Err
+		}
 		return fmt.Errorf("cannot parse the DSN: %w", inner)
 	}
-	return err
+	// Error() is "cannot parse `DSN`: msg"; pgx's messages hold no
+	// backtick, so the last "`: " ends the DSN.
+	msg := pce.Error()
+	if i := strings.LastIndex(msg, "`: "); i >= 0 {
+		msg = msg[i+3:]
+	} else {
+		msg = "malformed"
+	}
+	return errors.New("cannot parse the DSN: " + msg)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/shardid/shardid/internal/pgsession"
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
@@ -130,13 +131,20 @@ func libpqConnInfo(dsn string) (string, error) { return libpqConnInfoWithout(dsn
 
 // libpqConnInfoWithout is libpqConnInfo without the settings leave names.
 func libpqConnInfoWithout(dsn string, leave ...string) (string, error) {
+	// Neither error repeats the DSN: pgx masks a password only in some
+	// spellings ("password = X" is quoted as written), and url.Parse's
+	// error quotes the whole URL.
 	pc, err := pgconn.ParseConfig(dsn)
 	if err != nil {
-		return "", fmt.Errorf("cannot parse DSN: %w", err)
+		return "", pgsession.RedactParseError(err)
 	}
 	written, err := dsnSettings(dsn)
 	if err != nil {
-		return "", fmt.Errorf("cannot parse DSN: %w", err)
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return "", fmt.Errorf("cannot parse the DSN: %w", err)
 	}
 	settings := [][2]string{{"host", pc.Host}, {"port", fmt.Sprint(pc.Port)}, {"dbname", pc.Database}, {"user", pc.User}}
 	if pc.Password != "" {

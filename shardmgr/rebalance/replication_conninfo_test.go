@@ -210,3 +210,28 @@ func TestQuietStatementLogRefused(t *testing.T) {
 		return err
 	}))
 }
+
+// A DSN that does not parse is never repeated in the error, in any
+// spelling of its password. Failed before: "cannot parse DSN: cannot
+// parse `host=h password = s3cret ...`" (pgx masks only some spellings).
+func TestConnInfoParseErrorHidesDSN(t *testing.T) {
+	t.Parallel()
+	for _, dsn := range []string{
+		"host=h password = s3cret sslmode=bogus",
+		"host=h password= s3cret port=abc",
+		"host=h user=u password ='s3cret' sslmode=nope",
+		"postgres://u:s3cret@h:9x/db",
+		"postgres://u:s3cret@h/db?sslmode=bogus",
+		"postgres://u:s3%zzcret@h/db",
+		"postgresql://u:s3cret@h/db?sslmode=require&%zz=1",
+		"host=h password='s3cret",
+	} {
+		for _, f := range []func(string) (string, error){libpqConnInfo, func(d string) (string, error) { return libpqConnInfoWithout(d, "password") }} {
+			_, err := f(dsn)
+			require.Error(t, err, dsn)
+			require.NotContains(t, err.Error(), "s3", dsn)
+			require.NotContains(t, err.Error(), "cret", dsn)
+			require.Contains(t, err.Error(), "cannot parse", dsn)
+		}
+	}
+}
