@@ -73,6 +73,7 @@ var hints = []struct {
 	{is(hosts.ErrNotSameDatabase), "point the host at its own database (its promoted standby: shardid host failover NAME --to DSN); see docs/operations.md"},
 	{is(shardmgr.ErrPooler), "give dsn: PostgreSQL's own address and put the pooler under app_dsn: for the applications (docs/poolers.md)"},
 	{is(hosts.ErrUnreachable), "check the address, and that the server runs and accepts this role"},
+	{is(install.ErrNoCGenerator), "set generator: auto in the cluster file (the C generator where it can be installed, PL/pgSQL elsewhere), or run init as a superuser on a server that offers the extension (docs/uniqueness.md#the-c-generator)"},
 	{is(install.ErrHostInUse), "drain it first: drain: true, shardid init, then shardid rebalance apply; a retired copy goes with shardid rebalance cleanup --all, an unfinished move with abort"},
 	{is(shardmgr.ErrUnknownHost), "a host must be in the cluster file and registered by shardid init"},
 	{is(repair.ErrStrayHasRows), "copy those rows into the live copy (shardid shard where N) or delete them, then run this again"},

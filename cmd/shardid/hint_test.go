@@ -39,6 +39,7 @@ func TestHints(t *testing.T) {
 		{fmt.Errorf("shard 1: %w: t", rebalance.ErrUnloggedTable), "SET LOGGED"},
 		{fmt.Errorf("target pg4: %w: role r", rebalance.ErrConnInfoPasswordNeeded), "--conninfo-password=omit"},
 		{fmt.Errorf("host pg1: database app: %w", shardmgr.ErrUntrusted), "docs/operations.md#trust"},
+		{fmt.Errorf("host pg1: %w: the host's role is not a superuser", install.ErrNoCGenerator), "set generator: auto in the cluster file"},
 	} {
 		require.Contains(t, errorWithHint(tc.err), tc.want, "%v", tc.err)
 	}
