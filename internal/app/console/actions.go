@@ -24,11 +24,34 @@ type actionRequest struct {
 	Confirm string `json:"confirm"`
 	Shards  []int  `json:"shards,omitempty"` // abort: these shards' moves (none: every unfinished move)
 	All     bool   `json:"all,omitempty"`    // cleanup: every retained copy, also those inside their keep period
+	// Mode is apply's move mode, as `rebalance apply --mode`: auto (""),
+	// online or offline.
+	Mode rebalance.MoveMode `json:"mode,omitempty"`
+}
+
+// applyMode is the mode the console's apply runs in unless asked: auto,
+// unlike the CLI's online. The CLI's operator chooses with a flag and
+// reads the preflight's refusal in the terminal; the console's button
+// would otherwise always fail on a host that cannot run an online move
+// (a managed server without superuser on PostgreSQL 15), and auto says
+// per move why it went offline.
+const applyMode = rebalance.MoveAuto
+
+// checkMode is req.Mode with its default, or an error naming the modes.
+func checkMode(m rebalance.MoveMode) (rebalance.MoveMode, error) {
+	switch m {
+	case "":
+		return applyMode, nil
+	case rebalance.MoveAuto, rebalance.MoveOnline, rebalance.MoveOffline:
+		return m, nil
+	}
+	return "", fmt.Errorf("mode %q: want auto, online or offline", m)
 }
 
 // actionState is the last action the console started.
 type actionState struct {
 	Action   string     `json:"action"`
+	Mode     string     `json:"mode,omitempty"` // apply's mode
 	Started  time.Time  `json:"started"`
 	Finished *time.Time `json:"finished,omitempty"`
 	Result   any        `json:"result,omitempty"`
@@ -62,7 +85,15 @@ func (s *Console) apiAction(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("not confirmed: send {\"confirm\":%q}", name))
 		return
 	}
+	mode, err := checkMode(req.Mode)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	st := &actionState{Action: name, Started: time.Now().UTC()}
+	if name == actionApply {
+		st.Mode = string(mode)
+	}
 	s.mu.Lock()
 	if s.action != nil && s.action.Finished == nil {
 		busy := s.action.Action
@@ -72,12 +103,12 @@ func (s *Console) apiAction(w http.ResponseWriter, r *http.Request) {
 	}
 	s.action = st
 	s.mu.Unlock()
-	s.log.Info("console: action", "action", name, "shards", req.Shards, "all", req.All, "from", r.RemoteAddr)
+	s.log.Info("console: action", "action", name, "mode", st.Mode, "shards", req.Shards, "all", req.All, "from", r.RemoteAddr)
 
 	switch name {
 	case actionApply:
 		go func() {
-			res, err := rebalance.Apply(s.ctx, s.c, rebalance.ApplyOptions{Move: rebalance.MoveOptions{Migrations: s.opts.Migrations}})
+			res, err := rebalance.Apply(s.ctx, s.c, rebalance.ApplyOptions{Move: rebalance.MoveOptions{Mode: mode, Migrations: s.opts.Migrations}})
 			s.finish(st, res, err)
 		}()
 		writeJSON(w, http.StatusAccepted, st)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/shardid/shardid/internal/localpg"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/cluster"
@@ -40,6 +42,9 @@ func withSecret(dsn string) string {
 // testdata/migrations, rows rows in every shard's likes.
 type testCluster struct {
 	path string
+	// role, when not "", is the login role (not a superuser) every DSN
+	// connects as; it owns the databases (newTestClusterAs).
+	role string
 	c    *cluster.Cluster
 	set  *migrate.MigrationSet
 	cfg  *shardmgr.Config
@@ -50,15 +55,23 @@ type testCluster struct {
 // sample migrations and fills every shard with rows likes.
 func newTestCluster(t *testing.T, servers, hosts, shards, rows int) *testCluster {
 	t.Helper()
+	return newTestClusterAs(t, "", servers, hosts, shards, rows)
+}
+
+// newTestClusterAs is newTestCluster with every database owned by role
+// and every DSN connecting as it: a toolkit without superuser, as on a
+// managed server. role "" is the servers' superuser.
+func newTestClusterAs(t *testing.T, role string, servers, hosts, shards, rows int) *testCluster {
+	t.Helper()
 	srv := pgtest.Servers(t, servers)
+	tc := &testCluster{role: role}
 	var b strings.Builder
-	fmt.Fprintf(&b, "cluster: console\nshards: %d\ncatalog: %s\nhosts:\n", shards, withSecret(pgtest.NewDB(t, srv[0])))
+	fmt.Fprintf(&b, "cluster: console\nshards: %d\ncatalog: %s\nhosts:\n", shards, tc.newDB(t, srv[0]))
 	for i := range hosts {
-		fmt.Fprintf(&b, "  - name: pg%d\n    dsn: %s\n", i+1, withSecret(pgtest.NewDB(t, srv[i%len(srv)])))
+		fmt.Fprintf(&b, "  - name: pg%d\n    dsn: %s\n", i+1, tc.newDB(t, srv[i%len(srv)]))
 	}
-	path := filepath.Join(t.TempDir(), "shardid.yaml")
-	require.NoError(t, os.WriteFile(path, []byte(b.String()), 0o600))
-	tc := &testCluster{path: path}
+	tc.path = filepath.Join(t.TempDir(), "shardid.yaml")
+	require.NoError(t, os.WriteFile(tc.path, []byte(b.String()), 0o600))
 	tc.open(t)
 	ctx := context.Background()
 	_, err := install.Init(ctx, tc.c, install.InitOptions{})
@@ -100,12 +113,51 @@ func (tc *testCluster) addHost(t *testing.T, name string, srv int) {
 	t.Helper()
 	f, err := os.OpenFile(tc.path, os.O_APPEND|os.O_WRONLY, 0)
 	require.NoError(t, err)
-	_, err = fmt.Fprintf(f, "  - name: %s\n    dsn: %s\n", name, withSecret(pgtest.NewDB(t, pgtest.Servers(t, srv+1)[srv])))
+	_, err = fmt.Fprintf(f, "  - name: %s\n    dsn: %s\n", name, tc.newDB(t, pgtest.Servers(t, srv+1)[srv]))
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
 	tc.open(t)
 	_, err = install.Init(context.Background(), tc.c, install.InitOptions{})
 	require.NoError(t, err)
+}
+
+// newDB is a new database on s for the cluster file: its DSN with the
+// secret, owned by and connecting as tc.role when there is one.
+func (tc *testCluster) newDB(t *testing.T, s *localpg.Server) string {
+	t.Helper()
+	dsn := pgtest.NewDB(t, s)
+	if tc.role == "" {
+		return withSecret(dsn)
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{conn.Config().Database}.Sanitize()+" OWNER TO "+pgx.Identifier{tc.role}.Sanitize())
+	require.NoError(t, err)
+	return strings.Replace(dsn, "postgres://postgres@", "postgres://"+tc.role+":"+secret+"@", 1)
+}
+
+var roles atomic.Int64
+
+// loginRole creates a login role, not a superuser, on each of the first
+// servers servers (the databases it comes to own are dropped with the
+// test's databases); with pg_monitor when monitor.
+func loginRole(t *testing.T, servers int, prefix string, monitor bool) string {
+	t.Helper()
+	name := fmt.Sprintf("%s_%d", prefix, roles.Add(1))
+	ctx := context.Background()
+	for _, s := range pgtest.Servers(t, servers) {
+		conn, err := pgx.Connect(ctx, s.DSN("postgres"))
+		require.NoError(t, err)
+		_, err = conn.Exec(ctx, "CREATE ROLE "+pgx.Identifier{name}.Sanitize()+" LOGIN")
+		if err == nil && monitor {
+			_, err = conn.Exec(ctx, "GRANT pg_monitor TO "+pgx.Identifier{name}.Sanitize())
+		}
+		conn.Close(ctx)
+		require.NoError(t, err)
+	}
+	return name
 }
 
 // hostDSN is host name's DSN from the cluster file.

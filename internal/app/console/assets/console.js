@@ -163,6 +163,7 @@
         action = b.dataset.action;
         document.getElementById("action-name").textContent = action;
         document.getElementById("abort-shards-p").hidden = action !== "abort";
+        document.getElementById("apply-mode-p").hidden = action !== "apply";
         document.getElementById("action-confirm").value = "";
         dialog.showModal();
       })
@@ -171,6 +172,9 @@
     document.getElementById("action-form").addEventListener("submit", async (ev) => {
       ev.preventDefault();
       const body = { confirm: document.getElementById("action-confirm").value.trim() };
+      if (action === "apply") {
+        body.mode = document.getElementById("action-mode").value;
+      }
       if (action === "abort") {
         body.shards = document.getElementById("action-shards").value.split(/[\s,]+/).filter(Boolean).map(Number);
       }
