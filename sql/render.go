@@ -115,11 +115,17 @@ func Render(p Params) (string, error) {
 // (BEGIN ... COMMIT), so that no other session ever sees the generator's
 // functions before their privileges are set, and a failure part way
 // leaves nothing behind (run it with -v ON_ERROR_STOP=1). Do not run it
-// inside a transaction of your own: its COMMIT would end yours.
+// inside a transaction of your own: its COMMIT would end yours. Its IF
+// [NOT] EXISTS statements would each tell psql "... skipping" as a NOTICE,
+// on a fresh database as on a rerun: the script raises client_min_messages
+// to warning for its own transaction only, so psql shows warnings and
+// errors and nothing a DBA should not have to read.
 func RenderScript(p Params) (string, error) {
 	ddl, err := Render(p)
 	if err != nil {
 		return "", err
 	}
-	return "-- One transaction: nothing is visible to other sessions before the REVOKE below.\nBEGIN;\n" + ddl + "COMMIT;\n", nil
+	return "-- One transaction: nothing is visible to other sessions before the REVOKE below.\nBEGIN;\n" +
+		"-- The IF [NOT] EXISTS below would each print a NOTICE \"... skipping\": expected, so not shown.\n" +
+		"SET LOCAL client_min_messages = warning;\n" + ddl + "COMMIT;\n", nil
 }
