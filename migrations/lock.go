@@ -27,6 +27,11 @@ type Option func(*options)
 type options struct {
 	lockWait time.Duration
 	logger   *slog.Logger
+	// poolerCheck: Up checks the version through a pooler rather than
+	// refusing it (WithPoolerCheck).
+	poolerCheck bool
+	// direct: the DSN was probed and reaches no pooler.
+	direct bool
 }
 
 // WithLockWait bounds the wait for golang-migrate's advisory lock, and

@@ -61,7 +61,15 @@ func Up(ctx context.Context, dsn string, set Set, opts ...Option) error {
 // (shardmgr/cluster) hands its config here. Up holds one connection at a
 // time.
 func UpConfig(ctx context.Context, cfg *pgx.ConnConfig, set Set, opts ...Option) error {
-	return run(ctx, cfg, set, newOptions(opts), func(m *migrate.Migrate) error {
+	o := newOptions(opts)
+	if o.poolerCheck {
+		pooled, err := checkThroughPooler(ctx, cfg, set)
+		if pooled {
+			return err
+		}
+		o.direct = true // or not answering: the run reports that
+	}
+	return run(ctx, cfg, set, o, func(m *migrate.Migrate) error {
 		if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
 			return err
 		}
@@ -112,8 +120,10 @@ func Version(ctx context.Context, dsn string, set Set, opts ...Option) (version 
 // the background, which the session's lock_timeout bounds.
 func run(ctx context.Context, cfg *pgx.ConnConfig, set Set, o options, f func(*migrate.Migrate) error) error {
 	cfg = cfg.Copy()
-	if err := refusePooler(ctx, cfg); err != nil {
-		return fmt.Errorf("%s migrations on %s: %w", set.Name, cfg.Database, err)
+	if !o.direct { // else probed already (WithPoolerCheck)
+		if err := refusePooler(ctx, cfg); err != nil {
+			return fmt.Errorf("%s migrations on %s: %w", set.Name, cfg.Database, err)
+		}
 	}
 	// Every lock a migration session waits for, the advisory one
 	// included, gives up after the wait.
@@ -279,35 +289,4 @@ func (s Set) Latest() (uint, error) {
 		latest = max(latest, uint(v))
 	}
 	return latest, nil
-}
-
-// ErrPooler: the DSN of a migration run reaches a connection pooler, not
-// PostgreSQL. A run holds golang-migrate's session-level advisory lock for
-// its whole length and sets lock_timeout as a startup parameter: a pooler
-// refuses the parameter, and one in transaction mode would hand the
-// locked session's server to other clients between statements.
-var ErrPooler = errors.New("the DSN reaches a connection pooler: migrations hold a session-level advisory lock (golang-migrate's) and set lock_timeout at connection start, which a pooler does not keep; give it a direct DSN to PostgreSQL")
-
-// poolerProbeTimeout bounds the probe for a pooler before a run.
-const poolerProbeTimeout = 10 * time.Second
-
-// refusePooler refuses a cfg that reaches a connection pooler
-// (pgsession.DetectPooler), naming the pooling mode; a probe that cannot
-// connect is left to the run, which reports it.
-func refusePooler(ctx context.Context, cfg *pgx.ConnConfig) error {
-	pc := cfg.Config.Copy()
-	if pc.ConnectTimeout == 0 || pc.ConnectTimeout > poolerProbeTimeout {
-		pc.ConnectTimeout = poolerProbeTimeout
-	}
-	pctx, cancel := context.WithTimeout(ctx, poolerProbeTimeout)
-	defer cancel()
-	pooled, err := pgsession.IsPooler(pctx, pc)
-	if err != nil || !pooled {
-		return nil
-	}
-	mode := pgsession.SessionPooler
-	if tx, err := pgsession.TransactionPooled(pctx, pc, poolerProbeTimeout); err == nil && tx {
-		mode = pgsession.TransactionPooler
-	}
-	return fmt.Errorf("%w (%s)", ErrPooler, mode)
 }

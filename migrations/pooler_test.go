@@ -34,3 +34,26 @@ func TestUpRefusesAPooler(t *testing.T) {
 	require.False(t, exists, "nothing created")
 	require.NoError(t, migrations.Up(context.Background(), dsn, migrations.Segment), "directly it runs")
 }
+
+// With WithPoolerCheck (serve's sources), Up through a pooler migrates
+// nothing and checks the version with plain queries: a database not
+// migrated yet is a *PoolerError naming the version table and saying to
+// migrate it through a direct DSN; once it is migrated directly, Up
+// through the pooler passes.
+func TestUpWithPoolerCheck(t *testing.T) {
+	t.Parallel()
+	s := pgtest.Servers(t, 1)[0]
+	dsn := pgtest.NewDB(t, s)
+	b := pgtest.Bouncer(t, s, localpg.BouncerOptions{PoolMode: localpg.PoolTransaction, PoolSize: 1})
+	ctx := context.Background()
+	err := migrations.Up(ctx, b.Via(dsn), migrations.Segment, migrations.WithPoolerCheck())
+	var pe *migrations.PoolerError
+	require.ErrorAs(t, err, &pe)
+	require.ErrorIs(t, err, migrations.ErrPooler)
+	require.Equal(t, uint(0), pe.Version)
+	require.ErrorContains(t, err, "shardid.segment_migrations is at version 0")
+	require.ErrorContains(t, err, "direct DSN")
+	require.NoError(t, migrations.Up(ctx, dsn, migrations.Segment))
+	require.NoError(t, migrations.Up(ctx, b.Via(dsn), migrations.Segment, migrations.WithPoolerCheck()))
+	require.NoError(t, migrations.Up(ctx, dsn, migrations.Segment, migrations.WithPoolerCheck()), "directly it migrates")
+}

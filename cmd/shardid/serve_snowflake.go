@@ -26,6 +26,7 @@ const (
 	leaseDatabaseTimeout = 2 * time.Minute
 	leaseLockWait        = 10 * time.Second
 	leaseRetry           = 2 * time.Second
+	leaseProbeTimeout    = 10 * time.Second
 )
 
 // snowflakeService serves GET /v1/snowflake from a worker it leases in the
@@ -35,6 +36,7 @@ type snowflakeService struct {
 	cfg    *snowflake.Config
 	logger *slog.Logger
 	pool   *pgxpool.Pool
+	probe  *pgsession.PoolerProbe
 	h      atomic.Pointer[snowflake.Handler]
 	g      atomic.Pointer[snowflake.Generator]
 	state  atomic.Pointer[error] // why there is no generator yet
@@ -55,11 +57,14 @@ func newSnowflakeService(configPath string, c *snowflake.Config, logger *slog.Lo
 	}
 	pc.MaxConns = 2 // the heartbeat and the release
 	pc.ConnConfig.ConnectTimeout = 2 * time.Second
+	// Through a connection pooler, nothing prepared by name.
+	probe := pgsession.NewPoolerProbe(&pc.ConnConfig.Config, leaseProbeTimeout)
+	pc.BeforeConnect = probe.BeforeConnect
 	pool, err := pgxpool.NewWithConfig(context.Background(), pc) // connects lazily
 	if err != nil {
 		return nil, fmt.Errorf("%s: snowflake.leases: %w", configPath, err)
 	}
-	s := &snowflakeService{cfg: c, logger: logger, pool: pool, done: make(chan struct{})}
+	s := &snowflakeService{cfg: c, logger: logger, pool: pool, probe: probe, done: make(chan struct{})}
 	starting := errors.New("no worker id leased yet")
 	s.state.Store(&starting)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -79,15 +84,19 @@ func (s *snowflakeService) start(ctx context.Context) {
 			if !prepared {
 				actx, cancel := context.WithTimeout(ctx, leaseDatabaseTimeout)
 				defer cancel()
-				start := time.Now()
-				created, err := pgdatabase.Ensure(actx, s.cfg.Leases)
-				if err != nil {
-					return err
+				// Through a pooler nothing is created or migrated (see
+				// httpapi.OpenAllocator); a failed probe is left to Ensure.
+				if pooled, _ := s.probe.Pooled(actx); !pooled {
+					start := time.Now()
+					created, err := pgdatabase.Ensure(actx, s.cfg.Leases)
+					if err != nil {
+						return err
+					}
+					if created {
+						s.logger.Info("created the snowflake lease database", "database", db, "took", time.Since(start).Round(time.Millisecond))
+					}
 				}
-				if created {
-					s.logger.Info("created the snowflake lease database", "database", db, "took", time.Since(start).Round(time.Millisecond))
-				}
-				if err := migrations.Up(actx, s.cfg.Leases, migrations.Snowflake,
+				if err := migrations.Up(actx, s.cfg.Leases, migrations.Snowflake, migrations.WithPoolerCheck(),
 					migrations.WithLockWait(leaseLockWait), migrations.WithLogger(s.logger)); err != nil {
 					return pgdatabase.Explain(err)
 				}

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -199,4 +201,64 @@ func backendPID(ctx context.Context, c *pgconn.PgConn, sql string) (int, error) 
 		return 0, errors.New("pg_backend_pid() returned no row")
 	}
 	return strconv.Atoi(string(last.Rows[0][0]))
+}
+
+// PoolerProbe tells, once, whether one DSN reaches a connection pooler
+// (IsPooler), and remembers the answer for the life of the process: a
+// pool that serves through it sets each new connection up for a pooler
+// (BeforeConnect) at the cost of one probe, not one per connection. A
+// probe that fails is not remembered: the next call probes again.
+type PoolerProbe struct {
+	cfg     *pgconn.Config
+	timeout time.Duration
+
+	mu     sync.Mutex
+	known  bool
+	pooled bool
+}
+
+// NewPoolerProbe probes with a copy of cfg, each probe bounded by
+// timeout (and cfg's connect_timeout when shorter).
+func NewPoolerProbe(cfg *pgconn.Config, timeout time.Duration) *PoolerProbe {
+	c := cfg.Copy()
+	if c.ConnectTimeout == 0 || c.ConnectTimeout > timeout {
+		c.ConnectTimeout = timeout
+	}
+	return &PoolerProbe{cfg: c, timeout: timeout}
+}
+
+// Pooled reports whether the DSN reaches a connection pooler, probing
+// once (one connection) until a probe answers.
+func (p *PoolerProbe) Pooled(ctx context.Context) (bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.known {
+		return p.pooled, nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	pooled, err := IsPooler(pctx, p.cfg)
+	if err != nil {
+		return false, err
+	}
+	p.known, p.pooled = true, pooled
+	return pooled, nil
+}
+
+// BeforeConnect is for pgxpool.Config.BeforeConnect: on a pooler, the new
+// connection runs its queries unprepared (pgx.QueryExecModeExec) unless
+// its config chose another mode than pgx's default statement cache,
+// whose named prepared statements a pooler in transaction mode hands to
+// other clients' transactions ("prepared statement ... already exists",
+// "does not exist"). A probe that cannot connect fails the connection
+// with its error, as the connection itself would.
+func (p *PoolerProbe) BeforeConnect(ctx context.Context, cfg *pgx.ConnConfig) error {
+	pooled, err := p.Pooled(ctx)
+	if err != nil {
+		return err
+	}
+	if pooled && cfg.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
+		cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
+	}
+	return nil
 }

@@ -23,6 +23,9 @@ const (
 	// migrationLockWait bounds one wait for golang-migrate's lock on a
 	// source; the source is retried after it.
 	migrationLockWait = 10 * time.Second
+	// poolerProbeTimeout bounds the probe that tells a source reached
+	// through a connection pooler.
+	poolerProbeTimeout = 10 * time.Second
 )
 
 // OpenAllocator opens the sources of cfg (their ${VAR}s already expanded
@@ -32,11 +35,19 @@ const (
 // (migrations.Segment, waiting a bounded time for golang-migrate's lock
 // and logging who holds it), and a warning logged when PUBLIC may
 // connect to it. close releases the allocator and the pools.
+//
+// A source reached through a connection pooler (PgBouncer, in transaction
+// or session mode) is used as it allows: its connections run their
+// queries unprepared, nothing is created or migrated through it, and it is
+// prepared once its table is at this binary's version (migrated through a
+// direct DSN): until then its attempts fail with a *migrations.PoolerError
+// that says so.
 func OpenAllocator(ctx context.Context, cfg *segment.Config, logger *slog.Logger) (alloc *segment.Allocator, closeAll func(), err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, err
 	}
 	pools := make([]*pgxpool.Pool, len(cfg.Sources))
+	probes := make([]*pgsession.PoolerProbe, len(cfg.Sources))
 	closePools := func() {
 		for _, p := range pools {
 			if p != nil {
@@ -52,6 +63,9 @@ func OpenAllocator(ctx context.Context, cfg *segment.Config, logger *slog.Logger
 		}
 		pc.MaxConns = sourceMaxConns
 		pc.ConnConfig.ConnectTimeout = sourceConnectTimeout
+		// Through a connection pooler, nothing prepared by name.
+		probes[i] = pgsession.NewPoolerProbe(&pc.ConnConfig.Config, poolerProbeTimeout)
+		pc.BeforeConnect = probes[i].BeforeConnect
 		if pools[i], err = pgxpool.NewWithConfig(ctx, pc); err != nil {
 			closePools()
 			return nil, nil, fmt.Errorf("segments.sources[%d]: %w", i, err)
@@ -60,18 +74,21 @@ func OpenAllocator(ctx context.Context, cfg *segment.Config, logger *slog.Logger
 	alloc, err = segment.New(pools, cfg.Tags,
 		segment.WithLogger(logger),
 		segment.WithPrepare(func(ctx context.Context, i int) error {
-			start := time.Now()
-			// Like init: a reachable server gets the database it lacks, and
-			// the server's own error is told first.
-			created, err := pgdatabase.Ensure(ctx, cfg.Sources[i])
-			if err != nil {
-				return err
-			}
 			db := pools[i].Config().ConnConfig.Database
-			if created {
-				logger.Info("created segment source database", "source", i, "database", db, "took", time.Since(start).Round(time.Millisecond))
+			// A probe that fails (a missing database) is left to Ensure.
+			if pooled, _ := probes[i].Pooled(ctx); !pooled {
+				start := time.Now()
+				// Like init: a reachable server gets the database it
+				// lacks, and the server's own error is told first.
+				created, err := pgdatabase.Ensure(ctx, cfg.Sources[i])
+				if err != nil {
+					return err
+				}
+				if created {
+					logger.Info("created segment source database", "source", i, "database", db, "took", time.Since(start).Round(time.Millisecond))
+				}
 			}
-			err = migrations.Up(ctx, cfg.Sources[i], migrations.Segment,
+			err := migrations.Up(ctx, cfg.Sources[i], migrations.Segment, migrations.WithPoolerCheck(),
 				migrations.WithLockWait(migrationLockWait), migrations.WithLogger(logger.With("source", i)))
 			if err != nil {
 				return pgdatabase.Explain(err)
