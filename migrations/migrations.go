@@ -125,6 +125,9 @@ func run(ctx context.Context, cfg *pgx.ConnConfig, set Set, o options, f func(*m
 			return fmt.Errorf("%s migrations on %s: %w", set.Name, cfg.Database, err)
 		}
 	}
+	// A migration may run long (an index build): the server's
+	// statement_timeout and the like do not apply to the toolkit's session.
+	pgsession.OwnTimeouts(&cfg.Config)
 	// Every lock a migration session waits for, the advisory one
 	// included, gives up after the wait.
 	cfg.RuntimeParams["lock_timeout"] = strconv.FormatInt(max(o.lockWait.Milliseconds(), 1), 10)

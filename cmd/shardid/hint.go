@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"strings"
 
+	"github.com/shardid/shardid/internal/pgsession"
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/hosts"
@@ -129,6 +130,19 @@ func hint(err error) string {
 		if h.is(err) {
 			return h.hint
 		}
+	}
+	return timeoutHint(err)
+}
+
+// timeoutHint names the server setting that ended err's statement or
+// session, and the fix: shardid turns statement_timeout,
+// idle_in_transaction_session_timeout and transaction_timeout off for its
+// own sessions, so one that still applies comes from somewhere it cannot
+// override (a proxy, a session setting forced by the service).
+func timeoutHint(err error) string {
+	switch s := pgsession.TimeoutSetting(err); s {
+	case "statement_timeout", "idle_in_transaction_session_timeout", "transaction_timeout":
+		return fmt.Sprintf("the server's %s ended the toolkit's session; shardid sets it to 0 for its own sessions, so something it cannot override applies it: turn it off for this role (ALTER ROLE name SET %s = 0) or at the proxy, then run this again (docs/compatibility.md#managed-postgresql-no-superuser)", s, s)
 	}
 	return ""
 }

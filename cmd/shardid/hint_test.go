@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardid/shardid/shardmgr"
@@ -43,6 +44,15 @@ func TestHints(t *testing.T) {
 	} {
 		require.Contains(t, errorWithHint(tc.err), tc.want, "%v", tc.err)
 	}
+	// A server timeout that still ended a session: the setting and the fix.
+	for code, setting := range map[string]string{"25P03": "idle_in_transaction_session_timeout", "25P04": "transaction_timeout"} {
+		err := fmt.Errorf("shard 1: copy: %w", &pgconn.PgError{Severity: "FATAL", Code: code, Message: "terminating connection due to a timeout"})
+		require.Contains(t, errorWithHint(err), "the server's "+setting+" ended the toolkit's session", code)
+		require.Contains(t, errorWithHint(err), "ALTER ROLE name SET "+setting+" = 0", code)
+	}
+	err := fmt.Errorf("move 1: %w", &pgconn.PgError{Code: "57014", Message: "canceling statement due to statement timeout"})
+	require.Contains(t, errorWithHint(err), "the server's statement_timeout ended")
+	require.Empty(t, hint(fmt.Errorf("%w", &pgconn.PgError{Code: "57014", Message: "canceling statement due to user request"})))
 	require.Empty(t, hint(fmt.Errorf("plain")))
 }
 

@@ -110,8 +110,12 @@ func WithConnectRetry(tries int, backoff time.Duration) Option {
 // every statement runs under and the application name pg_stat_activity
 // shows. The zero value is the toolkit's default session.
 type Session struct {
-	// LockTimeout and StatementTimeout bound every statement (zero: the
-	// server's setting).
+	// LockTimeout bounds every statement's lock waits (zero: the
+	// server's lock_timeout; the toolkit sets its own where it takes a
+	// lock). StatementTimeout bounds every statement (zero: none, whatever
+	// the server, database or role sets). Every session runs with
+	// idle_in_transaction_session_timeout off, and transaction_timeout off
+	// on PostgreSQL 17+ (pgsession.OwnTimeouts).
 	LockTimeout, StatementTimeout time.Duration
 	// Application names the session unless the DSN does (empty: the
 	// handle's name, WithApplicationName).
@@ -332,5 +336,9 @@ func (c *Cluster) session(cfg *pgx.ConnConfig, s Session) {
 	if rp["application_name"] == "" {
 		rp["application_name"] = cmp.Or(s.Application, c.opts.application)
 	}
+	// The toolkit's long work (a move's COPY and index builds, a
+	// catch-up, init, migrations) must not end at a managed server's
+	// statement_timeout or idle_in_transaction_session_timeout.
+	pgsession.OwnTimeouts(&cfg.Config)
 	c.budget.apply(&cfg.Config)
 }
