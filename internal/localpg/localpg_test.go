@@ -146,3 +146,31 @@ func TestBinEnvChoosesTheBinaries(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, system, dir)
 }
+
+// NewAsyncStandby works on every major's binaries: with pg_basebackup
+// where they have it (Debian's), by a copy of the data directory where
+// they do not (the bundles of make test-versions, SHARDID_PG_BIN).
+func TestAsyncStandbyFollowsItsPrimary(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	s := pgtest.Own(t, localpg.Options{})
+	conn, err := pgx.Connect(ctx, s.DSN("postgres"))
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, `CREATE TABLE kept (v int); INSERT INTO kept VALUES (1)`)
+	require.NoError(t, err)
+	st, err := s.NewAsyncStandby(ctx)
+	require.NoError(t, err)
+	defer st.Stop()
+	_, err = conn.Exec(ctx, `INSERT INTO kept VALUES (2)`)
+	require.NoError(t, err)
+	require.NoError(t, s.WaitReplayed(ctx, st, 2*time.Minute))
+	sc, err := pgx.Connect(ctx, st.DSN("postgres"))
+	require.NoError(t, err)
+	defer sc.Close(ctx)
+	var n int
+	var recovery bool
+	require.NoError(t, sc.QueryRow(ctx, `SELECT count(*), pg_catalog.pg_is_in_recovery() FROM kept`).Scan(&n, &recovery))
+	require.Equal(t, 2, n)
+	require.True(t, recovery)
+}

@@ -17,11 +17,18 @@ import (
 // NewAsyncStandby makes an asynchronous streaming standby of s, as an
 // operator would: pg_basebackup -R (a standby.signal and primary_conninfo
 // pointing at s) into a new data directory, started on a free port with
-// s's settings. env is extra environment for the standby's postgres, for
-// example libfaketime's (FaketimeEnv) to run it with its clock behind
-// s's. It returns once the standby accepts connections; Stop removes it,
+// s's settings. Where s's binaries have no pg_basebackup (a bundle of
+// another major, SHARDID_PG_BIN), the data directory is copied between
+// pg_backup_start and pg_backup_stop instead (copyBaseBackup). env is
+// extra environment for the standby's postgres, for example
+// libfaketime's (FaketimeEnv) to run it with its clock behind s's. It returns once the standby accepts connections; Stop removes it,
 // Promote makes it a primary.
 func (s *Server) NewAsyncStandby(ctx context.Context, env ...string) (*Server, error) {
+	_, err := os.Stat(filepath.Join(s.bin, "pg_basebackup"))
+	return s.newAsyncStandby(ctx, err == nil, env)
+}
+
+func (s *Server) newAsyncStandby(ctx context.Context, basebackup bool, env []string) (*Server, error) {
 	dir, err := os.MkdirTemp("", "shardid-pgstandby-")
 	if err != nil {
 		return nil, fmt.Errorf("localpg: %w", err)
@@ -32,11 +39,16 @@ func (s *Server) NewAsyncStandby(ctx context.Context, env ...string) (*Server, e
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	out, err := st.command(ctx, "pg_basebackup", "-D", filepath.Join(dir, "data"), "-h", "127.0.0.1", "-p", strconv.Itoa(s.Port),
-		"-U", "postgres", "-R", "-X", "stream", "-c", "fast", "--no-sync").CombinedOutput()
-	if err != nil {
+	if basebackup {
+		out, err := st.command(ctx, "pg_basebackup", "-D", filepath.Join(dir, "data"), "-h", "127.0.0.1", "-p", strconv.Itoa(s.Port),
+			"-U", "postgres", "-R", "-X", "stream", "-c", "fast", "--no-sync").CombinedOutput()
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("localpg: pg_basebackup from port %d: %v: %s", s.Port, err, out)
+		}
+	} else if err := s.copyBaseBackup(ctx, filepath.Join(dir, "data")); err != nil {
 		os.RemoveAll(dir)
-		return nil, fmt.Errorf("localpg: pg_basebackup from port %d: %v: %s", s.Port, err, out)
+		return nil, fmt.Errorf("localpg: %w", err)
 	}
 	for attempt := 0; ; attempt++ {
 		if st.Port, err = freePort(); err != nil {

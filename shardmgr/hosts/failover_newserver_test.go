@@ -27,6 +27,8 @@ import (
 // server's identity, verify finds no failover problem, and writes
 // through the refreshed router get ids above every stored one.
 func TestFailoverNewServer(t *testing.T) {
+	pgtest.Tool(t, "pg_dump") // first, so that a server without one skips before setting up
+	pgtest.Tool(t, "pg_restore")
 	r := newHostRig(t)
 	ctx := r.ctx
 	r.router = clustertest.OpenRouter(t, r.cfg)

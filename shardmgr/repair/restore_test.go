@@ -86,6 +86,8 @@ func schemaRows(t *testing.T, cfg *shardmgr.Config, host, schema string) int {
 // copy of a move the restored journal never saw is journaled, and
 // rebalance cleanup drops it.
 func TestRestoredCatalogDetectedAndRepaired(t *testing.T) {
+	pgtest.Tool(t, "pg_dump") // first, so that a server without one skips before setting up
+	pgtest.Tool(t, "pg_restore")
 	t.Parallel()
 	ctx := clustertest.Ctx(t)
 	cfg := installtest.Cluster(t, 6) // pg1: 0,1  pg2: 2,3  pg3: 4,5

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/shardid/shardid/internal/localpg"
+	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/shardid/shardid/shardmgr/install"
 	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 	"github.com/shardid/shardid/shardmgr/internal/installtest"
@@ -21,6 +21,7 @@ import (
 // it; running that statement clears the problem.
 func TestTableOnlyRestoreVerifyNamesTheRepair(t *testing.T) {
 	t.Parallel()
+	pgDump, pgRestore := pgtest.Tool(t, "pg_dump"), pgtest.Tool(t, "pg_restore")
 	cfg := installtest.Cluster(t, 3)
 	pg1 := clustertest.HostPool(t, cfg, "pg1")
 	const table = `CREATE TABLE shard_0000.likes (id bigint PRIMARY KEY DEFAULT shard_0000.next_id(), v int)`
@@ -29,11 +30,9 @@ func TestTableOnlyRestoreVerifyNamesTheRepair(t *testing.T) {
 	var maxID int64
 	require.NoError(t, pg1.QueryRow(clustertest.Ctx(t), `SELECT max(id) FROM shard_0000.likes`).Scan(&maxID))
 
-	bin, err := localpg.FindBinDir()
-	require.NoError(t, err)
 	dump := filepath.Join(t.TempDir(), "likes.dump")
 	dsn := hostDSN(cfg, "pg1")
-	out, err := osexec.Command(filepath.Join(bin, "pg_dump"), "-Fc", "-t", "shard_0000.likes", "-f", dump, "-d", dsn).CombinedOutput()
+	out, err := osexec.Command(pgDump, "-Fc", "-t", "shard_0000.likes", "-f", dump, "-d", dsn).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 
 	// The shard is rebuilt: a fresh generator (init), the table (its
@@ -42,7 +41,7 @@ func TestTableOnlyRestoreVerifyNamesTheRepair(t *testing.T) {
 	_, err = install.Init(clustertest.Ctx(t), clustertest.Handle(t, cfg), install.InitOptions{})
 	require.NoError(t, err)
 	exec(t, cfg, "pg1", table)
-	out, err = osexec.Command(filepath.Join(bin, "pg_restore"), "--data-only", "-t", "likes", "-d", dsn, dump).CombinedOutput()
+	out, err = osexec.Command(pgRestore, "--data-only", "-t", "likes", "-d", dsn, dump).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 
 	rep, err := Verify(clustertest.Ctx(t), clustertest.Handle(t, cfg), Options{})
