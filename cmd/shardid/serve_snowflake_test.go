@@ -128,8 +128,12 @@ func TestServeSnowflakeKillAndRestart(t *testing.T) {
   leases: ${LEASES_DSN}
   datacenter: 1
   epoch_ms: 1288834974657
-  ttl: 2s
+  ttl: 10s
 `), 0o600))
+	// The lease lives 10 s: long enough that a process started "at once"
+	// after a kill finds the dead one's lease alive even when starting it
+	// takes seconds (at a load of 60 it took more than 2 s).
+	const ttl = 10 * time.Second
 
 	var mu sync.Mutex
 	all := map[int64]string{}
@@ -203,7 +207,7 @@ func TestServeSnowflakeKillAndRestart(t *testing.T) {
 	// a1's worker back and starts after a1's last possible time.
 	require.NoError(t, a2.cmd.Process.Signal(syscall.SIGKILL))
 	a2.cmd.Wait()
-	time.Sleep(2500 * time.Millisecond)
+	time.Sleep(ttl + 500*time.Millisecond)
 	a3 := startServe(t, bin, config)
 	for range 20 {
 		ids, err := a3.fetch(1000)
