@@ -90,8 +90,7 @@ func printFailover(w io.Writer, r *hosts.FailoverResult) {
 	if r.BoundSource == hosts.BoundReplicated {
 		src = "a counter replicated from the old primary + margin"
 	}
-	fmt.Fprintf(w, "bound: %s (%s); the new server's clock is %s behind this machine's\n",
-		r.Bound.Format(time.RFC3339Nano), src, time.Duration(r.ServerBehindMS)*time.Millisecond)
+	fmt.Fprintf(w, "bound: %s (%s); %s\n", r.Bound.Format(time.RFC3339Nano), src, serverClockOffset(r.ServerBehindMS))
 	fmt.Fprintf(w, "advanced %d shards by up to %d ms\n", len(r.Shards), r.AdvancedMS)
 	for _, s := range r.Shards {
 		fmt.Fprintf(w, "  shard %d (%s): +%d ms\n", s.Shard, s.Schema, s.AdvancedMS)
@@ -101,4 +100,17 @@ func printFailover(w io.Writer, r *hosts.FailoverResult) {
 		fmt.Fprint(w, "; cluster file updated")
 	}
 	fmt.Fprintln(w)
+}
+
+// serverClockOffset words FailoverResult.ServerBehindMS: a negative
+// "behind" is a clock ahead, said with its absolute value.
+func serverClockOffset(behindMS int64) string {
+	switch d := time.Duration(behindMS) * time.Millisecond; {
+	case d > 0:
+		return fmt.Sprintf("the new server's clock is %s behind this machine's", d)
+	case d < 0:
+		return fmt.Sprintf("the new server's clock is %s ahead of this machine's", -d)
+	default:
+		return "the new server's clock agrees with this machine's to the millisecond"
+	}
 }
