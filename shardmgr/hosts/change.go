@@ -122,10 +122,10 @@ func inUse(ctx context.Context, tx pgx.Tx, m *shardmgr.ShardMap, name string) er
 	}
 	open, kept := describeMoves(moves)
 	if len(open) > 0 {
-		why = append(why, fmt.Sprintf("unfinished moves involve it: %s: finish them (rebalance apply) or abort them (rebalance abort)", strings.Join(open, ", ")))
+		why = append(why, fmt.Sprintf("unfinished moves involve it: %s: finish them (rebalance apply) or abort them (rebalance abort)", summarize(open)))
 	}
 	if len(kept) > 0 {
-		why = append(why, fmt.Sprintf("it keeps the retired copies of %s: drop them (rebalance cleanup)", strings.Join(kept, ", ")))
+		why = append(why, fmt.Sprintf("it keeps the retired copies of %s: drop them (rebalance cleanup)", summarize(kept)))
 	}
 	if len(why) > 0 {
 		return fmt.Errorf("host %s: %w: %s", name, ErrHostInUse, strings.Join(why, "; "))
@@ -138,6 +138,19 @@ func inUse(ctx context.Context, tx pgx.Tx, m *shardmgr.ShardMap, name string) er
 type changed struct {
 	Generation    int64
 	Catalog, File bool
+}
+
+// summarizeFirst is how many moves an error names before it counts the
+// rest: a host that kept 256 retired copies was refused in one line of
+// 256 moves.
+const summarizeFirst = 3
+
+// summarize joins the first summarizeFirst of items and counts the rest.
+func summarize(items []string) string {
+	if len(items) <= summarizeFirst {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more (%d in all)", strings.Join(items[:summarizeFirst], ", "), len(items)-summarizeFirst, len(items))
 }
 
 // describeMoves names catalog.HostMoves' moves for a refusal: the

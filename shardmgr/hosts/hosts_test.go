@@ -303,6 +303,25 @@ func TestRemove(t *testing.T) {
 	_, err = cat.Exec(ctx, `UPDATE shardid.moves SET phase = 'aborted' WHERE id = $1`, id)
 	require.NoError(t, err)
 
+	// 256 retired copies kept on pg4 (as moves away from it leave them):
+	// the refusal names three and counts the rest, one short line (issue
+	// 30 §4: it named all 256).
+	_, err = cat.Exec(ctx, `INSERT INTO shardid.moves (shard, from_host, to_host, mode, phase, repl_name, schema_name, retired_schema)
+		SELECT i % 6, 'pg4', 'pg1', 'offline', 'cleaned', 'test_kept_' || i, format('shard_%s', lpad((i % 6)::text, 4, '0')),
+			format('shard_%s_moved_g%s', lpad((i % 6)::text, 4, '0'), i)
+		FROM generate_series(1, 256) i`)
+	require.NoError(t, err)
+	before = snapshot(t, cfg)
+	_, err = hosts.Remove(ctx, open(t, cfg), "pg4")
+	require.ErrorIs(t, err, hosts.ErrHostInUse)
+	require.ErrorContains(t, err, "it keeps the retired copies of move ")
+	require.ErrorContains(t, err, " and 253 more (256 in all): drop them (rebalance cleanup)")
+	require.Equal(t, 3, strings.Count(err.Error(), "pg4 -> pg1"), err.Error())
+	require.Less(t, len(err.Error()), 300, err.Error())
+	require.Equal(t, before, snapshot(t, cfg))
+	_, err = cat.Exec(ctx, `UPDATE shardid.moves SET retired_dropped_at = now() WHERE repl_name LIKE 'test_kept_%'`)
+	require.NoError(t, err)
+
 	gen := clustertest.ClusterMap(t, cfg).Generation
 	res, err := hosts.Remove(ctx, open(t, cfg), "pg4")
 	require.NoError(t, err)
