@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shardid/shardid/internal/app/console"
+	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/migrate"
 )
 
@@ -76,7 +78,10 @@ else made up and printed at start); without --actions their endpoints answer
 		defer c.Close()
 		logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 		opts := console.Options{Migrations: set, MigrationsDir: mdir, ConfigPath: *configPath, ServeURL: serveURL,
-			Actions: actions, AllowRemote: allowRemote, Refresh: refresh, Logger: logger}
+			Actions: actions, AllowRemote: allowRemote, Refresh: refresh, Logger: logger,
+			// A host added since the console started: the file is read
+			// again as it was at startup (flags included).
+			Reopen: func(context.Context) (*cluster.Cluster, error) { return openCluster(cmd, *configPath) }}
 		if actions {
 			opts.Token = os.Getenv(consoleTokenEnv)
 			if opts.Token == "" {

@@ -105,10 +105,14 @@ func (s *Console) apiAction(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	s.log.Info("console: action", "action", name, "mode", st.Mode, "shards", req.Shards, "all", req.All, "from", r.RemoteAddr)
 
+	// The handle is held until the action ends: a reread of the
+	// cluster file meanwhile does not close it under the action.
+	c, release := s.use()
 	switch name {
 	case actionApply:
 		go func() {
-			res, err := rebalance.Apply(s.ctx, s.c, rebalance.ApplyOptions{Move: rebalance.MoveOptions{Mode: mode, Migrations: s.opts.Migrations}})
+			defer release()
+			res, err := rebalance.Apply(s.ctx, c, rebalance.ApplyOptions{Move: rebalance.MoveOptions{Mode: mode, Migrations: s.opts.Migrations}})
 			s.finish(st, res, err)
 		}()
 		writeJSON(w, http.StatusAccepted, st)
@@ -116,11 +120,13 @@ func (s *Console) apiAction(w http.ResponseWriter, r *http.Request) {
 		// On the console's context, not the request's: an abort or a
 		// cleanup half done because the browser went away helps nobody
 		// (each bounds its own waits).
-		res, err := rebalance.AbortMove(s.ctx, s.c, req.Shards)
+		defer release()
+		res, err := rebalance.AbortMove(s.ctx, c, req.Shards)
 		s.finish(st, map[string]any{"aborted": res}, err) // as rebalance abort --json
 		writeJSON(w, statusOf(err), s.snapshot(st))
 	case actionCleanup:
-		res, err := rebalance.Cleanup(s.ctx, s.c, rebalance.CleanupOptions{All: req.All})
+		defer release()
+		res, err := rebalance.Cleanup(s.ctx, c, rebalance.CleanupOptions{All: req.All})
 		s.finish(st, res, err)
 		writeJSON(w, statusOf(err), s.snapshot(st))
 	}

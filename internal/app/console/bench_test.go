@@ -64,7 +64,9 @@ func syntheticConsole(tb testing.TB, hosts, shards int, scattered bool) *Console
 	}
 	con, err := New(c, Options{})
 	require.NoError(tb, err)
-	con.readMap = func(context.Context) (*install.Status, []rebalance.KeptCopy, error) { return st, kept, nil }
+	con.readMap = func(context.Context, *cluster.Cluster) (*install.Status, []rebalance.KeptCopy, error) {
+		return st, kept, nil
+	}
 	con.readHosts = nil // the synthetic hosts have no servers to ask
 	return con
 }
@@ -138,10 +140,12 @@ func benchMapPageBrowser(b *testing.B, scattered bool) {
 // why, and each kind of run with its shards written out.
 func TestMapTellsInWords(t *testing.T) {
 	con := syntheticConsole(t, 10, 1024, false)
-	st, kept, err := con.readMap(context.Background())
+	st, kept, err := con.readMap(context.Background(), con.current())
 	require.NoError(t, err)
 	st.Hosts[3].Unreachable = "no answer within 5s"
-	con.readMap = func(context.Context) (*install.Status, []rebalance.KeptCopy, error) { return st, kept, nil }
+	con.readMap = func(context.Context, *cluster.Cluster) (*install.Status, []rebalance.KeptCopy, error) {
+		return st, kept, nil
+	}
 	rec := httptest.NewRecorder()
 	con.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://127.0.0.1/", nil))
 	require.Equal(t, http.StatusOK, rec.Code)

@@ -116,8 +116,10 @@ func (s *Console) apiRunVerify(w http.ResponseWriter, r *http.Request) {
 		err error
 	}
 	done := make(chan result, 1)
+	c, release := s.use()
 	go func() {
-		rep, err := verify.Verify(ctx, s.c, verify.Options{Deep: deep})
+		defer release()
+		rep, err := verify.Verify(ctx, c, verify.Options{Deep: deep})
 		done <- result{rep, err}
 	}()
 	tick := time.NewTicker(time.Second)
@@ -178,7 +180,9 @@ func (s *Console) readMigrations(ctx context.Context) (*migrate.MigrationStatus,
 	if s.opts.Migrations == nil {
 		return nil, errNoMigrations
 	}
-	return migrate.ReadMigrationStatus(ctx, s.c, s.opts.Migrations)
+	c, release := s.use()
+	defer release()
+	return migrate.ReadMigrationStatus(ctx, c, s.opts.Migrations)
 }
 
 var errNoMigrations = errors.New("no migrations directory: start the console with --dir DIR or name it in the cluster file (migrations: ./migrations)")

@@ -68,11 +68,17 @@ type Options struct {
 	// Logger receives the actions taken and failed requests; nil
 	// discards them.
 	Logger *slog.Logger
+	// Reopen opens a handle on the cluster file as it is now, validated
+	// as at startup: the console calls it when the catalog's hosts change
+	// or it meets a host its handle does not know (a host added since it
+	// started), and serves from the new handle; on an error it keeps the
+	// handle it has and says so on the map. Nil rereads the handle's
+	// Config().Path with the handle's connection budget and logger.
+	Reopen func(ctx context.Context) (*cluster.Cluster, error)
 }
 
 // Console serves the pages of one cluster handle. Build it with New.
 type Console struct {
-	c    *cluster.Cluster
 	opts Options
 	// serveShown is opts.ServeURL without its password: what pages, JSON
 	// and errors show.
@@ -81,10 +87,16 @@ type Console struct {
 	log        *slog.Logger
 	// readMap reads what the map shows (readMapOf; a synthetic map in
 	// the benchmarks).
-	readMap func(ctx context.Context) (*install.Status, []rebalance.KeptCopy, error)
+	readMap func(ctx context.Context, c *cluster.Cluster) (*install.Status, []rebalance.KeptCopy, error)
 	// readHosts reads each host's identity (readHostsOf; nil in the
 	// benchmarks, whose hosts are synthetic).
-	readHosts func(ctx context.Context) ([]hosts.Host, error)
+	readHosts func(ctx context.Context, c *cluster.Cluster) ([]hosts.Host, error)
+
+	// hmu guards the handle in use and what the rereads of the cluster
+	// file found (handle.go).
+	hmu    sync.Mutex
+	cur    *handle
+	reload reloadState
 
 	// ctx outlives requests: the work an action starts (an apply) runs on
 	// it until Close.
@@ -137,13 +149,21 @@ func New(c *cluster.Cluster, opts Options) (*Console, error) {
 	if err != nil {
 		return nil, fmt.Errorf("console: templates: %w", err)
 	}
+	if opts.Reopen == nil {
+		opts.Reopen = reopenFile(c)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Console{c: c, opts: opts, serveShown: serveShown, tmpl: tmpl, log: opts.Logger, readMap: readMapOf(c), readHosts: readHostsOf(c), ctx: ctx, cancel: cancel}, nil
+	return &Console{opts: opts, serveShown: serveShown, tmpl: tmpl, log: opts.Logger, readMap: readMapOf, readHosts: readHostsOf,
+		cur: &handle{c: c}, reload: reloadState{goodAt: time.Now()}, ctx: ctx, cancel: cancel}, nil
 }
 
 // Close stops the work actions started (an apply stops where a crash
-// would, resumable) and waits for nothing else.
-func (s *Console) Close() { s.cancel() }
+// would, resumable) and closes the handles the console opened on a
+// reread of the cluster file; the handle given to New is the caller's.
+func (s *Console) Close() {
+	s.cancel()
+	s.closeHandles()
+}
 
 // NewToken returns a random action token.
 func NewToken() (string, error) {

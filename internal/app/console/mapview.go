@@ -38,6 +38,9 @@ type mapView struct {
 	// Detail is the shard the page was asked for (?shard=N: the shard
 	// form without JavaScript), nil when none.
 	Detail *install.ShardDetail
+	// FileProblem says the cluster file could not be reread and the
+	// console shows the hosts of the last good read; "" when none.
+	FileProblem string
 }
 
 // hostRow is one host of the map.
@@ -74,6 +77,24 @@ type stateRanges struct {
 // mapView reads the status (as `shardid status --json`) and the retained
 // copies, and lays them out.
 func (s *Console) mapView(ctx context.Context) (*mapView, error) {
+	v, names, err := s.readMapView(ctx)
+	if err == nil && s.noteHosts(ctx, names) {
+		// The cluster file was reread (a host was added): the map is
+		// read again through the new handle, which knows the host.
+		v, _, err = s.readMapView(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	v.FileProblem = s.fileProblem()
+	return v, nil
+}
+
+// readMapView reads the map through the handle in use; names are the
+// catalog's hosts.
+func (s *Console) readMapView(ctx context.Context) (*mapView, []string, error) {
+	c, release := s.use()
+	defer release()
 	// The hosts' identities are read beside the map, each probe bounded
 	// by hostProbeTimeout: a host that does not answer delays the page by
 	// that much at most, and its row says why.
@@ -82,14 +103,18 @@ func (s *Console) mapView(ctx context.Context) (*mapView, error) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		list, listErr = s.hostIdentities(ctx)
+		list, listErr = s.hostIdentities(ctx, c)
 	}()
-	st, kept, err := s.readMap(ctx)
+	st, kept, err := s.readMap(ctx, c)
 	<-done
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	v := layoutMap(s.c.Config(), st, kept, s.verifyNamed())
+	names := make([]string, 0, len(st.Hosts))
+	for _, h := range st.Hosts {
+		names = append(names, h.Name)
+	}
+	v := layoutMap(c.Config(), st, kept, s.verifyNamed())
 	byName := map[string]hosts.Host{}
 	for _, h := range list {
 		byName[h.Name] = h
@@ -102,7 +127,7 @@ func (s *Console) mapView(ctx context.Context) (*mapView, error) {
 			row.ProbeError = "identity not read: " + listErr.Error()
 		}
 	}
-	return v, nil
+	return v, names, nil
 }
 
 // hostProbeTimeout bounds each host's identity probe behind the map and
@@ -119,7 +144,7 @@ const identityTTL = 15 * time.Second
 
 // hostIdentities is the hosts' identities for the map: read at most once
 // per identityTTL.
-func (s *Console) hostIdentities(ctx context.Context) ([]hosts.Host, error) {
+func (s *Console) hostIdentities(ctx context.Context, c *cluster.Cluster) ([]hosts.Host, error) {
 	if s.readHosts == nil {
 		return nil, nil
 	}
@@ -129,7 +154,7 @@ func (s *Console) hostIdentities(ctx context.Context) ([]hosts.Host, error) {
 	if last != nil && time.Since(last.at) < identityTTL {
 		return last.list, last.err
 	}
-	list, err := s.readHosts(ctx)
+	list, err := s.readHosts(ctx, c)
 	if ctx.Err() == nil {
 		s.mu.Lock()
 		s.identity = &identityRead{at: time.Now(), list: list, err: err}
@@ -140,26 +165,45 @@ func (s *Console) hostIdentities(ctx context.Context) ([]hosts.Host, error) {
 
 // readHostsOf reads each host's identity and reachability as `shardid
 // host list --json` does.
-func readHostsOf(c *cluster.Cluster) func(ctx context.Context) ([]hosts.Host, error) {
-	return func(ctx context.Context) ([]hosts.Host, error) {
-		return hosts.List(ctx, c, hosts.ListOptions{ProbeTimeout: hostProbeTimeout})
+func readHostsOf(ctx context.Context, c *cluster.Cluster) ([]hosts.Host, error) {
+	return hosts.List(ctx, c, hosts.ListOptions{ProbeTimeout: hostProbeTimeout})
+}
+
+// hostsNow is /api/hosts' list: read through the handle in use, and
+// again after a reread of the cluster file when the list names a host
+// the handle does not know.
+func (s *Console) hostsNow(ctx context.Context) ([]hosts.Host, error) {
+	read := func() ([]hosts.Host, error) {
+		c, release := s.use()
+		defer release()
+		return readHostsOf(ctx, c)
 	}
+	list, err := read()
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(list))
+	for _, h := range list {
+		names = append(names, h.Name)
+	}
+	if s.noteHosts(ctx, names) {
+		return read()
+	}
+	return list, nil
 }
 
 // readMapOf reads what the map shows from the cluster: the status the
 // CLI's status prints and the retained copies.
-func readMapOf(c *cluster.Cluster) func(ctx context.Context) (*install.Status, []rebalance.KeptCopy, error) {
-	return func(ctx context.Context) (*install.Status, []rebalance.KeptCopy, error) {
-		st, err := install.ClusterStatus(ctx, c)
-		if err != nil {
-			return nil, nil, err
-		}
-		kept, err := rebalance.RetainedCopies(ctx, c)
-		if err != nil {
-			return nil, nil, err
-		}
-		return st, kept, nil
+func readMapOf(ctx context.Context, c *cluster.Cluster) (*install.Status, []rebalance.KeptCopy, error) {
+	st, err := install.ClusterStatus(ctx, c)
+	if err != nil {
+		return nil, nil, err
 	}
+	kept, err := rebalance.RetainedCopies(ctx, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	return st, kept, nil
 }
 
 // verifyNamed is the shards the console's last verify run named in a

@@ -39,11 +39,13 @@ type moveRow struct {
 const lagTimeout = 5 * time.Second
 
 func (s *Console) movesView(ctx context.Context) (*movesView, error) {
-	recs, err := rebalance.Moves(ctx, s.c, true)
+	c, release := s.use()
+	defer release()
+	recs, err := rebalance.Moves(ctx, c, true)
 	if err != nil {
 		return nil, err
 	}
-	kept, err := rebalance.RetainedCopies(ctx, s.c)
+	kept, err := rebalance.RetainedCopies(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +81,7 @@ func (s *Console) movesView(ctx context.Context) (*movesView, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			lag, err := rebalance.MoveLag(ctx, s.c, row.MoveRecord, lagTimeout)
+			lag, err := rebalance.MoveLag(ctx, c, row.MoveRecord, lagTimeout)
 			if err != nil {
 				row.LagNA = err.Error()
 				return
@@ -122,7 +124,9 @@ func (s *Console) partMoves(w http.ResponseWriter, r *http.Request) {
 func (s *Console) apiMoves(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.reqCtx(r)
 	defer cancel()
-	recs, err := rebalance.Moves(ctx, s.c, r.URL.Query().Get("all") == "1")
+	c, release := s.use()
+	defer release()
+	recs, err := rebalance.Moves(ctx, c, r.URL.Query().Get("all") == "1")
 	if err != nil {
 		writeError(w, http.StatusBadGateway, err.Error())
 		return

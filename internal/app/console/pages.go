@@ -81,7 +81,7 @@ func (s *Console) render(w http.ResponseWriter, name string, data any) {
 func (s *Console) page(w http.ResponseWriter, name, nav, title string, body any) {
 	s.render(w, name, page{
 		Title: title, Nav: nav, Refresh: s.opts.Refresh.Milliseconds(), Actions: s.opts.Actions,
-		Service: s.opts.ServeURL != "", Cluster: s.c.Config().Cluster, Body: body, Config: s.configPath(),
+		Service: s.opts.ServeURL != "", Cluster: s.current().Config().Cluster, Body: body, Config: s.configPath(),
 		Rendered: time.Now().UTC(),
 	})
 }
@@ -91,7 +91,7 @@ func (s *Console) configPath() string {
 	if s.opts.ConfigPath != "" {
 		return s.opts.ConfigPath
 	}
-	return s.c.Config().Path
+	return s.current().Config().Path
 }
 
 // failPage shows why a page could not be built, as a page.
@@ -157,12 +157,14 @@ func (s *Console) shardDetail(r *http.Request) (*install.ShardDetail, int, error
 	if err != nil {
 		return nil, http.StatusBadRequest, fmt.Errorf("shard %q: not a number", r.PathValue("id"))
 	}
-	if err := s.c.Config().CheckShard(id); err != nil {
+	c, release := s.use()
+	defer release()
+	if err := c.Config().CheckShard(id); err != nil {
 		return nil, http.StatusNotFound, err
 	}
 	ctx, cancel := s.reqCtx(r)
 	defer cancel()
-	d, err := install.DescribeShard(ctx, s.c, id)
+	d, err := install.DescribeShard(ctx, c, id)
 	if err != nil {
 		return nil, http.StatusBadGateway, err
 	}
@@ -172,7 +174,9 @@ func (s *Console) shardDetail(r *http.Request) (*install.ShardDetail, int, error
 func (s *Console) apiStatus(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.reqCtx(r)
 	defer cancel()
-	st, err := install.ClusterStatus(ctx, s.c)
+	c, release := s.use()
+	defer release()
+	st, err := install.ClusterStatus(ctx, c)
 	if err != nil {
 		writeError(w, http.StatusBadGateway, err.Error())
 		return
@@ -185,7 +189,7 @@ func (s *Console) apiStatus(w http.ResponseWriter, r *http.Request) {
 func (s *Console) apiHosts(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.reqCtx(r)
 	defer cancel()
-	list, err := readHostsOf(s.c)(ctx)
+	list, err := s.hostsNow(ctx)
 	if err != nil {
 		writeError(w, http.StatusBadGateway, err.Error())
 		return
