@@ -41,6 +41,12 @@ type mapView struct {
 	// FileProblem says the cluster file could not be reread and the
 	// console shows the hosts of the last good read; "" when none.
 	FileProblem string
+	// Filter is the map's filter (?shards=&state=); with one active the
+	// strips show only the shards it matches, Matched counts them and
+	// Matches lists the first filterMatchesShown.
+	Filter  *mapFilter
+	Matched int
+	Matches []filterMatch
 }
 
 // hostRow is one host of the map.
@@ -56,6 +62,8 @@ type hostRow struct {
 	ProbeError string
 	Runs       []shardRun
 	Ranges     []stateRanges
+	// Hidden: a filter is active and matches none of the host's shards.
+	Hidden bool
 }
 
 // shardRun is a run of consecutive shards of one kind on a host's strip,
@@ -76,12 +84,12 @@ type stateRanges struct {
 
 // mapView reads the status (as `shardid status --json`) and the retained
 // copies, and lays them out.
-func (s *Console) mapView(ctx context.Context) (*mapView, error) {
-	v, names, err := s.readMapView(ctx)
+func (s *Console) mapView(ctx context.Context, f *mapFilter) (*mapView, error) {
+	v, names, err := s.readMapView(ctx, f)
 	if err == nil && s.noteHosts(ctx, names) {
 		// The cluster file was reread (a host was added): the map is
 		// read again through the new handle, which knows the host.
-		v, _, err = s.readMapView(ctx)
+		v, _, err = s.readMapView(ctx, f)
 	}
 	if err != nil {
 		return nil, err
@@ -92,7 +100,7 @@ func (s *Console) mapView(ctx context.Context) (*mapView, error) {
 
 // readMapView reads the map through the handle in use; names are the
 // catalog's hosts.
-func (s *Console) readMapView(ctx context.Context) (*mapView, []string, error) {
+func (s *Console) readMapView(ctx context.Context, f *mapFilter) (*mapView, []string, error) {
 	c, release := s.use()
 	defer release()
 	// The hosts' identities are read beside the map, each probe bounded
@@ -114,7 +122,7 @@ func (s *Console) readMapView(ctx context.Context) (*mapView, []string, error) {
 	for _, h := range st.Hosts {
 		names = append(names, h.Name)
 	}
-	v := layoutMap(c.Config(), st, kept, s.verifyNamed())
+	v := layoutMap(c.Config(), st, kept, s.verifyNamed(), f)
 	byName := map[string]hosts.Host{}
 	for _, h := range list {
 		byName[h.Name] = h
@@ -228,9 +236,9 @@ func (s *Console) verifyNamed() map[int]bool {
 // verify's problems) as kindProblem on the host the catalog places them
 // on; it reads nothing, so that its cost can be measured on a synthetic
 // map of any size.
-func layoutMap(cfg *shardmgr.Config, st *install.Status, kept []rebalance.KeptCopy, named map[int]bool) *mapView {
+func layoutMap(cfg *shardmgr.Config, st *install.Status, kept []rebalance.KeptCopy, named map[int]bool, f *mapFilter) *mapView {
 	n := len(st.Shards)
-	v := &mapView{Generation: st.Generation, Shards: n, Moves: st.Moves, Retained: len(kept), Counts: map[string]int{}}
+	v := &mapView{Generation: st.Generation, Shards: n, Moves: st.Moves, Retained: len(kept), Counts: map[string]int{}, Filter: f}
 	incoming := map[string][]int{}
 	for _, mv := range st.Moves {
 		incoming[mv.To] = append(incoming[mv.To], mv.Shard)
@@ -264,15 +272,27 @@ func layoutMap(cfg *shardmgr.Config, st *install.Status, kept []rebalance.KeptCo
 		byKind[kindRetained] = retained[h.Name]
 		for _, k := range []string{kindProblem, kindActive, kindMoving, kindReadOnly, kindIncoming, kindRetained} {
 			ids := byKind[k]
+			if f.Active() {
+				ids = slices.DeleteFunc(slices.Clone(ids), func(id int) bool { return !f.match(id, k) })
+			}
 			slices.Sort(ids)
 			if len(ids) == 0 {
 				continue
 			}
+			if f.Active() {
+				v.Matched += len(ids)
+				for _, id := range ids {
+					v.Matches = append(v.Matches, filterMatch{Shard: id, Host: h.Name, Kind: k})
+				}
+			}
 			row.Runs = append(row.Runs, runsOf(ids, k, n)...)
 			row.Ranges = append(row.Ranges, stateRanges{Kind: k, Count: len(ids), Ranges: shortList(shardmgr.FormatShardList(ids))})
 		}
+		row.Hidden = f.Active() && len(row.Runs) == 0
 		v.Hosts = append(v.Hosts, row)
 	}
+	slices.SortFunc(v.Matches, func(a, b filterMatch) int { return a.Shard - b.Shard })
+	v.Matches = v.Matches[:min(len(v.Matches), filterMatchesShown)]
 	return v
 }
 

@@ -107,7 +107,7 @@ func (s *Console) reqCtx(r *http.Request) (context.Context, context.CancelFunc) 
 func (s *Console) pageMap(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.reqCtx(r)
 	defer cancel()
-	v, err := s.mapView(ctx)
+	v, err := s.mapView(ctx, parseFilter(r.URL.Query(), s.current().Config().Shards))
 	if err != nil {
 		s.failPage(w, "map", err)
 		return
@@ -124,7 +124,7 @@ func (s *Console) pageMap(w http.ResponseWriter, r *http.Request) {
 func (s *Console) partMap(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.reqCtx(r)
 	defer cancel()
-	v, err := s.mapView(ctx)
+	v, err := s.mapView(ctx, parseFilter(r.URL.Query(), s.current().Config().Shards))
 	if err != nil {
 		w.WriteHeader(http.StatusBadGateway)
 		s.render(w, "error-part", err.Error())

@@ -22,9 +22,11 @@
   }
   async function reload(el) {
     try {
-      const r = await fetch(el.dataset.live, { cache: "no-store" });
+      const url = el.dataset.live;
+      const r = await fetch(url, { cache: "no-store" });
       if (!r.ok) throw new Error("the console answered " + r.status);
       const html = await r.text();
+      if (el.dataset.live !== url) return; // the filter changed meanwhile: a newer read follows
       if (html !== el.dataset.last) {
         el.innerHTML = html;
         el.dataset.last = html;
@@ -68,6 +70,37 @@
       el.textContent = "could not read: " + e;
     }
   });
+
+  // The map's filter: the map part is read again with the filter as the
+  // operator types (no reload; the URL keeps it), and its refreshes keep
+  // it. Without JavaScript the form's GET does the same.
+  const filterForm = document.getElementById("filter-form");
+  const mapEl = document.getElementById("map");
+  if (filterForm && mapEl) {
+    let timer = 0;
+    const apply = () => {
+      const q = new URLSearchParams();
+      const shards = document.getElementById("filter-shards").value.trim();
+      const st = document.getElementById("filter-state").value;
+      if (shards) q.set("shards", shards);
+      if (st) q.set("state", st);
+      const qs = q.toString();
+      mapEl.dataset.live = "/part/map" + (qs ? "?" + qs : "");
+      history.replaceState(null, "", "/" + (qs ? "?" + qs : ""));
+      reload(mapEl);
+    };
+    const soon = () => {
+      clearTimeout(timer);
+      timer = setTimeout(apply, 250);
+    };
+    filterForm.addEventListener("input", soon);
+    filterForm.addEventListener("change", soon);
+    filterForm.addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      apply();
+    });
+    filterForm.addEventListener("reset", () => setTimeout(apply, 0));
+  }
 
   // The map: a click on a strip shows the shard under the pointer.
   const detail = document.getElementById("shard-detail");
