@@ -100,6 +100,9 @@ type Router struct {
 	// app_dsn could not be checked, warned once.
 	appRefused map[string]error
 	appWarned  sync.Map
+	// dsnWarned: hosts whose cluster-file DSN the router does not use
+	// (not the catalog's, and no app_dsn), logged once.
+	dsnWarned sync.Map
 
 	retrying atomic.Bool // a background retry of a failed refresh runs
 	bgCtx    context.Context
@@ -341,6 +344,9 @@ func (r *Router) newPool(ctx context.Context, h CatalogHost) (*pgxpool.Pool, err
 	if app {
 		dsn = fh.AppDSN
 	} else if !ok || fh.CatalogDSN() != h.DSN {
+		if ok {
+			r.fileDSNIgnored(h.Name, h.DSN)
+		}
 		var missing []string
 		var err error
 		if dsn, missing, err = expandEnv(h.DSN, r.opts.lookup); err != nil {

@@ -207,6 +207,19 @@ func (r *Router) unreadableAppDSN(host string, err error) {
 	r.opts.log.Warn("shardid router: cannot check that the host's app_dsn reaches the database the catalog names", "host", host, "err", err)
 }
 
+// fileDSNIgnored logs, once per host, that the router uses the catalog's
+// DSN for a host whose cluster-file dsn: names another: the catalog
+// decides where a host is, and an application that wants another way
+// there (a connection pooler) says so with app_dsn:. Silently writing
+// through the catalog's DSN hid a file pointed elsewhere (issue 28).
+func (r *Router) fileDSNIgnored(host, catalogDSN string) {
+	if _, warned := r.dsnWarned.LoadOrStore(host, true); warned {
+		return
+	}
+	r.opts.log.Warn("shardid router: the host's dsn: in the cluster file is not the catalog's; routing through the catalog's DSN (the catalog decides where a host is). "+
+		"To route the applications another way, through a connection pooler say, give the host app_dsn: in the cluster file", "host", host, "dsn", pg.StripPassword(catalogDSN))
+}
+
 // noteAppDSNsLocked installs the hosts refused by checkAppDSNs (mu held)
 // and logs a change.
 func (r *Router) noteAppDSNsLocked(refused map[string]error) {

@@ -127,7 +127,9 @@ type ShardAdvance struct {
 // and its DSN in the cluster file, together, as SetDSN does (a failed
 // change leaves both as they were). The old primary must be down (or a
 // standby): while the host's old DSN answers as a primary, Failover
-// refuses (ErrOldServerWritable); the command cannot stop it.
+// refuses (ErrOldServerWritable); the command cannot stop it. A DSN that
+// reaches a connection pooler is refused before anything is checked
+// (shardmgr.ErrPooler, as SetDSN: a pooler is the host's app_dsn).
 //
 // With opts.NewServer, opts.To is instead the host's database restored
 // onto another server (checkNewServer): the counters are advanced the same
@@ -190,6 +192,11 @@ func Failover(ctx context.Context, c *cluster.Cluster, name string, opts Failove
 	}
 	nh, _ := edit.Config.Host(name)
 	oh, _ := cfg.Host(name)
+	// As set-dsn: a pooler in front of the new server would pass the
+	// checks below and then break every operator command after it.
+	if err := pg.RefusePooler(ctx, nh.DSN, DefaultProbeTimeout); err != nil {
+		return nil, fmt.Errorf("host %s: new server: %w", name, err)
+	}
 
 	conn, err := connect(ctx, nh.DSN, DefaultProbeTimeout)
 	if err != nil {
