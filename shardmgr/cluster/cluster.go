@@ -14,6 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/shardid/shardid/internal/pgsession"
+	"github.com/shardid/shardid/internal/pgtrust"
+	"github.com/shardid/shardid/migrations"
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
@@ -254,11 +256,24 @@ func (c *Cluster) HostPool(ctx context.Context, name string, s Session) (*pgxpoo
 }
 
 // Host is the default session's pool on host name once the host's own
-// schema version suits use (checked once per use).
+// schema version suits use (checked once per use). For UseWrite, the
+// host's schema shardid must also pass pgtrust.Check, at every call:
+// every writer of a host's records (a move, an abort, a cleanup, a
+// repair) gets its pool here, and a table, trigger or grant another role
+// put there, at any time in a long-lived handle's life, would run that
+// role's code as the toolkit's role (*pgtrust.UntrustedError, nothing
+// written).
 func (c *Cluster) Host(ctx context.Context, name string, use shardmgr.SchemaUse) (*pgxpool.Pool, error) {
 	p, err := c.HostPool(ctx, name, Session{})
 	if err != nil {
 		return nil, err
+	}
+	if use == shardmgr.UseWrite {
+		// Before the version is read: a view planted in its place would
+		// run its functions as the reader.
+		if err := pgtrust.Check(ctx, p, migrations.Schema); err != nil {
+			return nil, fmt.Errorf("host %s: %w", name, err)
+		}
 	}
 	err = c.once(ctx, "host/"+name+"/"+strconv.Itoa(int(use)), func() error {
 		v, err := shardmgr.ReadHostVersion(ctx, p, name)

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/shardid/shardid/internal/pgtrust"
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
@@ -392,13 +393,14 @@ func (mo *mover) hostsAgree() error {
 // journal records planned moves in one catalog transaction, after
 // checking them against the map.
 func (mo *mover) journal(ctx context.Context, moves []PlannedMove) ([]*MoveRecord, error) {
-	// A host whose own schema this binary may not write is refused before
-	// anything is journaled; other failures to reach a host are the
-	// move's, recorded in its journal row as before.
+	// A host whose own schema this binary may not write, or whose schema
+	// shardid holds what another role made, is refused before anything
+	// is journaled; other failures to reach a host are the move's,
+	// recorded in its journal row as before.
 	for _, pm := range moves {
 		for _, h := range []string{pm.From, pm.To} {
 			var ve *shardmgr.CatalogVersionError
-			if _, err := mo.pool(ctx, h); errors.As(err, &ve) {
+			if _, err := mo.pool(ctx, h); errors.As(err, &ve) || errors.Is(err, pgtrust.ErrUntrusted) {
 				return nil, err
 			}
 		}
