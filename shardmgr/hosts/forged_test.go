@@ -1,10 +1,12 @@
 package hosts_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardid/shardid/internal/localpg"
@@ -40,7 +42,7 @@ func TestSetDSNRefusesAForgedHostRecord(t *testing.T) {
 
 	before := snapshot(t, cfg)
 	for _, tc := range []struct{ db, says string }{
-		{"forged", fmt.Sprintf("schema shardid is owned by %s", forger)},
+		{"forged", fmt.Sprintf("schema shardid belongs to %s", forger)},
 		{"copied", "it does not hold the host's secret"},
 	} {
 		_, err := hosts.SetDSN(ctx, open(t, cfg), "pg1", server.DSN(tc.db), hosts.SetDSNOptions{ProbeTimeout: time.Minute})
@@ -49,6 +51,37 @@ func TestSetDSNRefusesAForgedHostRecord(t *testing.T) {
 		require.NotContains(t, err.Error(), "\n")
 		require.Equal(t, before, snapshot(t, cfg), "nothing changed")
 	}
+
+	// The host's own database, with a trigger an ordinary role put on its
+	// shardid.host_secret (TRIGGER granted by mistake): refused too, the
+	// planter still no superuser. Failed before: the owners' check looked
+	// at the schema and the two tables only.
+	planter := fmt.Sprintf("planter_%d", clustertest.DBCounter.Add(1))
+	hostAdmin := clustertest.Pool(t, server.DSN(db))
+	_, err := hostAdmin.Exec(ctx, fmt.Sprintf(`CREATE ROLE %[1]s LOGIN; CREATE SCHEMA %[1]s AUTHORIZATION %[1]s;
+		GRANT USAGE ON SCHEMA shardid TO %[1]s; GRANT TRIGGER ON shardid.host_secret TO %[1]s`, planter))
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, _ = clustertest.Pool(t, admin).Exec(context.Background(), `DROP ROLE IF EXISTS `+planter)
+	})
+	planted, err := pgx.Connect(ctx, clustertest.AsRole(t, server.DSN(db), planter))
+	require.NoError(t, err)
+	_, err = planted.Exec(ctx, fmt.Sprintf(`CREATE FUNCTION %[1]s.f() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN EXECUTE format('ALTER ROLE %%I SUPERUSER', current_user); RETURN NULL; END $$;
+		CREATE TRIGGER planted AFTER INSERT OR UPDATE OR DELETE ON shardid.host_secret FOR EACH STATEMENT EXECUTE FUNCTION %[1]s.f()`, planter))
+	require.NoError(t, err)
+	require.NoError(t, planted.Close(ctx))
+	_, err = hosts.SetDSN(ctx, open(t, cfg), "pg1", server.DSN(db), hosts.SetDSNOptions{ProbeTimeout: time.Minute})
+	require.ErrorIs(t, err, shardmgr.ErrHostUnproven)
+	require.ErrorIs(t, err, shardmgr.ErrUntrusted)
+	require.ErrorContains(t, err, "trigger planted on shardid.host_secret belongs to "+planter)
+	require.Equal(t, before, snapshot(t, cfg), "nothing changed")
+	var super bool
+	require.NoError(t, hostAdmin.QueryRow(ctx, `SELECT rolsuper FROM pg_roles WHERE rolname = $1`, planter).Scan(&super))
+	require.False(t, super)
+	_, err = hostAdmin.Exec(ctx, `DROP TRIGGER planted ON shardid.host_secret; REVOKE ALL ON shardid.host_secret FROM `+planter+
+		`; REVOKE USAGE ON SCHEMA shardid FROM `+planter+`; DROP SCHEMA `+planter+` CASCADE`)
+	require.NoError(t, err)
 
 	res, err := hosts.SetDSN(ctx, open(t, cfg), "pg1", server.DSN(db), hosts.SetDSNOptions{ProbeTimeout: time.Minute})
 	require.NoError(t, err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/shardid/shardid/internal/pgtrust"
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
@@ -46,6 +47,9 @@ func (e *StrayRowsError) Error() string {
 }
 
 func (e *StrayRowsError) Unwrap() error { return ErrStrayHasRows }
+
+// strayBatch is how many keys DropStray sends to the live copy at once.
+const strayBatch = 10000
 
 // DefaultStrayLockWait bounds each lock DropStray waits for.
 const DefaultStrayLockWait = 30 * time.Second
@@ -137,6 +141,12 @@ func DropStray(ctx context.Context, c *cluster.Cluster, shard int, host string, 
 	if !exists {
 		return nil, fmt.Errorf("%w: host %s has no schema %s", ErrNotStray, host, schema)
 	}
+	// DROP ... CASCADE only of a schema the toolkit made: one of another
+	// role is not a copy the toolkit left (and its owner decides what
+	// goes with it).
+	if err := pgtrust.CheckNamed(ctx, tx, []string{schema}); err != nil {
+		return nil, fmt.Errorf("host %s: %w", host, err)
+	}
 	tables, err := fence.ShardTables(ctx, tx, schema)
 	if err != nil {
 		return nil, fmt.Errorf("host %s: list the tables of %s: %w", host, schema, err)
@@ -220,21 +230,36 @@ func strayOnly(ctx context.Context, tx pgx.Tx, lp pg.Querier, schema, t string) 
 	}
 	// Keys go across in batches, as JSON read back into the live table's
 	// row type, so that the live side's primary key index finds them.
-	const batch = 10000
-	for off := int64(0); off < total; off += batch {
+	// Each batch starts after the last key of the one before (keyset, by
+	// the stray's primary key index; OFFSET would read every earlier row
+	// again).
+	order := strings.Join(cols, ", ")
+	var after *string // the last key sent, as JSON
+	for {
 		var keys []byte
-		err := tx.QueryRow(ctx, fmt.Sprintf(`SELECT coalesce(jsonb_agg(to_jsonb(k)), '[]') FROM (SELECT %s FROM %s ORDER BY %s LIMIT %d OFFSET %d) k`,
-			strings.Join(cols, ", "), qt, strings.Join(cols, ", "), batch, off)).Scan(&keys)
+		var n int
+		err := tx.QueryRow(ctx, fmt.Sprintf(`WITH k AS (SELECT %[1]s FROM %[2]s
+				WHERE $1::jsonb IS NULL OR (%[1]s) > (SELECT %[1]s FROM jsonb_populate_record(NULL::%[2]s, $1::jsonb))
+				ORDER BY %[1]s LIMIT %[3]d)
+			SELECT coalesce(jsonb_agg(to_jsonb(k) ORDER BY %[1]s), '[]'), count(*),
+				(jsonb_agg(to_jsonb(k) ORDER BY %[1]s) -> -1)::text FROM k`,
+			order, qt, strayBatch), after).Scan(&keys, &n, &after)
 		if err != nil {
 			return 0, 0, err
 		}
-		var n int64
+		if n == 0 {
+			break
+		}
+		var missing int64
 		err = lp.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM jsonb_populate_recordset(NULL::%s, $1::jsonb) s
-			WHERE NOT EXISTS (SELECT 1 FROM %s l WHERE %s)`, qt, qt, strings.Join(match, " AND ")), string(keys)).Scan(&n)
+			WHERE NOT EXISTS (SELECT 1 FROM %s l WHERE %s)`, qt, qt, strings.Join(match, " AND ")), string(keys)).Scan(&missing)
 		if err != nil {
 			return 0, 0, err
 		}
-		only += n
+		only += missing
+		if n < strayBatch {
+			break
+		}
 	}
 	return only, total, nil
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/shardid/shardid/internal/pgtrust"
+	"github.com/shardid/shardid/migrations"
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
@@ -27,9 +29,10 @@ var (
 	// ErrSecretMismatch: the database holds no secret, or another than
 	// the one whose hash the catalog records for the host.
 	ErrSecretMismatch = fmt.Errorf("%w: it does not hold the host's secret", shardmgr.ErrHostUnproven)
-	// ErrForeignRecord: the host's record (schema shardid, its host_info
-	// or host_secret) belongs to a role other than the session's and is
-	// not a superuser's: another role made it.
+	// ErrForeignRecord: the host's record (schema shardid, or anything
+	// in it) belongs to a role other than the session's and is not a
+	// superuser's, or carries another role's trigger (pgtrust): another
+	// role made it.
 	ErrForeignRecord = fmt.Errorf("%w: its record belongs to another role", shardmgr.ErrHostUnproven)
 )
 
@@ -116,35 +119,16 @@ func CheckSecret(ctx context.Context, q pg.Querier, want []byte) error {
 	return nil
 }
 
-// checkRecordOwners refuses a host record (schema shardid, its host_info
-// and host_secret tables) owned by a role that is neither the session's
-// nor a superuser.
+// checkRecordOwners refuses a host record whose schema shardid holds
+// anything pgtrust does not trust: the schema, a table, function or
+// trigger of a role that is neither the session's nor a superuser.
 func checkRecordOwners(ctx context.Context, q pg.Querier) error {
-	rows, err := q.Query(ctx, `SELECT o.what, r.rolname FROM (
-			SELECT 'schema shardid' AS what, n.nspowner AS owner FROM pg_catalog.pg_namespace n WHERE n.nspname = 'shardid'
-			UNION ALL
-			SELECT 'table shardid.' || c.relname, c.relowner FROM pg_catalog.pg_class c
-			WHERE c.relnamespace = 'shardid'::regnamespace AND c.relname IN ('host_info', 'host_secret')
-		) o JOIN pg_catalog.pg_roles r ON r.oid = o.owner
-		WHERE r.rolname <> current_user AND NOT r.rolsuper
-		ORDER BY 1`)
-	if err != nil {
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && pe.Code == pgerrcode.InvalidSchemaName {
-			return nil // no record at all: the secret's check says so
-		}
-		return fmt.Errorf("read its record's owners: %w", err)
-	}
-	bad, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
-		var what, owner string
-		err := r.Scan(&what, &owner)
-		return fmt.Sprintf("%s is owned by %s", what, owner), err
-	})
+	found, err := pgtrust.Findings(ctx, q, []string{migrations.Schema}, nil)
 	if err != nil {
 		return fmt.Errorf("read its record's owners: %w", err)
 	}
-	if len(bad) > 0 {
-		return fmt.Errorf("%w: %s", ErrForeignRecord, bad[0])
+	if len(found) > 0 {
+		return fmt.Errorf("%w: %s (%w)", ErrForeignRecord, found[0], pgtrust.ErrUntrusted)
 	}
 	return nil
 }
