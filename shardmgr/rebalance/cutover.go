@@ -155,9 +155,12 @@ func (mo *mover) flip(ctx context.Context, mv *move) error {
 			return fmt.Errorf("shard %d is no longer moving from %s in the catalog", mv.Shard, mv.From)
 		}
 		// The point of no return, recorded in the transaction that flips.
+		// The refused window so far too: a flip whose target is opened
+		// only by a later run has a figure meanwhile; openTarget adds the
+		// rest.
 		return tx.QueryRow(ctx, `UPDATE shardid.moves SET phase = $3, flip_generation = $2, error = '', updated_at = pg_catalog.clock_timestamp(),
-				refused_ms = (extract(epoch FROM pg_catalog.clock_timestamp() - fenced_at) * 1000)::bigint
-			WHERE id = $1 AND phase = $4 RETURNING refused_ms`, mv.ID, gen, string(PointOfNoReturn), string(PhaseVerified)).Scan(&refused)
+				`+countRefused(true)+`
+			WHERE id = $1 AND phase = $4 RETURNING coalesce(refused_ms, 0)`, mv.ID, gen, string(PointOfNoReturn), string(PhaseVerified)).Scan(&refused)
 	})
 	if err != nil {
 		return err
@@ -171,10 +174,7 @@ func (mo *mover) flip(ctx context.Context, mv *move) error {
 	if err := mo.openTarget(ctx, mv); err != nil {
 		return err
 	}
-	// The refused window ends now that the target takes writes.
-	_ = mo.catalog.QueryRow(ctx, `UPDATE shardid.moves SET refused_ms = (extract(epoch FROM pg_catalog.clock_timestamp() - fenced_at) * 1000)::bigint
-		WHERE id = $1 AND fenced_at IS NOT NULL RETURNING refused_ms`, mv.ID).Scan(&refused)
-	mo.log.Info("flipped", "id", mv.ID, "shard", mv.Shard, "to", mv.To, "generation", gen, "refused", time.Duration(refused)*time.Millisecond)
+	mo.log.Info("flipped", "id", mv.ID, "shard", mv.Shard, "to", mv.To, "generation", gen, "refused", time.Duration(*mv.refusedMS)*time.Millisecond)
 	return mo.crashPoint(crashTargetOpened)
 }
 
@@ -221,6 +221,48 @@ func (mo *mover) openTarget(ctx context.Context, mv *move) error {
 	})
 	if err != nil {
 		return fmt.Errorf("target %s: open the copy: %w", mv.To, err)
+	}
+	// The refused window ends now that the target takes writes. Best
+	// effort: the copy is open whatever the journal says of it.
+	if err := endRefused(ctx, mo.catalog, mv.MoveRecord); err != nil {
+		mo.log.Warn("the target takes writes; the journal counts its refused window on until the target's next opening (the move's cleanup)", "id", mv.ID, "err", err)
+	}
+	return nil
+}
+
+// The journal's refused window: fenced_at is the start of the part of
+// the window not yet counted in refused_ms (set by the fence, NULL while
+// the shard takes writes), and refused_ms what has been counted, from the
+// fence to the target's opening or to the source's give-back, adding up
+// every fence of a move that was given back and fenced again. Whatever
+// happens between the fence and its end (a failed catch-up, a flip that
+// waits for the catalog, a crash and a later run) is inside the window.
+
+// countRefused is the SET clause that adds the uncounted part of the
+// window to refused_ms and, with more, starts the next uncounted part now
+// (the window goes on), else ends it.
+func countRefused(more bool) string {
+	next := "NULL"
+	if more {
+		next = "CASE WHEN fenced_at IS NOT NULL THEN pg_catalog.clock_timestamp() END"
+	}
+	return `refused_ms = CASE WHEN fenced_at IS NULL THEN refused_ms
+			ELSE coalesce(refused_ms, 0) + (extract(epoch FROM pg_catalog.clock_timestamp() - fenced_at) * 1000)::bigint END,
+		fenced_at = ` + next
+}
+
+// endRefused ends move rec's refused window in the journal (q: the catalog,
+// or the transaction that lets the shard's writes through) and records it
+// in rec. A window the journal could not end is counted on by the next
+// end.
+func endRefused(ctx context.Context, q pg.Querier, rec *MoveRecord) error {
+	var refused *int64
+	err := q.QueryRow(ctx, `UPDATE shardid.moves SET `+countRefused(false)+` WHERE id = $1 RETURNING refused_ms`, rec.ID).Scan(&refused)
+	if err != nil {
+		return fmt.Errorf("move %d: journal the refused window: %w", rec.ID, err)
+	}
+	if refused != nil {
+		rec.refusedMS = refused
 	}
 	return nil
 }

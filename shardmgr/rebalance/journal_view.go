@@ -18,8 +18,9 @@ type MoveList struct {
 	Moves []*MoveRecord `json:"moves"`
 }
 
-// Refused is how long the move's cut-over refused writes to the shard, as
-// the journal recorded it at the flip; false before the flip.
+// Refused is how long the move refused writes to the shard, as the
+// journal records it (see MoveResult.Refused); false while no refused
+// window of the move has ended (before its flip or give-back).
 func (r *MoveRecord) Refused() (time.Duration, bool) {
 	if r.refusedMS == nil {
 		return 0, false

@@ -120,8 +120,12 @@ type MoveResult struct {
 	Phase Phase    `json:"phase"`
 	Rows  int64    `json:"rows"`
 	Bytes int64    `json:"bytes"`
-	// Refused is how long writes to the shard were refused: from the
-	// catalog marking it moving to the flip (JSON: refused_ms).
+	// Refused is how long the move refused writes to the shard, as the
+	// journal records it: from the fence (the catalog marking the shard
+	// moving) to the target's opening after the flip, or to the source's
+	// give-back when the move failed after its fence, whatever happened
+	// in between; a move fenced again after a give-back adds the windows
+	// (JSON: refused_ms).
 	Refused time.Duration `json:"-"`
 	// Elapsed is the time this run spent on the move (JSON: elapsed_ms).
 	Elapsed time.Duration `json:"-"`

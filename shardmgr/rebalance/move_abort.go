@@ -135,8 +135,10 @@ func (mo *mover) abort(ctx context.Context, rec *MoveRecord) error {
 			WHERE id = $1 AND host = $2 AND state = 'moving'`, rec.Shard, rec.From, gen); err != nil {
 			return err
 		}
+		// A fenced move's refused window ends here, with the catalog's
+		// word that the shard takes writes again.
 		_, err := tx.Exec(ctx, `UPDATE shardid.moves SET phase = $2, finished_at = pg_catalog.clock_timestamp(),
-			updated_at = pg_catalog.clock_timestamp() WHERE id = $1`, rec.ID, string(PhaseAborted))
+			updated_at = pg_catalog.clock_timestamp(), `+countRefused(false)+` WHERE id = $1`, rec.ID, string(PhaseAborted))
 		return err
 	})
 	if err != nil {
@@ -175,7 +177,8 @@ func (mo *mover) unfenceSource(ctx context.Context, mv *move) error {
 	if err != nil {
 		return err
 	}
-	tag, err := mo.catalog.Exec(ctx, `UPDATE shardid.moves SET phase = $2, fenced_at = NULL, updated_at = pg_catalog.clock_timestamp()
+	// fenced_at stays: the window goes on until the catalog says active.
+	tag, err := mo.catalog.Exec(ctx, `UPDATE shardid.moves SET phase = $2, updated_at = pg_catalog.clock_timestamp()
 		WHERE id = $1 AND phase IN ($2, $3)`, mv.ID, string(back), string(mv.Phase))
 	if err != nil {
 		return fmt.Errorf("move %d: journal phase %s: %w", mv.ID, back, err)
@@ -192,7 +195,11 @@ func (mo *mover) unfenceSource(ctx context.Context, mv *move) error {
 	gen, err := catalog.ChangeWithin(ctx, mo.catalog, 0, giveBackWait, fmt.Sprintf("move %d: shard %d back to active on %s", mv.ID, mv.Shard, mv.From), func(tx pgx.Tx, gen int64) error {
 		_, err := tx.Exec(ctx, `UPDATE shardid.shards SET state = 'active', changed_generation = $3
 			WHERE id = $1 AND host = $2 AND state = 'moving'`, mv.Shard, mv.From, gen)
-		return err
+		if err != nil {
+			return err
+		}
+		// The refused window ends with the catalog's word.
+		return endRefused(ctx, tx, mv.MoveRecord)
 	})
 	if err != nil {
 		return err
