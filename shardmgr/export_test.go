@@ -17,8 +17,10 @@ func RouterWithShards(n int) *Router {
 	return &Router{m: &ShardMap{Shards: make([]Shard, n)}}
 }
 
-// The version tables the root reads, for the external tests.
+// The version tables the root reads, and how often a router asks the
+// catalog while writes go to a moving shard, for the external tests.
 const (
+	MovingRefresh       = movingRefresh
 	CatalogVersionTable = catalogVersionTable
 	HostVersionTable    = hostVersionTable
 )

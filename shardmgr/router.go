@@ -39,7 +39,9 @@ type routerOptions struct {
 // generation reloads the map). Zero checks on every call; a negative
 // interval never checks, leaving it to Reload (except to confirm that a
 // shard moved when a host says its copy is fenced or gone). The default is
-// one second.
+// one second. While writes go to a shard the map holds as moving, the
+// router checks every 25 ms (or at this interval when shorter), so that
+// they are refused no longer than the move refuses them.
 func WithRefreshInterval(d time.Duration) RouterOption {
 	return func(o *routerOptions) { o.refresh = d }
 }
@@ -442,6 +444,14 @@ func (r *Router) route(ctx context.Context, id int, write bool) (Shard, *pgxpool
 	if err != nil {
 		return s, nil, err
 	}
+	if write && s.State == StateMoving {
+		// Refused by the router alone: ask the catalog soon again, not
+		// at the next refresh, so that the refusal ends with the move's.
+		r.refreshMoving(ctx)
+		if s, err = r.Shard(id); err != nil {
+			return s, nil, err
+		}
+	}
 	if write {
 		switch s.State {
 		case StateReadOnly:
@@ -500,7 +510,10 @@ func (r *Router) Acquire(ctx context.Context, id int) (*pgxpool.Conn, Shard, err
 // (ErrShardReadOnly) or moving (ErrShardMoving) with a *ShardError, and
 // every shard with ErrMapStale once the catalog has been unreachable for
 // longer than WithMaxStaleness. A state change reaches the router within
-// the refresh interval; until then a write that reaches a fenced copy (see
+// the refresh interval, and the end of a move's refusal (the shard active
+// again) within tens of milliseconds, as long as writes come: the router
+// asks the catalog more often while it refuses a moving shard. Until
+// then a write that reaches a fenced copy (see
 // fence.SQLState), or the host a shard has moved away from, is refused with
 // ErrShardMoving too (the host's error kept as its cause), and the router
 // reloads its map so that a retry goes to the shard's new host.

@@ -30,6 +30,11 @@ const (
 	// longest a router lags a catalog that came back.
 	firstBackoff = 100 * time.Millisecond
 	maxBackoff   = 5 * time.Second
+	// movingRefresh is how often a router asks the catalog, at most,
+	// while writes go to a shard its map holds as moving: the shard takes
+	// writes again at the flip (or the move's give-back), which the router
+	// learns no later than this after it, whatever its refresh interval.
+	movingRefresh = 25 * time.Millisecond
 )
 
 // WithMaxStaleness sets how long the router keeps taking writes while it
@@ -74,38 +79,51 @@ func (r *Router) stalenessLocked(now time.Time) time.Duration {
 	return now.Sub(r.checked)
 }
 
-// dueLocked reports whether a refresh is due at now: the refresh interval
-// has passed and, after a failure, so has the backoff.
-func (r *Router) dueLocked(now time.Time) bool {
-	if now.Sub(r.checked) < r.opts.refresh {
+// dueLocked reports whether a refresh is due at now for a caller that
+// asks every interval: it has passed and, after a failure, so has the
+// backoff.
+func (r *Router) dueLocked(now time.Time, interval time.Duration) bool {
+	if now.Sub(r.checked) < interval {
 		return false
 	}
 	return r.health.err == nil || !now.Before(r.health.nextTry)
 }
 
-// refresh checks the catalog when due. While the catalog answers, the call
-// waits for the check (so a state change is seen within the refresh
-// interval) and concurrent callers share one check. After a failure no
-// call waits: one retry at a time runs in the background, with backoff,
-// and calls are served from the last map.
-func (r *Router) refresh(ctx context.Context) {
+// refresh checks the catalog when the refresh interval is due.
+func (r *Router) refresh(ctx context.Context) { r.refreshEvery(ctx, r.opts.refresh) }
+
+// refreshMoving is refresh for a write to a shard the map holds as moving:
+// the catalog is asked every movingRefresh (or the refresh interval, when
+// shorter), so that the writes the router refuses by itself end soon after
+// the catalog lets the shard take them again. Concurrent writers share one
+// check; a router that never refreshes (a negative interval) does not.
+func (r *Router) refreshMoving(ctx context.Context) {
+	r.refreshEvery(ctx, min(r.opts.refresh, movingRefresh))
+}
+
+// refreshEvery checks the catalog when interval has passed since the last
+// check. While the catalog answers, the call waits for the check (so a
+// state change is seen within the interval) and concurrent callers share
+// one check. After a failure no call waits: one retry at a time runs in
+// the background, with backoff, and calls are served from the last map.
+func (r *Router) refreshEvery(ctx context.Context, interval time.Duration) {
 	if r.opts.refresh < 0 {
 		return
 	}
 	r.mu.RLock()
-	due, failing := r.dueLocked(time.Now()), r.health.err != nil
+	due, failing := r.dueLocked(time.Now(), interval), r.health.err != nil
 	r.mu.RUnlock()
 	if !due {
 		return
 	}
 	if failing {
-		r.retryInBackground()
+		r.retryInBackground(interval)
 		return
 	}
 	r.reloadMu.Lock()
 	defer r.reloadMu.Unlock()
 	r.mu.RLock()
-	due, failing = r.dueLocked(time.Now()), r.health.err != nil
+	due, failing = r.dueLocked(time.Now(), interval), r.health.err != nil
 	r.mu.RUnlock()
 	if !due || failing { // another caller just checked
 		return
@@ -117,7 +135,7 @@ func (r *Router) refresh(ctx context.Context) {
 
 // retryInBackground starts one retry of a failed refresh unless one is
 // running.
-func (r *Router) retryInBackground() {
+func (r *Router) retryInBackground(interval time.Duration) {
 	if !r.retrying.CompareAndSwap(false, true) {
 		return
 	}
@@ -137,7 +155,7 @@ func (r *Router) retryInBackground() {
 		r.reloadMu.Lock()
 		defer r.reloadMu.Unlock()
 		r.mu.RLock()
-		due := r.dueLocked(time.Now())
+		due := r.dueLocked(time.Now(), interval)
 		r.mu.RUnlock()
 		if !due {
 			return

@@ -1,0 +1,96 @@
+package shardmgr_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/shardid/shardid/shardmgr"
+	shcatalog "github.com/shardid/shardid/shardmgr/internal/catalog"
+)
+
+// A router with the default refresh interval (1 s) that holds a shard as
+// moving asks the catalog again, while writes go to that shard, every
+// shardmgr.MovingRefresh, not once a second: a writer retrying a refused
+// write gets through soon after the catalog sets the shard active again
+// (the flip, or a move's give-back), not at the router's next refresh.
+// The median over several flips must be well under the 1 s refresh (the
+// figure on a quiet machine is in docs/benchmarks.md); the catalog checks
+// stay bounded, and stop once no shard is moving. Failed before: the
+// median was about 1 s, the refresh interval.
+func TestRouterSeesTheFlipSoon(t *testing.T) {
+	t.Parallel()
+	cfg := initCluster(t, 4)
+	catalog := pool(t, cfg.Catalog)
+	r := openRouter(t, cfg)
+	const shard = 2
+	nop := func(context.Context, pgx.Tx, shardmgr.Shard) error { return nil }
+
+	var lastOK atomic.Int64 // unix nanoseconds of the writer's last accepted write
+	var refusals atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := r.Tx(ctx(t), shard, nop); err != nil {
+				refusals.Add(1)
+				time.Sleep(2 * time.Millisecond)
+				continue
+			}
+			lastOK.Store(time.Now().UnixNano())
+		}
+	})
+	defer func() { close(stop); wg.Wait() }()
+
+	const flips = 7
+	var seen []time.Duration
+	for range flips {
+		_, err := shcatalog.SetShardState(ctx(t), catalog, shard, shardmgr.StateMoving, 0)
+		require.NoError(t, err)
+		_, err = r.Reload(ctx(t))
+		require.NoError(t, err)
+		before := refusals.Load()
+		require.Eventually(t, func() bool { return refusals.Load() > before }, time.Minute, time.Millisecond, "the writer is refused while the shard is moving")
+		_, err = shcatalog.SetShardState(ctx(t), catalog, shard, shardmgr.StateActive, 0)
+		require.NoError(t, err)
+		flipped := time.Now()
+		require.Eventually(t, func() bool { return lastOK.Load() > flipped.UnixNano() }, time.Minute, time.Millisecond, "the writer got through")
+		seen = append(seen, time.Unix(0, lastOK.Load()).Sub(flipped))
+	}
+	slices.Sort(seen)
+	median := seen[flips/2]
+	t.Logf("writes accepted after the flip within: median %s, all %v (refresh interval 1s, moving refresh %s)", median, seen, shardmgr.MovingRefresh)
+	require.Less(t, median, 400*time.Millisecond, "well under the refresh interval")
+
+	// Bounded: a shard held as moving for a second costs about a check per
+	// MovingRefresh however fast the writer tries; none moving, the checks
+	// go back to about one a second.
+	_, err := shcatalog.SetShardState(ctx(t), catalog, shard, shardmgr.StateMoving, 0)
+	require.NoError(t, err)
+	_, err = r.Reload(ctx(t))
+	require.NoError(t, err)
+	c0 := shardmgr.CatalogChecks(r)
+	time.Sleep(time.Second)
+	moving := shardmgr.CatalogChecks(r) - c0
+	_, err = shcatalog.SetShardState(ctx(t), catalog, shard, shardmgr.StateActive, 0)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return r.Map().Shards[shard].State == shardmgr.StateActive }, time.Minute, time.Millisecond)
+	time.Sleep(100 * time.Millisecond)
+	c1 := shardmgr.CatalogChecks(r)
+	time.Sleep(2 * time.Second)
+	active := shardmgr.CatalogChecks(r) - c1
+	t.Logf("catalog checks: %d in a second with the shard moving, %d in two seconds with none", moving, active)
+	require.LessOrEqual(t, moving, int64(time.Second/shardmgr.MovingRefresh)+2)
+	require.LessOrEqual(t, active, int64(3))
+}
