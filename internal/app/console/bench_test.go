@@ -62,7 +62,7 @@ func syntheticConsole(tb testing.TB, hosts, shards int, scattered bool) *Console
 		st.Shards[id] = install.ShardStatus{ID: id, Schema: fmt.Sprintf("shard_%04d", id), Host: st.Hosts[h].Name, State: state}
 		st.Hosts[h].Shards = append(st.Hosts[h].Shards, id)
 	}
-	con, err := New(c, Options{})
+	con, err := New(c, Options{SampleEvery: -1}) // the synthetic hosts have no servers to sample
 	require.NoError(tb, err)
 	con.readMap = func(context.Context, *cluster.Cluster) (*install.Status, []rebalance.KeptCopy, error) {
 		return st, kept, nil

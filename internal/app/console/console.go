@@ -56,6 +56,13 @@ type Options struct {
 	// Actions turns on the actions that change the cluster: rebalance
 	// apply, abort and cleanup. Each then needs Token and a confirmation.
 	Actions bool
+	// SampleEvery is how often the console samples each host's
+	// connections, transactions per second and replication lag (the map
+	// shows the last 15 minutes); zero means DefaultSampleEvery, less
+	// than zero samples nothing.
+	SampleEvery time.Duration
+	// Now is the console's clock for the samples; nil is time.Now.
+	Now func() time.Time
 	// Token is the secret an action request carries in TokenHeader;
 	// required with Actions (NewToken makes one).
 	Token string
@@ -97,6 +104,9 @@ type Console struct {
 	hmu    sync.Mutex
 	cur    *handle
 	reload reloadState
+
+	metrics *metrics // the hosts' samples (metrics.go)
+	now     func() time.Time
 
 	// ctx outlives requests: the work an action starts (an apply) runs on
 	// it until Close.
@@ -152,9 +162,20 @@ func New(c *cluster.Cluster, opts Options) (*Console, error) {
 	if opts.Reopen == nil {
 		opts.Reopen = reopenFile(c)
 	}
+	if opts.SampleEvery == 0 {
+		opts.SampleEvery = DefaultSampleEvery
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Console{opts: opts, serveShown: serveShown, tmpl: tmpl, log: opts.Logger, readMap: readMapOf, readHosts: readHostsOf,
-		cur: &handle{c: c}, reload: reloadState{goodAt: time.Now()}, ctx: ctx, cancel: cancel}, nil
+	s := &Console{opts: opts, serveShown: serveShown, tmpl: tmpl, log: opts.Logger, readMap: readMapOf, readHosts: readHostsOf,
+		cur: &handle{c: c}, reload: reloadState{goodAt: time.Now()}, now: opts.Now, ctx: ctx, cancel: cancel}
+	if opts.SampleEvery > 0 {
+		s.metrics = newMetrics(opts.SampleEvery)
+		go s.sampleLoop()
+	}
+	return s, nil
 }
 
 // Close stops the work actions started (an apply stops where a crash

@@ -64,6 +64,9 @@ type hostRow struct {
 	Ranges     []stateRanges
 	// Hidden: a filter is active and matches none of the host's shards.
 	Hidden bool
+	// Metrics are the host's samples of the last 15 minutes (metrics.go);
+	// nil before the first or when the console samples nothing.
+	Metrics *hostMetrics
 }
 
 // shardRun is a run of consecutive shards of one kind on a host's strip,
@@ -129,6 +132,7 @@ func (s *Console) readMapView(ctx context.Context, f *mapFilter) (*mapView, []st
 	}
 	for i := range v.Hosts {
 		row := &v.Hosts[i]
+		row.Metrics = s.metricsOf(row.Name)
 		if h, ok := byName[row.Name]; ok {
 			row.Server, row.ProbeError = h.Server, h.Error
 		} else if listErr != nil {
