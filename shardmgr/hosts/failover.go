@@ -220,7 +220,7 @@ func Failover(ctx context.Context, c *cluster.Cluster, name string, opts Failove
 		err = checkSecret(ctx, catPool, conn, name)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("host %s: %w", name, err)
+		return nil, pg.OnHost(name, err)
 	}
 
 	res := &FailoverResult{

@@ -133,10 +133,10 @@ func SetDSN(ctx context.Context, c *cluster.Cluster, name, dsn string, opts SetD
 		return nil, fmt.Errorf("host %s: %w: the server at the new DSN (%s) is a standby, in recovery: promote it first", name, ErrNotSameDatabase, ns.Address)
 	}
 	if err := checkOld(pctx, old.DSN, newConn, res, opts.ProbeTimeout); err != nil {
-		return nil, fmt.Errorf("host %s: %w", name, err)
+		return nil, pg.OnHost(name, err)
 	}
 	if err := checkRecorded(ctx, cat, name, ns); err != nil {
-		return nil, fmt.Errorf("host %s: %w", name, err)
+		return nil, pg.OnHost(name, err)
 	}
 	if err := checkSecret(ctx, cat, newConn, name); err != nil {
 		return nil, fmt.Errorf("host %s: the database at the new DSN (%s on %s): %w", name, ns.Database, ns.Address, err)

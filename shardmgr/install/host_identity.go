@@ -47,7 +47,7 @@ func checkHostsDistinct(ctx context.Context, c *cluster.Cluster) error {
 		g.Go(func() error {
 			conn, err := acquire(gctx, c, h.Name)
 			if err != nil {
-				return fmt.Errorf("host %s: %w", h.Name, err)
+				return pg.OnHost(h.Name, err)
 			}
 			defer conn.Release()
 			if err := conn.QueryRow(gctx, `SELECT pg_catalog.pg_postmaster_start_time(), d.oid

@@ -33,7 +33,7 @@ func recordServerIdentities(ctx context.Context, c *cluster.Cluster, catalogPool
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("host %s: %w", h.Name, err)
+			return nil, pg.OnHost(h.Name, err)
 		}
 		rec, err := catalog.ReadHostIdentity(ctx, catalogPool, h.Name, false)
 		if err != nil {

@@ -389,7 +389,7 @@ func installHost(ctx context.Context, c *cluster.Cluster, m *shardmgr.ShardMap, 
 		return err
 	}
 	if err := migrations.UpConfig(ctx, mc, migrations.Host); err != nil {
-		return fmt.Errorf("host %s: %w", h.Name, err)
+		return pg.OnHost(h.Name, err)
 	}
 	cfg := c.Config()
 	pool, err := c.HostPool(ctx, h.Name, cluster.Session{})
@@ -411,11 +411,11 @@ func installHost(ctx context.Context, c *cluster.Cluster, m *shardmgr.ShardMap, 
 		return err
 	}
 	if err := recordHostIdentity(ctx, pool, catPool, h.Name, identity); err != nil {
-		return fmt.Errorf("host %s: %w", h.Name, err)
+		return pg.OnHost(h.Name, err)
 	}
 
 	if err := ensureExtension(ctx, pool, cfg.Generator); err != nil {
-		return fmt.Errorf("host %s: %w", h.Name, err)
+		return pg.OnHost(h.Name, err)
 	}
 	// The shard schemas the map places here, by the map's names: none
 	// may be one another role made (checkTrust saw the default names).
@@ -424,20 +424,20 @@ func installHost(ctx context.Context, c *cluster.Cluster, m *shardmgr.ShardMap, 
 		schemas = append(schemas, m.Shards[id].Schema)
 	}
 	if err := shardschema.CheckTrusted(ctx, pool, schemas...); err != nil {
-		return fmt.Errorf("host %s: %w", h.Name, err)
+		return pg.OnHost(h.Name, err)
 	}
 	markers, err := shardschema.ReadMarkers(ctx, pool)
 	if err != nil {
-		return fmt.Errorf("host %s: %w", h.Name, err)
+		return pg.OnHost(h.Name, err)
 	}
 	recorded := map[int]bool{}
 	rows, err := pool.Query(ctx, `SELECT shard FROM shardid.local_shards WHERE state <> 'fenced'`)
 	if err != nil {
-		return fmt.Errorf("host %s: %w", h.Name, err)
+		return pg.OnHost(h.Name, err)
 	}
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[int])
 	if err != nil {
-		return fmt.Errorf("host %s: %w", h.Name, err)
+		return pg.OnHost(h.Name, err)
 	}
 	for _, id := range ids {
 		recorded[id] = true

@@ -3,13 +3,13 @@ package install
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/cluster"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
 
 // SchemaUpgrade is a schema that Init migrated from one version to another.
@@ -39,7 +39,7 @@ func checkSchemas(ctx context.Context, c *cluster.Cluster) error {
 			return shardmgr.ReadHostVersion(ctx, q, h.Name)
 		})
 		if err != nil {
-			return fmt.Errorf("host %s: %w", h.Name, err)
+			return pg.OnHost(h.Name, err)
 		}
 		if err := initAccepts(v); err != nil {
 			return err

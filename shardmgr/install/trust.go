@@ -11,6 +11,7 @@ import (
 	"github.com/shardid/shardid/internal/pgtrust"
 	"github.com/shardid/shardid/migrations"
 	"github.com/shardid/shardid/shardmgr/cluster"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
 	"github.com/shardid/shardid/shardmgr/internal/shardschema"
 	shsql "github.com/shardid/shardid/sql"
 )
@@ -52,7 +53,7 @@ func checkTrust(ctx context.Context, c *cluster.Cluster) error {
 	}
 	for _, h := range cfg.Hosts {
 		if err := check(h.Name); err != nil {
-			return fmt.Errorf("host %s: %w", h.Name, err)
+			return pg.OnHost(h.Name, err)
 		}
 	}
 	return nil

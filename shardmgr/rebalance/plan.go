@@ -14,6 +14,7 @@ import (
 
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/cluster"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
 	"github.com/shardid/shardid/shardmgr/internal/shardmigrate"
 )
 
@@ -204,7 +205,7 @@ func measureShards(ctx context.Context, cfg *shardmgr.Config, m *shardmgr.ShardM
 		g.Go(func() error {
 			pool, err := poolOf(gctx, h.Name)
 			if err != nil {
-				return fmt.Errorf("host %s: %w", h.Name, err)
+				return pg.OnHost(h.Name, err)
 			}
 			schemas := make([]string, len(ids))
 			for i, id := range ids {

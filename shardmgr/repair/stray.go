@@ -112,7 +112,7 @@ func DropStray(ctx context.Context, c *cluster.Cluster, shard int, host string, 
 	schema := live.Schema
 	hp, err := c.Host(ctx, host, shardmgr.UseWrite)
 	if err != nil {
-		return nil, fmt.Errorf("host %s: %w", host, err)
+		return nil, pg.OnHost(host, err)
 	}
 	retired, err := fence.ReadRetired(ctx, hp)
 	if err != nil {
@@ -123,20 +123,20 @@ func DropStray(ctx context.Context, c *cluster.Cluster, shard int, host string, 
 	}
 	lp, err := c.Host(ctx, live.Host, shardmgr.UseRead)
 	if err != nil {
-		return nil, fmt.Errorf("host %s: %w", live.Host, err)
+		return nil, pg.OnHost(live.Host, err)
 	}
 
 	tx, err := hp.Begin(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("host %s: %w", host, err)
+		return nil, pg.OnHost(host, err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", max(lockWait.Milliseconds(), 1))); err != nil {
-		return nil, fmt.Errorf("host %s: %w", host, err)
+		return nil, pg.OnHost(host, err)
 	}
 	var exists bool
 	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1)`, schema).Scan(&exists); err != nil {
-		return nil, fmt.Errorf("host %s: %w", host, err)
+		return nil, pg.OnHost(host, err)
 	}
 	if !exists {
 		return nil, fmt.Errorf("%w: host %s has no schema %s", ErrNotStray, host, schema)
@@ -187,7 +187,7 @@ func DropStray(ctx context.Context, c *cluster.Cluster, shard int, host string, 
 		return nil, fmt.Errorf("host %s: forget shard %d in shardid.local_shards: %w", host, shard, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return nil, fmt.Errorf("host %s: %w", host, err)
+		return nil, pg.OnHost(host, err)
 	}
 	return out, nil
 }

@@ -24,7 +24,7 @@ func ReadLimited(path string, limit int64) ([]byte, error) {
 	}
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return nil, err // an *fs.PathError: it says "read PATH" already
 	}
 	if int64(len(data)) > limit {
 		return nil, TooLarge(path, limit)

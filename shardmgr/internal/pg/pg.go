@@ -194,3 +194,13 @@ func (e *serverFirstError) Error() string {
 }
 
 func (e *serverFirstError) Unwrap() error { return e.err }
+
+// OnHost is err with "host NAME: " in front, unless its message begins
+// with that already (the cluster's pools and the schema checks name the
+// host themselves): a wrap must not say "host pg2: host pg2: ...".
+func OnHost(name string, err error) error {
+	if err == nil || strings.HasPrefix(err.Error(), "host "+name+": ") {
+		return err
+	}
+	return fmt.Errorf("host %s: %w", name, err)
+}

@@ -195,7 +195,7 @@ func hostVersions(ctx context.Context, c *cluster.Cluster, h shardmgr.Host, m *s
 		FROM unnest($1::text[]) AS s(name) LEFT JOIN pg_catalog.pg_namespace n ON n.nspname = s.name`,
 		schemas, VersionTable, FailureTable)
 	if err != nil {
-		return nil, fmt.Errorf("host %s: %w", h.Name, err)
+		return nil, pg.OnHost(h.Name, err)
 	}
 	type tables struct{ schema, vt, ft bool }
 	have := map[string]tables{}
@@ -207,7 +207,7 @@ func hostVersions(ctx context.Context, c *cluster.Cluster, h shardmgr.Host, m *s
 		have[name] = t
 		return nil
 	}); err != nil {
-		return nil, fmt.Errorf("host %s: %w", h.Name, err)
+		return nil, pg.OnHost(h.Name, err)
 	}
 
 	out := make([]ShardVersion, len(shards))
@@ -252,7 +252,7 @@ func hostVersions(ctx context.Context, c *cluster.Cluster, h shardmgr.Host, m *s
 	}
 	locked, err := lockedShards(ctx, conn)
 	if err != nil {
-		return nil, fmt.Errorf("host %s: %w", h.Name, err)
+		return nil, pg.OnHost(h.Name, err)
 	}
 	for chunk := range slices.Chunk(fq, 500) {
 		rows, err := conn.Query(ctx, strings.Join(chunk, " UNION ALL "))
