@@ -191,6 +191,7 @@ without this command, give the host a DSN naming both servers
 		Args: cobra.ExactArgs(2),
 	}
 	configPath := addClusterConfigFlag(cmd)
+	cmd.ValidArgsFunction = firstArgHostName(configPath)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	cmd.Flags().DurationVar(&timeout, "timeout", hosts.DefaultProbeTimeout, "how long to wait for the new and the old server")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -264,6 +265,7 @@ prints {"host":"pg3","marked":{...},"plan":{...}|null,"apply":{...}|null}.`,
 		Args: cobra.ExactArgs(1),
 	}
 	configPath := addClusterConfigFlag(cmd)
+	cmd.ValidArgsFunction = firstArgHostName(configPath)
 	af.add(cmd, "spread the shards by count or by size")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan; mark nothing, move nothing")
@@ -360,6 +362,7 @@ close their pools on the host at their next refresh. --json prints
 		Args: cobra.ExactArgs(1),
 	}
 	configPath := addClusterConfigFlag(cmd)
+	cmd.ValidArgsFunction = firstArgHostName(configPath)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		c, err := openCluster(cmd, *configPath)

@@ -48,6 +48,7 @@ identity is recorded with the DSN. docs/operations.md#a-hosts-database-restored-
 		Args: cobra.ExactArgs(1),
 	}
 	configPath := addClusterConfigFlag(cmd)
+	cmd.ValidArgsFunction = firstArgHostName(configPath)
 	cmd.Flags().StringVar(&opts.To, "to", "", "DSN of the promoted standby, as the cluster file is to hold it")
 	cmd.Flags().BoolVar(&opts.NewServer, "new-server", false, "the host's database was restored onto another server (its own system identifier)")
 	cmd.Flags().DurationVar(&opts.Margin, "margin", hosts.DefaultFailoverMargin, "clock skew allowed between the old primary and this machine")

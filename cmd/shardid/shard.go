@@ -48,6 +48,7 @@ move would pass, the fenced ones (writes refused) and the point of no return
 	}
 	configPath := addClusterConfigFlag(cmd)
 	cmd.Flags().StringVar(&to, "to", "", "the host to move the shard to (required)")
+	_ = cmd.RegisterFlagCompletionFunc("to", hostNames(configPath))
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the move as JSON")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "check and print the phases the move would pass, the point of no return marked; change nothing")
 	mf.add(cmd)
@@ -169,6 +170,7 @@ comparison to the drop; each lock waits at most --lock-wait. --json prints
 	}
 	configPath := addClusterConfigFlag(cmd)
 	cmd.Flags().StringVar(&host, "host", "", "the host whose stray copy to drop (required)")
+	_ = cmd.RegisterFlagCompletionFunc("host", hostNames(configPath))
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print what was dropped as JSON")
 	cmd.Flags().DurationVar(&lockWait, "lock-wait", repair.DefaultStrayLockWait, "how long each lock may be waited for")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
