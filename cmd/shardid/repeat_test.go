@@ -50,13 +50,14 @@ func TestRepeatedPart(t *testing.T) {
 
 // Issue 30 §4: the commands that said a part twice ("read FILE: read
 // FILE: is a directory", "host pg2: host pg2: read schema version") say it
-// once; execute checks every command's error in every test the same way.
+// once.
 func TestErrorsSayEachPartOnce(t *testing.T) {
 	dir := t.TempDir()
 	for _, args := range [][]string{{"status"}, {"init"}, {"verify"}, {"host", "list"}} {
 		out, code := runClusterCmd(t, append(args, "--config", dir)...)
 		require.Equal(t, 1, code, out)
 		require.Contains(t, out, dir+": is a directory")
+		requireNoRepeatedPart(t, out)
 	}
 
 	// A host whose version table the toolkit cannot read.
@@ -67,4 +68,5 @@ func TestErrorsSayEachPartOnce(t *testing.T) {
 	out, code := runClusterCmd(t, "init", "--config", path)
 	require.Equal(t, 1, code, out)
 	require.Contains(t, out, "host pg2: read schema version")
+	requireNoRepeatedPart(t, out)
 }
