@@ -3,7 +3,7 @@
 // and counts the user's likes over every shard. Run it in a directory
 // holding the cluster's shardid.yaml, after `shardid init` and `shardid
 // migrate up --dir ...` with a migration that creates the likes table
-// (testdata/migrations/001_create_likes.sql):
+// (examples/shard-migrations/001_create_likes.sql, as the README's):
 //
 //	go run ./examples/router
 package main
