@@ -83,9 +83,11 @@ func TestPipeCopyWritesInBlocks(t *testing.T) {
 	const rows = 100_000
 	_, src, dst, writes := pipeConns(t, rows, 0)
 	before := writes.Load()
-	n, err := pipeCopy(clustertest.Ctx(t), src, dst, pipeOut, pipeIn)
+	counter := &copyCounter{}
+	n, err := pipeCopy(clustertest.Ctx(t), src, dst, pipeOut, pipeIn, counter)
 	require.NoError(t, err)
 	require.EqualValues(t, rows, n)
+	require.EqualValues(t, rows, counter.rows.Load(), "the rows counted as they were sent")
 	// About 2.6 MB of binary COPY: 40 blocks of 64 KiB, and the
 	// statement's own messages.
 	require.Less(t, writes.Load()-before, int64(200), "socket writes to the target for %d rows", rows)
@@ -112,7 +114,7 @@ func TestPipeCopyEndsBothSidesOnFailure(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dsn, src, dst, _ := pipeConns(t, 200_000, tc.refuse)
-			n, err := pipeCopy(ctx, src, dst, tc.out, pipeIn)
+			n, err := pipeCopy(ctx, src, dst, tc.out, pipeIn, nil)
 			var pgErr *pgconn.PgError
 			require.True(t, errors.As(err, &pgErr), "want the %s's error, got %v", tc.name, err)
 			require.Equal(t, tc.sqlstate, pgErr.Code, pgErr.Message)

@@ -8,12 +8,15 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/shardid/shardid/internal/pgsession"
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/internal/fence"
@@ -55,15 +58,25 @@ const (
 type snapshotSlot struct {
 	conn     *pgconn.PgConn
 	snapshot string
+
+	mu   sync.Mutex
+	lost error // why the snapshot is gone, once explain found out
 }
 
 // createSnapshotSlot creates logical replication slot name (pgoutput) on
 // the database of host and keeps its exported snapshot open, on a
-// replication connection within the handle's budget.
-func createSnapshotSlot(ctx context.Context, c *cluster.Cluster, host, name string) (*snapshotSlot, error) {
+// replication connection within the handle's budget. The session sits
+// idle in transaction for the whole copy: like every session of the
+// handle it runs with the server's timeouts off (pgsession.OwnTimeouts;
+// idle_in_transaction_session_timeout killed it, issue 28), which
+// keepTimeouts, in tests, undoes.
+func createSnapshotSlot(ctx context.Context, c *cluster.Cluster, host, name string, keepTimeouts bool) (*snapshotSlot, error) {
 	cfg, err := c.HostConnConfig(host, cluster.Session{})
 	if err != nil {
 		return nil, err
+	}
+	if keepTimeouts {
+		delete(cfg.RuntimeParams, "idle_in_transaction_session_timeout")
 	}
 	cfg.RuntimeParams["replication"] = "database"
 	wctx, cancel := context.WithTimeout(ctx, slotTimeout)
@@ -84,6 +97,46 @@ func createSnapshotSlot(ctx context.Context, c *cluster.Cluster, host, name stri
 		return nil, fmt.Errorf("create replication slot %s: %w", name, err)
 	}
 	return &snapshotSlot{conn: conn, snapshot: string(res[0].Rows[0][2])}, nil
+}
+
+// explain says why taking the slot's snapshot failed with err. When the
+// snapshot is no longer there (invalid snapshot identifier), it asks the
+// session that held it: a session the server ended answers with why,
+// and the error names the setting that ended it. It asks once; the
+// snapshot is lost either way.
+func (s *snapshotSlot) explain(ctx context.Context, err error) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != pgerrcode.InvalidParameterValue {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lost == nil {
+		s.lost = errors.New("the session that held it ended")
+		if s.conn != nil {
+			c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			_, perr := s.conn.Exec(c, `SELECT 1`).ReadAll()
+			cancel()
+			if perr != nil {
+				s.lost = lostSnapshot(perr)
+			}
+		}
+	}
+	return fmt.Errorf("%w: %w (%w)", ErrSnapshotLost, s.lost, err)
+}
+
+// lostSnapshot names what ended the session that held a slot's snapshot,
+// from the server's last word to it.
+func lostSnapshot(err error) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return fmt.Errorf("the session that held it ended: %w", err)
+	}
+	setting := pgsession.TimeoutSetting(err)
+	if setting == "" {
+		return fmt.Errorf("the source ended the session that held it: %s (SQLSTATE %s)", pgErr.Message, pgErr.Code)
+	}
+	return fmt.Errorf("the source ended the session that held it (%s): %s", setting, pgErr.Message)
 }
 
 // close ends the exported snapshot (the slot stays).
@@ -141,7 +194,7 @@ func deferredIndexes(ctx context.Context, q shardmgr.Querier, schema string, tab
 // foreign keys and user triggers, copies the tables (copyTables at once),
 // then builds the indexes and makes the foreign keys and triggers
 // (copy_deferred.go). It returns the rows copied.
-func (mo *mover) copyAtSnapshot(ctx context.Context, mv *move, snapshot string, tables []string) (int64, error) {
+func (mo *mover) copyAtSnapshot(ctx context.Context, mv *move, slot *snapshotSlot, tables []string) (int64, error) {
 	indexes, err := deferredIndexes(ctx, mv.src, mv.Schema, tables)
 	if err != nil {
 		return 0, fmt.Errorf("source %s: %w", mv.From, err)
@@ -157,14 +210,8 @@ func (mo *mover) copyAtSnapshot(ctx context.Context, mv *move, snapshot string, 
 		if err := deferred.drop(ctx, tx); err != nil {
 			return err
 		}
-		for _, ix := range indexes {
-			sql := `DROP INDEX IF EXISTS ` + ix.qname()
-			if ix.pkey != "" {
-				sql = `ALTER TABLE ` + ix.qtable() + ` DROP CONSTRAINT IF EXISTS ` + pgx.Identifier{ix.pkey}.Sanitize()
-			}
-			if _, err := tx.Exec(ctx, sql); err != nil {
-				return err
-			}
+		if err := dropIndexes(ctx, tx, indexes); err != nil {
+			return err
 		}
 		if len(tables) == 0 {
 			return nil
@@ -200,6 +247,8 @@ func (mo *mover) copyAtSnapshot(ctx context.Context, mv *move, snapshot string, 
 	}
 	t0 := time.Now()
 	counts := make([]int64, len(pieces))
+	counter := &copyCounter{row: mo.opts.copyRow}
+	stop := mo.reportCopy(ctx, mv, len(tables), 0, counter)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(copyTables)
 	for i, p := range pieces {
@@ -210,7 +259,7 @@ func (mo *mover) copyAtSnapshot(ctx context.Context, mv *move, snapshot string, 
 			case <-gctx.Done():
 				return gctx.Err()
 			}
-			n, err := copyTableAt(gctx, mo.c, mv.From, mv.To, mv.Schema, p.table, snapshot, p.where)
+			n, err := mo.copyTableAt(gctx, mv, p.table, slot, p.where, counter)
 			if err != nil {
 				return fmt.Errorf("copy %s: %w", pgx.Identifier{mv.Schema, p.table}.Sanitize(), err)
 			}
@@ -218,7 +267,9 @@ func (mo *mover) copyAtSnapshot(ctx context.Context, mv *move, snapshot string, 
 			return nil
 		})
 	}
-	if err := g.Wait(); err != nil {
+	err = g.Wait()
+	stop()
+	if err != nil {
 		return 0, err
 	}
 	var rows int64
@@ -236,6 +287,21 @@ func (mo *mover) copyAtSnapshot(ctx context.Context, mv *move, snapshot string, 
 	mo.log.Info("copied at the slot's snapshot", "id", mv.ID, "tables", len(tables), "pieces", len(pieces), "rows", rows,
 		"copy", t1.Sub(t0), "indexes", len(indexes), "build", time.Since(t1))
 	return rows, nil
+}
+
+// dropIndexes drops the deferred indexes from the target's tables, in
+// tx (which then empties them), the primary keys as constraints.
+func dropIndexes(ctx context.Context, tx pg.Execer, indexes []indexDef) error {
+	for _, ix := range indexes {
+		sql := `DROP INDEX IF EXISTS ` + ix.qname()
+		if ix.pkey != "" {
+			sql = `ALTER TABLE ` + ix.qtable() + ` DROP CONSTRAINT IF EXISTS ` + pgx.Identifier{ix.pkey}.Sanitize()
+		}
+		if _, err := tx.Exec(ctx, sql); err != nil {
+			return fmt.Errorf("%s: drop %s until the rows are in: %w", ix.qtable(), ix.name, err)
+		}
+	}
+	return nil
 }
 
 // buildIndexes creates the indexes the target lacks, several at once
@@ -402,14 +468,15 @@ func copyRangesOf(ctx context.Context, q shardmgr.Querier, schema, table string,
 	return ranges, nil
 }
 
-// copyTableAt streams one table from the source host from, read at
-// snapshot, into the target host to with binary COPY, on connections of
+// copyTableAt streams one table of mv from its source, read at the
+// slot's snapshot, into its target with binary COPY, on connections of
 // its own (a copy never waits for a pool another move's copy holds),
 // taken from the handle's budget together (a copy holding its source
 // never waits for its target), the target's side in one transaction past
-// the fence.
+// the fence, the rows counted into counter as they go.
 // where, when not empty, limits the copy to one range of the table's key.
-func copyTableAt(ctx context.Context, c *cluster.Cluster, from, to, schema, table, snapshot, where string) (int64, error) {
+func (mo *mover) copyTableAt(ctx context.Context, mv *move, table string, slot *snapshotSlot, where string, counter *copyCounter) (int64, error) {
+	c, from, to, schema := mo.c, mv.From, mv.To, mv.Schema
 	srcCfg, err := c.HostConnConfig(from, cluster.Session{})
 	if err != nil {
 		return 0, err
@@ -443,8 +510,11 @@ func copyTableAt(ctx context.Context, c *cluster.Cluster, from, to, schema, tabl
 		return 0, fmt.Errorf("source: %w", err)
 	}
 	defer func() { _ = stx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := stx.Exec(ctx, `SET TRANSACTION SNAPSHOT `+pg.QuoteLiteral(snapshot)); err != nil {
-		return 0, fmt.Errorf("source: take the slot's snapshot: %w", err)
+	if mo.opts.beforeSnapshot != nil {
+		mo.opts.beforeSnapshot()
+	}
+	if _, err := stx.Exec(ctx, `SET TRANSACTION SNAPSHOT `+pg.QuoteLiteral(slot.snapshot)); err != nil {
+		return 0, fmt.Errorf("source: take the slot's snapshot: %w", slot.explain(ctx, err))
 	}
 	if err := cs.apply(ctx, stx); err != nil {
 		return 0, fmt.Errorf("source: %w", err)
@@ -457,7 +527,7 @@ func copyTableAt(ctx context.Context, c *cluster.Cluster, from, to, schema, tabl
 		if err := cs.apply(ctx, dtx); err != nil {
 			return err
 		}
-		n, err = pipeCopy(ctx, src.PgConn(), dst.PgConn(), cs.out, cs.in)
+		n, err = pipeCopy(ctx, src.PgConn(), dst.PgConn(), cs.out, cs.in, counter)
 		return err
 	})
 	return n, err
@@ -471,10 +541,11 @@ func copyTableAt(ctx context.Context, c *cluster.Cluster, from, to, schema, tabl
 const copyBuffer = 64 << 10
 
 // pipeCopy runs COPY ... TO STDOUT on src into COPY ... FROM STDIN on
-// dst and returns the rows stored.
-func pipeCopy(ctx context.Context, src, dst *pgconn.PgConn, out, in string) (int64, error) {
+// dst and returns the rows stored, counting them into counter (nil: not
+// counted) as they are sent.
+func pipeCopy(ctx context.Context, src, dst *pgconn.PgConn, out, in string, counter *copyCounter) (int64, error) {
 	return copyThrough(
-		func(w io.Writer) error { _, err := src.CopyTo(ctx, w, out); return err },
+		func(w io.Writer) error { _, err := src.CopyTo(ctx, counter.countRows(w), out); return err },
 		func(r io.Reader) (int64, error) {
 			tag, err := dst.CopyFrom(ctx, r, in)
 			return tag.RowsAffected(), err

@@ -56,6 +56,10 @@ var (
 	ErrGeneratorVariant = errors.New("the cluster's generator cannot be moved")
 	// ErrMigrationFailed: the source shard has a failed migration recorded.
 	ErrMigrationFailed = errors.New("a failed migration is recorded")
+	// ErrSnapshotLost: an online move's copy could not take the snapshot
+	// its slot exported, because the session that held it ended (the
+	// error says why: a server timeout it names, or a termination).
+	ErrSnapshotLost = errors.New("the replication slot's snapshot is gone")
 	// ErrTargetOccupied: the target host already has a schema of the
 	// shard's name that this move did not make.
 	ErrTargetOccupied = errors.New("the target already holds the shard's schema")

@@ -2,6 +2,7 @@ package rebalance
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -32,4 +33,16 @@ type hooks struct {
 	// rangeCopyMinBytes, in tests, copies tables from this size on in
 	// ranges of their key (0: rangeCopyMinBytes).
 	rangeCopyMinBytes int64
+	// copyProgressEvery, in tests, is how often a copy's rows so far
+	// reach the journal (0: copyProgressEvery).
+	copyProgressEvery time.Duration
+	// copyRow, in tests, runs as each row of a move's copy is sent, with
+	// the rows its copies sent so far; while it runs, that copy waits.
+	copyRow func(rows int64)
+	// beforeSnapshot, in tests, runs before each table copy of an online
+	// move takes the slot's snapshot.
+	beforeSnapshot func()
+	// keepServerTimeouts, in tests, leaves the server's timeouts on for
+	// the session that holds an online move's snapshot.
+	keepServerTimeouts bool
 }

@@ -64,7 +64,7 @@ func (mo *mover) copyBatch(ctx context.Context, b *batch) error {
 	if err := dropSlot(ctx, src, b.name); err != nil {
 		return fmt.Errorf("source %s: %w", first.From, err)
 	}
-	slot, err := createSnapshotSlot(ctx, mo.c, first.From, b.name)
+	slot, err := createSnapshotSlot(ctx, mo.c, first.From, b.name, mo.opts.keepServerTimeouts)
 	if err != nil {
 		return fmt.Errorf("source %s: %w", first.From, err)
 	}
@@ -73,7 +73,7 @@ func (mo *mover) copyBatch(ctx context.Context, b *batch) error {
 	g.SetLimit(copyTables)
 	for i, mv := range b.moves {
 		g.Go(func() error {
-			n, err := mo.copyAtSnapshot(gctx, mv, slot.snapshot, tables[i])
+			n, err := mo.copyAtSnapshot(gctx, mv, slot, tables[i])
 			b.rows[i] = n
 			return err
 		})

@@ -232,7 +232,7 @@ func benchMoveVsRaw(b *testing.B, rows int) {
 		t0 := time.Now()
 		n, err := pipeCopy(clustertest.Ctx(b), sc.Conn().PgConn(), dc.Conn().PgConn(),
 			`COPY (SELECT id, user_id, post_id, created_at FROM ONLY shard_0000.likes) TO STDOUT (FORMAT binary)`,
-			`COPY raw.likes (id, user_id, post_id, created_at) FROM STDIN (FORMAT binary)`)
+			`COPY raw.likes (id, user_id, post_id, created_at) FROM STDIN (FORMAT binary)`, nil)
 		require.NoError(b, err)
 		require.EqualValues(b, rows, n)
 		t1 := time.Now()
