@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"maps"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -364,7 +363,7 @@ func (r *Router) newPool(ctx context.Context, h CatalogHost) (*pgxpool.Pool, err
 	if app {
 		r.adaptToPooler(ctx, h.Name, dsn, cfg)
 	}
-	if !strings.Contains(dsn, "pool_max_conns") {
+	if !dsnSets(dsn, "pool_max_conns") {
 		cfg.MaxConns = DefaultHostPoolSize()
 	}
 	if r.opts.poolConfig != nil {

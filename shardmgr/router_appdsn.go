@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -60,7 +59,7 @@ const poolerProbeTimeout = 10 * time.Second
 // as it says; a probe that fails assumes a pooler (exec mode works on
 // PostgreSQL too).
 func (r *Router) adaptToPooler(ctx context.Context, host, dsn string, cfg *pgxpool.Config) {
-	if strings.Contains(dsn, "default_query_exec_mode") {
+	if dsnSets(dsn, "default_query_exec_mode") {
 		return
 	}
 	pctx, cancel := context.WithTimeout(ctx, poolerProbeTimeout)
@@ -79,6 +78,20 @@ func (r *Router) adaptToPooler(ctx context.Context, host, dsn string, cfg *pgxpo
 		return
 	}
 	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+}
+
+// dsnSets reports whether dsn (a URL or keyword/value text) gives the
+// setting key, as parsed: pgconn keeps the settings it does not know
+// (pgx's and pgxpool's, such as pool_max_conns) among the runtime
+// parameters. A test of the text would take the key inside a password
+// or an application_name for the setting.
+func dsnSets(dsn, key string) bool {
+	cfg, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		return false
+	}
+	_, ok := cfg.RuntimeParams[key]
+	return ok
 }
 
 // appDSNInfo is what the database behind an app_dsn records of itself.
