@@ -468,18 +468,28 @@ func TestMigrateConcurrentRunsDoNotInterleave(t *testing.T) {
 	cfg := installtest.Cluster(t, 6)
 	m := clustertest.ClusterMap(t, cfg)
 	// Each step sleeps so that the two runs overlap on every shard, and
-	// would collide ("already exists") if they interleaved.
+	// would collide ("already exists") if they interleaved. Shard 0's
+	// second step also passes a gate the test holds closed until one run
+	// says it waits: the two runs always meet there, however loaded the
+	// machine (under load one run could finish before the other started).
 	set := setOf(t, map[string]string{
 		"001_likes.sql": createLikes + "\n",
-		"002_sleep.sql": `SELECT pg_sleep(0.1); CREATE TABLE {{.schema}}.b (x int);`,
+		"002_sleep.sql": `{{if eq .shard_id 0}}SELECT pg_advisory_xact_lock_shared(4242);{{end}} SELECT pg_sleep(0.1); CREATE TABLE {{.schema}}.b (x int);`,
 		"003_sleep.sql": `SELECT pg_sleep(0.1); CREATE TABLE {{.schema}}.c (x int);`,
 	})
+	gate, err := pgx.Connect(clustertest.Ctx(t), mustHost(t, cfg, m.Shards[0].Host).DSN)
+	require.NoError(t, err)
+	defer gate.Close(context.Background())
+	_, err = gate.Exec(clustertest.Ctx(t), `SELECT pg_advisory_lock(4242)`)
+	require.NoError(t, err)
 	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		waits []migrate.LockWait
-		res   [2]*migrate.Result
-		errs  [2]error
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		waits  []migrate.LockWait
+		res    [2]*migrate.Result
+		errs   [2]error
+		waited = make(chan struct{})
+		once   sync.Once
 	)
 	for i := range 2 {
 		wg.Go(func() {
@@ -487,9 +497,17 @@ func TestMigrateConcurrentRunsDoNotInterleave(t *testing.T) {
 				mu.Lock()
 				defer mu.Unlock()
 				waits = append(waits, w)
+				once.Do(func() { close(waited) })
 			}})
 		})
 	}
+	select {
+	case <-waited:
+	case <-time.After(5 * time.Minute):
+		t.Error("no run said it waited for the other within 5 minutes")
+	}
+	_, err = gate.Exec(clustertest.Ctx(t), `SELECT pg_advisory_unlock(4242)`)
+	require.NoError(t, err)
 	wg.Wait()
 	require.NoError(t, errs[0])
 	require.NoError(t, errs[1])
