@@ -39,3 +39,26 @@ func TestSQLScriptPrintsNoNotice(t *testing.T) {
 		}
 	}
 }
+
+// `shardid sql uuidv7 | psql` printed "NOTICE: schema "public" already
+// exists, skipping" on every database (public is there from the start), and
+// on a rerun into a schema of its own: both runs, into public and into a
+// new schema, print nothing on stderr.
+func TestUUIDv7ScriptPrintsNoNotice(t *testing.T) {
+	psql := pgtest.Psql(t)
+	server := pgtest.Servers(t, 1)[0]
+	for _, schema := range []string{"", "ids"} {
+		ddl, err := shsql.RenderUUIDv7(schema)
+		require.NoError(t, err)
+		file := filepath.Join(t.TempDir(), "uuidv7.sql")
+		require.NoError(t, os.WriteFile(file, []byte(ddl), 0o644))
+		dsn := pgtest.NewDB(t, server)
+		for run := range 2 {
+			var stdout, stderr bytes.Buffer
+			cmd := exec.Command(psql, "-X", "-v", "ON_ERROR_STOP=1", "-f", file, dsn)
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			require.NoError(t, cmd.Run(), "%s%s", stdout.String(), stderr.String())
+			require.Empty(t, stderr.String(), "run %d into schema %q prints nothing on stderr", run+1, schema)
+		}
+	}
+}
