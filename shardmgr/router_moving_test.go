@@ -15,20 +15,23 @@ import (
 	shcatalog "github.com/shardid/shardid/shardmgr/internal/catalog"
 )
 
-// A router with the default refresh interval (1 s) that holds a shard as
-// moving asks the catalog again, while writes go to that shard, every
-// shardmgr.MovingRefresh, not once a second: a writer retrying a refused
-// write gets through soon after the catalog sets the shard active again
-// (the flip, or a move's give-back), not at the router's next refresh.
-// The median over several flips must be well under the 1 s refresh (the
-// figure on a quiet machine is in docs/benchmarks.md); the catalog checks
-// stay bounded, and stop once no shard is moving. Failed before: the
-// median was about 1 s, the refresh interval.
+// A router that holds a shard as moving asks the catalog again, while
+// writes go to that shard, every shardmgr.MovingRefresh, whatever its
+// refresh interval: a writer retrying a refused write gets through soon
+// after the catalog sets the shard active again (the flip, or a move's
+// give-back), not at the router's next refresh. The router here refreshes
+// once an hour, so a writer that gets through at all within the test's
+// bound got through by those checks; the delays are logged (the figures
+// with the default 1 s refresh, quiet and loaded, are in
+// docs/benchmarks.md). The catalog checks stay bounded while the shard is
+// moving, and stop once none is. Failed before: the writer was refused
+// until the next refresh (about 1 s with the default interval; here an
+// hour). A bound on the delay itself failed under a load of 70-80.
 func TestRouterSeesTheFlipSoon(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 4)
 	catalog := pool(t, cfg.Catalog)
-	r := openRouter(t, cfg)
+	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(time.Hour))
 	const shard = 2
 	nop := func(context.Context, pgx.Tx, shardmgr.Shard) error { return nil }
 
@@ -65,17 +68,15 @@ func TestRouterSeesTheFlipSoon(t *testing.T) {
 		_, err = shcatalog.SetShardState(ctx(t), catalog, shard, shardmgr.StateActive, 0)
 		require.NoError(t, err)
 		flipped := time.Now()
-		require.Eventually(t, func() bool { return lastOK.Load() > flipped.UnixNano() }, time.Minute, time.Millisecond, "the writer got through")
+		require.Eventually(t, func() bool { return lastOK.Load() > flipped.UnixNano() }, time.Minute, time.Millisecond, "the writer got through before the router's next refresh (an hour away)")
 		seen = append(seen, time.Unix(0, lastOK.Load()).Sub(flipped))
 	}
 	slices.Sort(seen)
-	median := seen[flips/2]
-	t.Logf("writes accepted after the flip within: median %s, all %v (refresh interval 1s, moving refresh %s)", median, seen, shardmgr.MovingRefresh)
-	require.Less(t, median, 400*time.Millisecond, "well under the refresh interval")
+	t.Logf("writes accepted after the flip within: median %s, all %v (refresh interval 1h, moving refresh %s)", seen[flips/2], seen, shardmgr.MovingRefresh)
 
 	// Bounded: a shard held as moving for a second costs about a check per
 	// MovingRefresh however fast the writer tries; none moving, the checks
-	// go back to about one a second.
+	// stop (the next refresh is an hour away).
 	_, err := shcatalog.SetShardState(ctx(t), catalog, shard, shardmgr.StateMoving, 0)
 	require.NoError(t, err)
 	_, err = r.Reload(ctx(t))
@@ -92,5 +93,5 @@ func TestRouterSeesTheFlipSoon(t *testing.T) {
 	active := shardmgr.CatalogChecks(r) - c1
 	t.Logf("catalog checks: %d in a second with the shard moving, %d in two seconds with none", moving, active)
 	require.LessOrEqual(t, moving, int64(time.Second/shardmgr.MovingRefresh)+2)
-	require.LessOrEqual(t, active, int64(3))
+	require.LessOrEqual(t, active, int64(1))
 }
