@@ -399,7 +399,9 @@ id, shard, hosts, mode, phase, start and the error that stopped it. A stopped
 move is resumed by 'shardid rebalance apply' (or 'shardid shard move N --to
 HOST' again) and rolled back by 'shardid rebalance abort --shard N'.
 'shardid status' shows the moves in progress beside the map. --json prints
-{"moves":[{"id":N,"shard":N,"from":"pg1","to":"pg4","mode":"online","phase":"copy",...}]}.`,
+{"moves":[{"id":N,"shard":N,"from":"pg1","to":"pg4","mode":"online","phase":"copy",
+"rows":N,"refused_ms":N,...}]} (refused_ms: how long writes were refused, absent until a
+refused window has ended).`,
 		Args: cobra.NoArgs,
 	}
 	configPath := addClusterConfigFlag(cmd)
@@ -423,9 +425,13 @@ HOST' again) and rolled back by 'shardid rebalance abort --shard N'.
 			return nil
 		}
 		tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "MOVE\tSHARD\tFROM\tTO\tMODE\tPHASE\tSTARTED\tERROR")
+		fmt.Fprintln(tw, "MOVE\tSHARD\tFROM\tTO\tMODE\tPHASE\tROWS\tREFUSED\tSTARTED\tERROR")
 		for _, r := range recs {
-			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Shard, r.From, r.To, r.Mode, r.Phase, r.Started.UTC().Format(time.RFC3339), r.Error)
+			refused := "-" // no refused window has ended yet
+			if d, ok := r.Refused(); ok {
+				refused = d.Round(time.Millisecond).String()
+			}
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.Shard, r.From, r.To, r.Mode, r.Phase, r.Rows, refused, r.Started.UTC().Format(time.RFC3339), r.Error)
 		}
 		return tw.Flush()
 	}

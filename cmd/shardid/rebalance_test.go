@@ -125,6 +125,23 @@ func TestRebalanceCLI(t *testing.T) {
 	out, code = runClusterCmd(t, "rebalance", "status", "--config", path, "--all")
 	require.Equal(t, 0, code, out)
 	require.Equal(t, 3, strings.Count(out, "cleaned"), out)
+	// Each finished move says how many rows it copied and how long it
+	// refused writes (the status printed neither).
+	require.Regexp(t, `(?m)^MOVE\s+SHARD\s+FROM\s+TO\s+MODE\s+PHASE\s+ROWS\s+REFUSED\s+STARTED`, out)
+	require.Regexp(t, `(?m)^\d+\s+0\s+pg1\s+pg4\s+offline\s+cleaned\s+100\s+[0-9][0-9.hmµs]*\s`, out)
+	out, code = runClusterCmd(t, "rebalance", "status", "--config", path, "--all", "--json")
+	require.Equal(t, 0, code, out)
+	var status struct {
+		Moves []struct {
+			Phase     string `json:"phase"`
+			RefusedMS *int64 `json:"refused_ms"`
+		} `json:"moves"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &status))
+	require.Len(t, status.Moves, 3)
+	for _, m := range status.Moves {
+		require.NotNil(t, m.RefusedMS, "a cleaned move reports its refused window: %s", out)
+	}
 	out, code = runClusterCmd(t, "rebalance", "abort", "--config", path)
 	require.Equal(t, 1, code, out)
 	require.Contains(t, out, "no unfinished move")

@@ -167,14 +167,14 @@ func (mo *mover) flip(ctx context.Context, mv *move) error {
 	}
 	// This is the point of no return: the catalog names the target.
 	// Nothing from here on fences it or stops its counter.
-	mv.Phase, mv.flipGen, mv.refusedMS, mv.Error = PointOfNoReturn, &gen, &refused, ""
+	mv.Phase, mv.flipGen, mv.RefusedMS, mv.Error = PointOfNoReturn, &gen, &refused, ""
 	if err := mo.crashPoint(crashFlipCommitted); err != nil {
 		return err
 	}
 	if err := mo.openTarget(ctx, mv); err != nil {
 		return err
 	}
-	mo.log.Info("flipped", "id", mv.ID, "shard", mv.Shard, "to", mv.To, "generation", gen, "refused", time.Duration(*mv.refusedMS)*time.Millisecond)
+	mo.log.Info("flipped", "id", mv.ID, "shard", mv.Shard, "to", mv.To, "generation", gen, "refused", time.Duration(*mv.RefusedMS)*time.Millisecond)
 	return mo.crashPoint(crashTargetOpened)
 }
 
@@ -262,7 +262,7 @@ func endRefused(ctx context.Context, q pg.Querier, rec *MoveRecord) error {
 		return fmt.Errorf("move %d: journal the refused window: %w", rec.ID, err)
 	}
 	if refused != nil {
-		rec.refusedMS = refused
+		rec.RefusedMS = refused
 	}
 	return nil
 }

@@ -22,10 +22,10 @@ type MoveList struct {
 // journal records it (see MoveResult.Refused); false while no refused
 // window of the move has ended (before its flip or give-back).
 func (r *MoveRecord) Refused() (time.Duration, bool) {
-	if r.refusedMS == nil {
+	if r.RefusedMS == nil {
 		return 0, false
 	}
-	return time.Duration(*r.refusedMS) * time.Millisecond, true
+	return time.Duration(*r.RefusedMS) * time.Millisecond, true
 }
 
 // RetainedCopies lists the old copies that finished moves keep, renamed

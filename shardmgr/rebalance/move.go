@@ -532,8 +532,8 @@ func (mo *mover) run(ctx context.Context, rec *MoveRecord) (*MoveResult, error) 
 	res := func(err error) *MoveResult {
 		r := &MoveResult{MoveRef: rec.MoveRef, Mode: rec.Mode, Phase: rec.Phase,
 			Rows: rec.Rows, Bytes: rec.Bytes, Elapsed: time.Since(start), RetiredSchema: rec.Retired, Err: err}
-		if rec.refusedMS != nil {
-			r.Refused = time.Duration(*rec.refusedMS) * time.Millisecond
+		if rec.RefusedMS != nil {
+			r.Refused = time.Duration(*rec.RefusedMS) * time.Millisecond
 		}
 		if rec.flipGen != nil {
 			r.Generation = *rec.flipGen

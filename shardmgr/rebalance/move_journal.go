@@ -82,10 +82,14 @@ type MoveRecord struct {
 	Error    string     `json:"error,omitempty"`
 	Started  time.Time  `json:"started"`
 	Finished *time.Time `json:"finished,omitempty"`
+	// RefusedMS is how long, in milliseconds, the move refused writes to
+	// the shard: the windows from its fence to the target's opening or to
+	// the give-back, added up. Nil (and absent from JSON) while none has
+	// ended. Refused returns it as a duration.
+	RefusedMS *int64 `json:"refused_ms,omitempty"`
 
 	replName   string
 	counterMax *int64
-	refusedMS  *int64
 	keep       time.Duration
 	keepUntil  *time.Time
 	flipGen    *int64
@@ -101,7 +105,7 @@ func scanMove(row pgx.CollectableRow) (*MoveRecord, error) {
 	var r MoveRecord
 	var keepMS int64
 	err := row.Scan(&r.ID, &r.Shard, &r.From, &r.To, &r.Mode, &r.Phase, &r.Schema, &r.Retired, &r.Version,
-		&r.Bytes, &r.Rows, &r.Error, &r.Started, &r.Finished, &r.replName, &r.counterMax, &r.refusedMS, &keepMS, &r.keepUntil, &r.flipGen, &r.targetToken)
+		&r.Bytes, &r.Rows, &r.Error, &r.Started, &r.Finished, &r.replName, &r.counterMax, &r.RefusedMS, &keepMS, &r.keepUntil, &r.flipGen, &r.targetToken)
 	r.keep = time.Duration(keepMS) * time.Millisecond
 	return &r, err
 }

@@ -26,7 +26,7 @@ type movesView struct {
 type moveRow struct {
 	*rebalance.MoveRecord
 	Step, Steps int    // the phase's place among the mode's phases
-	Refused     string // the cut-over's refused-writes window, "" before the flip
+	Refused     string // the refused-writes windows, "" while none has ended (before the flip or give-back)
 	Elapsed     time.Duration
 	// Lag is an online move's replication lag, read live on its source
 	// while it replicates (rebalance.MoveLag); LagNA says why there is
