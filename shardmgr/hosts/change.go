@@ -122,10 +122,10 @@ func inUse(ctx context.Context, tx pgx.Tx, m *shardmgr.ShardMap, name string) er
 	}
 	open, kept := describeMoves(moves)
 	if len(open) > 0 {
-		why = append(why, fmt.Sprintf("unfinished moves involve it: %s: finish them (rebalance apply) or abort them (rebalance abort)", summarize(open)))
+		why = append(why, fmt.Sprintf("unfinished moves involve it: %s: finish or abort them", summarize(open)))
 	}
 	if len(kept) > 0 {
-		why = append(why, fmt.Sprintf("it keeps the retired copies of %s: drop them (rebalance cleanup)", summarize(kept)))
+		why = append(why, fmt.Sprintf("it keeps the retired copies of %s: drop them", summarize(kept)))
 	}
 	if len(why) > 0 {
 		return fmt.Errorf("host %s: %w: %s", name, ErrHostInUse, strings.Join(why, "; "))
