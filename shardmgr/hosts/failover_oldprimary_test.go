@@ -49,7 +49,7 @@ func TestFailoverRefusedWhileTheOldPrimaryRuns(t *testing.T) {
 	clustertest.ForgeHostRecord(t, r.cfg, r.standby.DSN("postgres"), r.standby.DSN("forged"), "forged", forger, "pg1")
 	_, err = Failover(ctx, clustertest.Handle(t, r.cfg), "pg1", FailoverOptions{To: r.standby.DSN("forged")})
 	require.ErrorIs(t, err, shardmgr.ErrHostUnproven)
-	require.ErrorContains(t, err, "schema shardid is owned by "+forger)
+	require.ErrorContains(t, err, "schema shardid belongs to "+forger)
 	require.Equal(t, genBefore, clustertest.ClusterMap(t, r.cfg).Generation, "the catalog changed")
 
 	res, err := Failover(ctx, clustertest.Handle(t, r.cfg), "pg1", FailoverOptions{To: r.standbyDSN})
