@@ -17,7 +17,7 @@ import (
 const (
 	// CatalogSchema is the catalog schema version this binary reads and
 	// writes.
-	CatalogSchema = 18
+	CatalogSchema = 19
 	// CatalogSchemaRouterOldest is the oldest catalog schema the Router
 	// reads: it needs only the tables of migration 1 (cluster, hosts,
 	// shards).

@@ -22,6 +22,7 @@ const consoleTokenEnv = "SHARDID_CONSOLE_TOKEN"
 func newConsoleCmd() *cobra.Command {
 	var (
 		listen, dir, serveURL string
+		userHeader            string
 		actions, allowRemote  bool
 		refresh               time.Duration
 	)
@@ -41,7 +42,10 @@ It listens on loopback only unless --allow-remote (it has no TLS). It is
 read-only unless --actions: then rebalance apply, abort and cleanup appear,
 each behind a confirmation and the action token (from $SHARDID_CONSOLE_TOKEN,
 else made up and printed at start); without --actions their endpoints answer
-403. See docs/console.md.
+403. Every action asked with the token is recorded in the catalog's audit log
+(shardid.console_audit; the Audit log page, /api/audit): who (the header
+--user-header names, set by an authenticating proxy, else the client's
+address), when, what and the result. See docs/console.md.
 
   shardid console                     # http://127.0.0.1:8090
   shardid console --actions --serve-url http://127.0.0.1:8080`,
@@ -51,6 +55,7 @@ else made up and printed at start); without --actions their endpoints answer
 	cmd.Flags().StringVar(&listen, "listen", console.DefaultListen, "address to serve on (loopback unless --allow-remote)")
 	cmd.Flags().BoolVar(&allowRemote, "allow-remote", false, "allow a non-loopback --listen and any Host header (no TLS: put a proxy with TLS and authentication in front)")
 	cmd.Flags().BoolVar(&actions, "actions", false, "offer rebalance apply, abort and cleanup (each needs the token and a confirmation)")
+	cmd.Flags().StringVar(&userHeader, "user-header", "", "request header naming who asks for an action, for the audit log (e.g. X-Forwarded-User from an authenticating proxy; default: the client's address)")
 	cmd.Flags().StringVar(&dir, "dir", "", "directory of the shards' migrations, for the migrations panel (default: the cluster file's migrations:)")
 	cmd.Flags().StringVar(&serveURL, "serve-url", "", "base URL of a running 'shardid serve' whose /metrics the ID service panel reads")
 	cmd.Flags().DurationVar(&refresh, "refresh", 2*time.Second, "how often the map and the moves refresh in the browser")
@@ -78,7 +83,7 @@ else made up and printed at start); without --actions their endpoints answer
 		defer c.Close()
 		logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 		opts := console.Options{Migrations: set, MigrationsDir: mdir, ConfigPath: *configPath, ServeURL: serveURL,
-			Actions: actions, AllowRemote: allowRemote, Refresh: refresh, Logger: logger,
+			Actions: actions, AllowRemote: allowRemote, UserHeader: userHeader, Refresh: refresh, Logger: logger,
 			// A host added since the console started: the file is read
 			// again as it was at startup (flags included).
 			Reopen: func(context.Context) (*cluster.Cluster, error) { return openCluster(cmd, *configPath) }}

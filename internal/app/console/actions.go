@@ -56,12 +56,19 @@ type actionState struct {
 	Finished *time.Time `json:"finished,omitempty"`
 	Result   any        `json:"result,omitempty"`
 	Error    string     `json:"error,omitempty"`
+	// AuditError says why the audit log does not record this action (or
+	// its end); the action's own result is the fields above.
+	AuditError string `json:"audit_error,omitempty"`
 }
 
 // apiAction takes an action: only with Options.Actions (else 403, before
 // anything is read), the token (403) and the confirmation (400). Apply
 // runs on after the answer (202; /api/actions/last follows it); abort
 // and cleanup answer with their result.
+//
+// Every request that carries the token is recorded in the audit log
+// (audit.go): a refused one with its refusal, an action when it starts
+// and when it ends. The audit log never changes an action's answer.
 func (s *Console) apiAction(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("action")
 	if !s.opts.Actions {
@@ -69,41 +76,49 @@ func (s *Console) apiAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !s.tokenOK(r) {
+		s.log.Warn("console: action refused: missing or wrong token", "action", name, "who", s.who(r))
 		writeError(w, http.StatusForbidden, "missing or wrong action token ("+TokenHeader+")")
 		return
 	}
+	rec := s.auditOf(r, name)
+	refuse := func(status int, msg string, params any) {
+		writeJSON(w, status, refusal{Error: msg, AuditError: s.refused(rec, params, msg)})
+	}
 	if name != actionApply && name != actionAbort && name != actionCleanup {
-		writeError(w, http.StatusNotFound, "no action "+name)
+		refuse(http.StatusNotFound, "no action "+name, nil)
 		return
 	}
 	var req actionRequest
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "body: "+err.Error())
+		refuse(http.StatusBadRequest, "body: "+err.Error(), nil)
 		return
 	}
+	params := paramsOf(req)
 	if req.Confirm != name {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("not confirmed: send {\"confirm\":%q}", name))
+		refuse(http.StatusBadRequest, fmt.Sprintf("not confirmed: send {\"confirm\":%q}", name), params)
 		return
 	}
 	mode, err := checkMode(req.Mode)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		refuse(http.StatusBadRequest, err.Error(), params)
 		return
 	}
 	st := &actionState{Action: name, Started: time.Now().UTC()}
 	if name == actionApply {
 		st.Mode = string(mode)
+		params.Mode = string(mode)
 	}
 	s.mu.Lock()
 	if s.action != nil && s.action.Finished == nil {
 		busy := s.action.Action
 		s.mu.Unlock()
-		writeError(w, http.StatusConflict, busy+" is running: wait for it")
+		refuse(http.StatusConflict, busy+" is running: wait for it", params)
 		return
 	}
 	s.action = st
 	s.mu.Unlock()
-	s.log.Info("console: action", "action", name, "mode", st.Mode, "shards", req.Shards, "all", req.All, "from", r.RemoteAddr)
+	s.log.Info("console: action", "action", name, "mode", st.Mode, "shards", req.Shards, "all", req.All, "who", rec.who, "from", r.RemoteAddr)
+	s.begin(rec, params, st)
 
 	// The handle is held until the action ends: a reread of the
 	// cluster file meanwhile does not close it under the action.
@@ -114,8 +129,9 @@ func (s *Console) apiAction(w http.ResponseWriter, r *http.Request) {
 			defer release()
 			res, err := rebalance.Apply(s.ctx, c, rebalance.ApplyOptions{Move: rebalance.MoveOptions{Mode: mode, Migrations: s.opts.Migrations}})
 			s.finish(st, res, err)
+			s.end(rec, params, st, err)
 		}()
-		writeJSON(w, http.StatusAccepted, st)
+		writeJSON(w, http.StatusAccepted, s.snapshot(st))
 	case actionAbort:
 		// On the console's context, not the request's: an abort or a
 		// cleanup half done because the browser went away helps nobody
@@ -123,11 +139,13 @@ func (s *Console) apiAction(w http.ResponseWriter, r *http.Request) {
 		defer release()
 		res, err := rebalance.AbortMove(s.ctx, c, req.Shards)
 		s.finish(st, map[string]any{"aborted": res}, err) // as rebalance abort --json
+		s.end(rec, params, st, err)
 		writeJSON(w, statusOf(err), s.snapshot(st))
 	case actionCleanup:
 		defer release()
 		res, err := rebalance.Cleanup(s.ctx, c, rebalance.CleanupOptions{All: req.All})
 		s.finish(st, res, err)
+		s.end(rec, params, st, err)
 		writeJSON(w, statusOf(err), s.snapshot(st))
 	}
 }

@@ -66,6 +66,13 @@ type Options struct {
 	// Token is the secret an action request carries in TokenHeader;
 	// required with Actions (NewToken makes one).
 	Token string
+	// UserHeader names the request header that says who sends an action
+	// request (X-Forwarded-User, set by an authenticating proxy in front
+	// of the console), for the audit log; "" or a request without it
+	// records the client's address. The console trusts the header as it
+	// comes: only a proxy that sets it on every request (and drops what
+	// the client sent) makes it mean who.
+	UserHeader string
 	// AllowRemote accepts requests whatever their Host header; without
 	// it only loopback names are served (a guard against DNS rebinding).
 	AllowRemote bool
@@ -133,6 +140,9 @@ type identityRead struct {
 func New(c *cluster.Cluster, opts Options) (*Console, error) {
 	if c == nil {
 		return nil, errors.New("console: no cluster handle")
+	}
+	if h := opts.UserHeader; h != "" && !validHeaderName(h) {
+		return nil, fmt.Errorf("console: user header %q: not a header name (letters, digits and -)", h)
 	}
 	if opts.Actions && len(opts.Token) < 16 {
 		return nil, errors.New("console: actions need a token of at least 16 characters")
@@ -224,6 +234,7 @@ func (s *Console) Handler() http.Handler {
 	mux.HandleFunc("GET /part/verify", s.partVerify)
 	mux.HandleFunc("GET /decode", s.pageDecode)
 	mux.HandleFunc("GET /service", s.pageService)
+	mux.HandleFunc("GET /audit", s.pageAudit)
 	mux.HandleFunc("GET /part/service", s.partService)
 
 	// JSON, in the shapes of the CLI's --json.
@@ -238,6 +249,7 @@ func (s *Console) Handler() http.Handler {
 	mux.HandleFunc("GET /api/service", s.apiService)           // the ID service's metrics, summed up
 	mux.HandleFunc("POST /api/actions/{action}", s.apiAction)  // 403 unless Options.Actions
 	mux.HandleFunc("GET /api/actions/last", s.apiActionStatus) // the last action's state
+	mux.HandleFunc("GET /api/audit", s.apiAudit)               // the audit log, newest first
 	return s.guard(mux)
 }
 
@@ -265,6 +277,17 @@ func (s *Console) guard(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// validHeaderName accepts the names an HTTP header may have (RFC 9110's
+// token), as a proxy would send them.
+func validHeaderName(h string) bool {
+	for _, r := range h {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r)) {
+			return false
+		}
+	}
+	return h != ""
 }
 
 // tokenOK compares a request's token with the console's in constant time.

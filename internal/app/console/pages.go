@@ -54,7 +54,7 @@ var funcs = template.FuncMap{
 // page is what every full page's frame shows.
 type page struct {
 	Title    string
-	Nav      string // the current page: map, moves, checks, decode, service
+	Nav      string // the current page: map, moves, checks, decode, service, audit
 	Refresh  int64  // ms between refreshes of the page's live part
 	Actions  bool
 	Service  bool
