@@ -47,9 +47,12 @@ func newLocalUpCmd(opts *localcluster.Options, asJSON *bool) *cobra.Command {
 		Short: "Start the local servers, initialise the cluster, write the cluster file",
 		Long: `The first run starts --hosts servers, writes the cluster file (catalog on pg1,
 an app database per host, a segments: section with a seg database per host) and
-runs init for --shards logical shards. Later runs find the servers, start those
-that stopped, and change nothing else (--hosts and --shards apply to a new
-cluster only). It never overwrites a cluster file it did not write.`,
+runs init for --shards logical shards. It creates the catalog and seg databases
+itself and revokes CONNECT on them from PUBLIC (the servers' superuser is the
+cluster's only role), so that init and serve have nothing to warn about; grant
+CONNECT to a role you add. Later runs find the servers, start those that
+stopped, and change nothing else (--hosts and --shards apply to a new cluster
+only). It never overwrites a cluster file it did not write.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.Hosts < 1 || opts.Shards < 1 || opts.Shards > 8192 {
@@ -65,6 +68,11 @@ cluster only). It never overwrites a cluster file it did not write.`,
 				return writeJSON(out, res)
 			}
 			printLocalServers(out, res.Servers)
+			if len(res.Databases) > 0 {
+				// init and serve warn about a database every role may
+				// connect to; the local cluster's are closed to PUBLIC.
+				fmt.Fprintf(out, "\ndatabases (PUBLIC may not connect): %s\n", strings.Join(res.Databases, ", "))
+			}
 			file, err := os.ReadFile(res.Config)
 			if err != nil {
 				return err

@@ -100,7 +100,9 @@ func (s *snowflakeService) start(ctx context.Context) {
 					migrations.WithLockWait(leaseLockWait), migrations.WithLogger(s.logger)); err != nil {
 					return pgdatabase.Explain(err)
 				}
-				httpapi.WarnPublicConnect(actx, s.logger, s.pool, "snowflake lease", db)
+				cc := s.pool.Config().ConnConfig
+				httpapi.WarnPublicConnect(actx, s.logger.With("source", fmt.Sprintf("%s:%d/%s", cc.Host, cc.Port, db), "config", "snowflake.leases"),
+					s.pool, "snowflake lease", db)
 				prepared = true
 			}
 			actx, cancel := context.WithTimeout(ctx, leaseDatabaseTimeout)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/shardid/shardid/idgen/segment"
@@ -93,7 +94,11 @@ func OpenAllocator(ctx context.Context, cfg *segment.Config, logger *slog.Logger
 			if err != nil {
 				return pgdatabase.Explain(err)
 			}
-			WarnPublicConnect(ctx, logger, pools[i], "segment source", db)
+			// Named as the config names it and as the allocator's other
+			// lines do: several sources often share a database name.
+			cc := pools[i].Config().ConnConfig
+			WarnPublicConnect(ctx, logger.With("source", fmt.Sprintf("%s:%d/%s", cc.Host, cc.Port, db),
+				"config", fmt.Sprintf("segments.sources[%d]", i)), pools[i], "segment source", db)
 			return nil
 		}))
 	if err != nil {
@@ -106,14 +111,17 @@ func OpenAllocator(ctx context.Context, cfg *segment.Config, logger *slog.Logger
 // WarnPublicConnect logs a warning when PUBLIC holds CONNECT on the
 // database db that q is connected to: any role may then take the advisory
 // locks serve waits for there (golang-migrate's). A failed check is
-// logged too, not returned: it is advice, not a condition to serve.
+// logged too, not returned: it is advice, not a condition to serve. The
+// caller names the source in logger (logger.With("source", ...)): it is
+// called once per source, and several sources often share a database
+// name.
 func WarnPublicConnect(ctx context.Context, logger *slog.Logger, q pgdatabase.Querier, what, db string) {
 	open, err := pgdatabase.PublicCanConnect(ctx, q, db)
 	switch {
 	case err != nil:
-		logger.Warn("cannot tell whether PUBLIC may connect", "database", db, "err", err)
+		logger.Warn("cannot tell whether PUBLIC may connect to the "+what+" database", "database", db, "err", err)
 	case open:
 		logger.Warn("PUBLIC may connect to the "+what+" database: any role can then hold the advisory locks serve waits for; "+
-			"REVOKE CONNECT ON DATABASE ... FROM PUBLIC and grant CONNECT to the roles that need it (docs/segments.md)", "database", db)
+			"REVOKE CONNECT ON DATABASE "+pgx.Identifier{db}.Sanitize()+" FROM PUBLIC and grant CONNECT to the roles that need it (docs/segments.md)", "database", db)
 	}
 }

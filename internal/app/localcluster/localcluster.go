@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -77,8 +78,28 @@ type UpResult struct {
 	Cluster
 	// ConfigWritten is true when this call wrote the cluster file.
 	ConfigWritten bool `json:"config_written"`
+	// Databases lists the databases of the cluster file this call created
+	// or closed to PUBLIC (CONNECT revoked), as "pg1/shardid_catalog
+	// (created, CONNECT revoked)"; empty when they were already.
+	Databases []string `json:"databases"`
 	// Init is install.Init's result (nothing to do on a second Up).
 	Init *install.InitResult `json:"init"`
+}
+
+// databasesTimeout bounds closeDatabases: a few statements on local
+// servers, generous for a loaded machine.
+const databasesTimeout = 2 * time.Minute
+
+// closeDatabasesWithin is closeDatabases bounded by databasesTimeout.
+func closeDatabasesWithin(ctx context.Context, path string, servers []Server) ([]string, error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, databasesTimeout,
+		fmt.Errorf("creating the cluster file's databases and revoking CONNECT from PUBLIC took over %s", databasesTimeout))
+	defer cancel()
+	done, err := closeDatabases(ctx, path, servers)
+	if err != nil && context.Cause(ctx) != nil {
+		err = fmt.Errorf("%w (%v)", err, context.Cause(ctx))
+	}
+	return done, err
 }
 
 // ErrNoCluster is returned (wrapped) when Dir holds no local cluster.
@@ -207,6 +228,13 @@ func Up(ctx context.Context, opts Options) (*UpResult, error) {
 				return nil, err
 			}
 		}
+	}
+	// Before init, so that it finds the catalog closed to PUBLIC.
+	if res.Databases, err = closeDatabasesWithin(ctx, st.Config, res.Servers); err != nil {
+		return nil, err
+	}
+	if res.Databases == nil {
+		res.Databases = []string{}
 	}
 	cfg, err := shardmgr.LoadConfig(st.Config)
 	if err != nil {
