@@ -100,7 +100,7 @@ func checkThroughPooler(ctx context.Context, cfg *pgx.ConnConfig, set Set) (pool
 	}
 	conn, err := pgx.ConnectConfig(pctx, cc)
 	if err != nil {
-		return true, fmt.Errorf("%s migrations on %s: %w", set.Name, cfg.Database, err)
+		return true, pgsession.ServerFirst(fmt.Errorf("%s migrations on %s: %w", set.Name, cfg.Database, err))
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	table := pgx.Identifier{Schema, set.Table}.Sanitize()

@@ -117,7 +117,7 @@ func ReadCatalogVersion(ctx context.Context, q Querier) (SchemaVersion, error) {
 	v := SchemaVersion{Schema: "catalog"}
 	var err error
 	if v.Have, v.Dirty, err = readVersionTable(ctx, q, catalogVersionTable); err != nil {
-		return v, fmt.Errorf("catalog: read schema version: %w", err)
+		return v, pg.ServerFirst(fmt.Errorf("catalog: read schema version: %w", err))
 	}
 	// Read by every binary that knows the marker, whatever the version:
 	// a role that may not read it finds out now, not on the day the
@@ -128,7 +128,7 @@ func ReadCatalogVersion(ctx context.Context, q Querier) (SchemaVersion, error) {
 		case errors.Is(err, pgx.ErrNoRows) || pg.IsUndefinedTable(err):
 			v.MinReader = v.Have // no marker: only its own version reads it
 		case err != nil:
-			return v, fmt.Errorf("catalog: read shardid.catalog_readers (who may read this catalog): %w", err)
+			return v, pg.ServerFirst(fmt.Errorf("catalog: read shardid.catalog_readers (who may read this catalog): %w", err))
 		}
 	}
 	return v, nil
@@ -140,7 +140,7 @@ func ReadHostVersion(ctx context.Context, q Querier, host string) (SchemaVersion
 	v := SchemaVersion{Schema: "host", Host: host}
 	var err error
 	if v.Have, v.Dirty, err = readVersionTable(ctx, q, hostVersionTable); err != nil {
-		return v, fmt.Errorf("host %s: read schema version: %w", host, err)
+		return v, pg.ServerFirst(fmt.Errorf("host %s: read schema version: %w", host, err))
 	}
 	return v, nil
 }

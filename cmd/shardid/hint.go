@@ -147,11 +147,14 @@ func timeoutHint(err error) string {
 	return ""
 }
 
-// errorWithHint is err's message followed by its hint in parentheses.
+// errorWithHint is err's message followed by its hint in parentheses. A
+// refused connection leads with the server's reason (pgsession.ServerFirst),
+// whichever package's pool made it.
 func errorWithHint(err error) string {
 	if err == nil {
 		return ""
 	}
+	err = pgsession.ServerFirst(err)
 	if h := hint(err); h != "" {
 		return err.Error() + " (" + h + ")"
 	}

@@ -81,13 +81,18 @@ func ParsePoolConfig(dsn string) (*pgxpool.Config, error) {
 	return cfg, nil
 }
 
-// Connect opens one connection on dsn with Params pinned.
+// Connect opens one connection on dsn with Params pinned. A refusal
+// leads with the server's reason (ServerFirst).
 func Connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
 	cfg, err := ParseConfig(dsn)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.ConnectConfig(ctx, cfg)
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, ServerFirst(err)
+	}
+	return conn, nil
 }
 
 // RedactParseError returns a DSN parse error that does not repeat the DSN.

@@ -101,7 +101,7 @@ func IsPooler(ctx context.Context, cfg *pgconn.Config) (bool, error) {
 	if IsUnsupportedStartupParameter(err) {
 		return true, nil
 	}
-	return false, err
+	return false, ServerFirst(err)
 }
 
 // IsUnsupportedStartupParameter reports a pooler's refusal of a startup

@@ -213,14 +213,16 @@ func (c *Cluster) CatalogPoolAs(ctx context.Context, s Session) (*pgxpool.Pool, 
 }
 
 // Catalog is the pool on the catalog once its schema version suits use
-// (checked once per use; a *shardmgr.CatalogVersionError when not).
+// (checked once per use; a *shardmgr.CatalogVersionError when not). A
+// server that refuses the connection is named by its own reason first
+// (pg.ServerFirst), as in Map, Host and the single connections.
 func (c *Cluster) Catalog(ctx context.Context, use shardmgr.SchemaUse) (*pgxpool.Pool, error) {
 	p, err := c.CatalogPool(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if err := c.once(ctx, "catalog/"+strconv.Itoa(int(use)), func() error { return shardmgr.CheckCatalog(ctx, p, use) }); err != nil {
-		return nil, err
+		return nil, pg.ServerFirst(err)
 	}
 	return p, nil
 }
@@ -236,7 +238,7 @@ func (c *Cluster) Map(ctx context.Context, use shardmgr.SchemaUse) (*shardmgr.Sh
 		if errors.Is(err, shardmgr.ErrNotInitialized) {
 			return nil, err
 		}
-		return nil, fmt.Errorf("catalog: %w", err)
+		return nil, pg.ServerFirst(fmt.Errorf("catalog: %w", err))
 	}
 	return m, nil
 }
@@ -272,7 +274,7 @@ func (c *Cluster) Host(ctx context.Context, name string, use shardmgr.SchemaUse)
 		// Before the version is read: a view planted in its place would
 		// run its functions as the reader.
 		if err := pgtrust.Check(ctx, p, migrations.Schema); err != nil {
-			return nil, fmt.Errorf("host %s: %w", name, err)
+			return nil, pg.ServerFirst(fmt.Errorf("host %s: %w", name, err))
 		}
 	}
 	err = c.once(ctx, "host/"+name+"/"+strconv.Itoa(int(use)), func() error {
@@ -283,7 +285,7 @@ func (c *Cluster) Host(ctx context.Context, name string, use shardmgr.SchemaUse)
 		return v.Check(use)
 	})
 	if err != nil {
-		return nil, err
+		return nil, pg.ServerFirst(err)
 	}
 	return p, nil
 }

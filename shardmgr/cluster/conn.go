@@ -8,6 +8,7 @@ import (
 
 	"github.com/shardid/shardid/internal/pgsession"
 	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
 )
 
 // The handle's single connections: a session lock held for a whole run,
@@ -50,7 +51,7 @@ func (c *Cluster) CatalogConn(ctx context.Context, s Session) (*pgx.Conn, error)
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("catalog: %w", err)
+		return nil, pg.ServerFirst(fmt.Errorf("catalog: %w", err))
 	}
 	return conn, nil
 }
@@ -63,7 +64,7 @@ func (c *Cluster) HostConn(ctx context.Context, name string, s Session) (*pgx.Co
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("host %s: %w", name, err)
+		return nil, pg.ServerFirst(fmt.Errorf("host %s: %w", name, err))
 	}
 	return conn, nil
 }

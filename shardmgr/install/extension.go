@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/shardid/shardid/shardmgr/cluster"
+	"github.com/shardid/shardid/shardmgr/internal/pg"
 	shsql "github.com/shardid/shardid/sql"
 )
 
@@ -119,7 +120,7 @@ func serverOffersExtension(ctx context.Context, c *cluster.Cluster, host string)
 	cc.Database = "postgres"
 	pc, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
-		return false, false, "", err
+		return false, false, "", pg.ServerFirst(err)
 	}
 	defer pc.Close(context.WithoutCancel(ctx))
 	err = pc.QueryRow(ctx, q, shsql.ExtensionName, shsql.ExtensionVersion).Scan(&available, &superuser, &version)

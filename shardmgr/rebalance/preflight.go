@@ -230,7 +230,7 @@ func readNewHostFacts(ctx context.Context, c *cluster.Cluster, host string, ours
 	cc.Database = "postgres"
 	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
-		return nil, fmt.Errorf("its database is missing and the server's postgres database is unreachable: %w", err)
+		return nil, pg.ServerFirst(fmt.Errorf("its database is missing and the server's postgres database is unreachable: %w", err))
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	f, err := readHostFacts(ctx, conn, ours, nil)

@@ -170,30 +170,9 @@ func ErrorText(err error) string {
 }
 
 // ServerFirst puts the server's own reason first in a failed connection's
-// error: pgconn lists every attempt in order, so with sslmode=prefer a
-// refusal reads "server refused TLS connection" before the server's
-// FATAL (permission denied for database, no such role) on a later line.
-// Errors.Is and As still see err; any other error comes back as is.
-func ServerFirst(err error) error {
-	var ce *pgconn.ConnectError
-	var pe *pgconn.PgError
-	if !errors.As(err, &ce) || !errors.As(err, &pe) {
-		return err
-	}
-	return &serverFirstError{reason: pe, err: err}
-}
-
-type serverFirstError struct {
-	reason *pgconn.PgError
-	err    error
-}
-
-func (e *serverFirstError) Error() string {
-	return fmt.Sprintf("%s: %s (SQLSTATE %s); %s", e.reason.Severity, e.reason.Message, e.reason.Code,
-		strings.Join(strings.Fields(e.err.Error()), " "))
-}
-
-func (e *serverFirstError) Unwrap() error { return e.err }
+// error (pgsession.ServerFirst): with sslmode=prefer a refusal reads
+// "server refused TLS connection" before the server's FATAL.
+func ServerFirst(err error) error { return pgsession.ServerFirst(err) }
 
 // OnHost is err with "host NAME: " in front, unless its message begins
 // with that already (the cluster's pools and the schema checks name the
