@@ -54,7 +54,7 @@ var hints = []struct {
 	{is(rebalance.ErrShardTables), "make each table in a migration, or move it out of the shard's schema"},
 	{is(rebalance.ErrNotCleaned), "the shard serves on its new host; finish the move with shardid rebalance cleanup"},
 	{is(rebalance.ErrTargetOpen), "finish the move with shardid rebalance apply"},
-	{is(rebalance.ErrSourceFenced), "run shardid rebalance abort"},
+	{is(rebalance.ErrSourceFenced), "once the source answers, shardid rebalance apply resumes the move, or shardid rebalance abort gives the shard back"},
 	{is(rebalance.ErrMoveOpen), "resume it with shardid rebalance apply, or shardid rebalance abort"},
 	{is(rebalance.ErrMoveFlipped), "finish it with shardid rebalance apply; to undo it, move the shard back with shardid shard move"},
 	{is(rebalance.ErrGeneratorVariant), "run shardid migrate generator"},

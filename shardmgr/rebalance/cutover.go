@@ -114,7 +114,13 @@ func (mo *mover) fence(ctx context.Context, mv *move) error {
 		mv.Phase = PhaseFenced
 		return fmt.Errorf("source %s: %w", mv.From, err)
 	}
-	return setPhase(ctx, mo.catalog, mv.MoveRecord, PhaseFenced, "")
+	if err := setPhase(ctx, mo.catalog, mv.MoveRecord, PhaseFenced, ""); err != nil {
+		return err
+	}
+	if mo.opts.afterFence != nil {
+		mo.opts.afterFence(mv.Shard)
+	}
+	return nil
 }
 
 // flipLockWait bounds the flip's wait for the catalog's cluster row, while

@@ -39,7 +39,8 @@ var (
 	// acknowledged there, so it is not dropped; run the move to finish it.
 	ErrTargetOpen = errors.New("the target's copy is open and may hold acknowledged writes")
 	// ErrSourceFenced: a move failed and left its source fenced (writes
-	// refused) because giving it back failed too; abort the move.
+	// refused) because giving it back failed too (the source did not
+	// answer within a minute, say); run the move again or abort it.
 	ErrSourceFenced = errors.New("the source stays fenced")
 	// ErrNoWorker: the target's server did not start the apply worker of
 	// an online move's subscription (its worker slots are taken, or it did

@@ -599,7 +599,8 @@ func (mo *mover) stepFailed(ctx context.Context, mv *move, next step, err error)
 //   - before it, with the source refusing writes (fencedAfter): the
 //     source is given back, and the move set back to a phase before the
 //     fence, rather than leave the shard unwritable until someone
-//     notices. The target was never opened.
+//     notices; a source that does not answer (restarting) is waited for,
+//     a minute at most (unfenceSource). The target was never opened.
 func (mo *mover) failed(ctx context.Context, mv *move, next step, err error) error {
 	if next.phase == PointOfNoReturn || mv.Phase.PastNoReturn() {
 		if !mv.Phase.PastNoReturn() { // the flip's answer may have been lost
@@ -626,7 +627,7 @@ func (mo *mover) failed(ctx context.Context, mv *move, next step, err error) err
 	}
 	if sourceFenced(mv.Mode, mv.Phase) {
 		if uerr := mo.unfenceSource(ctx, mv); uerr != nil {
-			return errors.Join(err, fmt.Errorf("%w: lifting the fence failed too: %w", ErrSourceFenced, uerr))
+			return errors.Join(err, fmt.Errorf("%w: shard %d still refuses writes on %s until the move is run again or aborted; lifting the fence failed too: %w", ErrSourceFenced, mv.Shard, mv.From, uerr))
 		}
 	}
 	return err

@@ -161,16 +161,27 @@ func recordGivenBack(ctx context.Context, src *pgxpool.Pool, rec *MoveRecord, ge
 // refused by the routers until the catalog says active again.
 const giveBackWait = 30 * time.Second
 
+// giveBackRetry bounds how long a give-back waits for a source that does
+// not answer (pg.NotAnswering: a source restarting, the very failure that
+// often made the move give up), trying again every giveBackPause: the
+// shard refuses writes until it is given back, and a move that gave up at
+// once left it so until the next run.
+const (
+	giveBackRetry = time.Minute
+	giveBackPause = 250 * time.Millisecond
+)
+
 // unfenceSource gives a fenced source back: the journal at the phase
 // before the fence, then fence down and counter running, then the
 // catalog's state active. The journal goes first, so that a move run again
 // fences and checks the copy again rather than flip a source that took
 // writes; the catalog last, so that routers send writes only to a source
-// that takes them.
+// that takes them. A source that does not answer is waited for, at most
+// giveBackRetry.
 func (mo *mover) unfenceSource(ctx context.Context, mv *move) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackRetry+time.Minute)
 	defer cancel()
-	if err := mo.open(ctx, mv); err != nil {
+	if err := mo.whileSourceRestarts(ctx, mv, func() error { return mo.open(ctx, mv) }); err != nil {
 		return err
 	}
 	back, err := backTo(mv.Mode, mv.Phase)
@@ -188,7 +199,7 @@ func (mo *mover) unfenceSource(ctx context.Context, mv *move) error {
 	}
 	mv.Phase = back
 	src := mv.src
-	if err := mo.unfenceSourceHost(ctx, src, mv.MoveRecord); err != nil {
+	if err := mo.whileSourceRestarts(ctx, mv, func() error { return mo.unfenceSourceHost(ctx, src, mv.MoveRecord) }); err != nil {
 		return err
 	}
 	mo.dropDeltas(ctx, mv.MoveRecord)
@@ -204,8 +215,38 @@ func (mo *mover) unfenceSource(ctx context.Context, mv *move) error {
 	if err != nil {
 		return err
 	}
-	return recordGivenBack(ctx, src, mv.MoveRecord, gen)
+	return mo.whileSourceRestarts(ctx, mv, func() error { return recordGivenBack(ctx, src, mv.MoveRecord, gen) })
 }
+
+// whileSourceRestarts runs fn, again while its error says that a host of
+// mv does not answer (pg.NotAnswering), for at most giveBackRetry; the
+// error that ends the wait names what it waited for.
+func (mo *mover) whileSourceRestarts(ctx context.Context, mv *move, fn func() error) error {
+	deadline := time.Now().Add(giveBackRetry)
+	logged := false
+	for {
+		err := fn()
+		if err == nil || !pg.NotAnswering(err) || ctx.Err() != nil {
+			return err
+		}
+		if !time.Now().Before(deadline) {
+			return fmt.Errorf("waited %s for %s to answer, to give shard %d back: %w", giveBackRetry, mv.From, mv.Shard, err)
+		}
+		if !logged {
+			logged = true
+			mo.log.Warn(giveBackWaitsMsg, "id", mv.ID, "shard", mv.Shard, "host", mv.From, "for", giveBackRetry, "err", pg.OneLine(err))
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(giveBackPause):
+		}
+	}
+}
+
+// giveBackWaitsMsg is what the mover logs when a give-back starts to wait
+// for a source that does not answer.
+const giveBackWaitsMsg = "the source does not answer; the give-back tries again until it does"
 
 // dropMoveTriggers drops the fence's and the change log's triggers from a
 // host's copy of the shard once no VACUUM works on its tables: DDL that

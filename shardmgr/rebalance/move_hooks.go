@@ -19,6 +19,9 @@ type hooks struct {
 	// afterScans, in tests, runs after an online move scanned both hosts
 	// before its fence.
 	afterScans func(ctx context.Context, src, dst *pgxpool.Pool) error
+	// afterFence, in tests, runs once a move recorded phase fenced: its
+	// source refuses writes, the catalog says moving.
+	afterFence func(shard int)
 	// flipCatalog, in tests, runs in the flip's catalog transaction
 	// before it changes anything; an error fails the flip there.
 	flipCatalog func() error

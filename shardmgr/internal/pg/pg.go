@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgerrcode"
@@ -182,4 +185,29 @@ func OnHost(name string, err error) error {
 		return err
 	}
 	return fmt.Errorf("host %s: %w", name, err)
+}
+
+// NotAnswering reports an error that says the server did not answer,
+// rather than refused what was asked: a connection the network refused,
+// reset or timed out, a session the server ended by shutting down, or a
+// server starting up or shutting down (cannot_connect_now). A server that
+// restarts gives these for a while; a wait for it may try again.
+// Authentication, privileges and every other server error are answers.
+func NotAnswering(err error) bool {
+	if err == nil {
+		return false
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case pgerrcode.AdminShutdown, pgerrcode.CrashShutdown, pgerrcode.CannotConnectNow:
+			return true
+		}
+		return strings.HasPrefix(pe.Code, "08") // connection_exception
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	return errors.As(err, &ce) || errors.As(err, &ne) || pgconn.SafeToRetry(err) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
