@@ -27,10 +27,22 @@ import (
 // no error. Failed before: "unsupported startup parameter: lock_timeout"
 // and never ready (issue 28).
 func TestServeThroughPgBouncerInTransactionMode(t *testing.T) {
+	serveThroughPgBouncer(t, localpg.BouncerOptions{PoolMode: localpg.PoolTransaction, PoolSize: 1})
+}
+
+// The same through PgBouncer in session mode (each client connection
+// holds a server connection of its own until it leaves; a pool of 20,
+// more than serve opens): serve tells the pooler too, does not migrate
+// through it, and draws ids with no error.
+func TestServeThroughPgBouncerInSessionMode(t *testing.T) {
+	serveThroughPgBouncer(t, localpg.BouncerOptions{PoolMode: localpg.PoolSession, PoolSize: 20})
+}
+
+func serveThroughPgBouncer(t *testing.T, opts localpg.BouncerOptions) {
 	bin := buildShardid(t)
 	srv := pgtest.Servers(t, 1)[0]
 	seg, leases := pgtest.NewDB(t, srv), pgtest.NewDB(t, srv)
-	b := pgtest.Bouncer(t, srv, localpg.BouncerOptions{PoolMode: localpg.PoolTransaction, PoolSize: 1})
+	b := pgtest.Bouncer(t, srv, opts)
 	config := filepath.Join(t.TempDir(), "shardid.yaml")
 	require.NoError(t, os.WriteFile(config, []byte(fmt.Sprintf(`segments:
   sources:
@@ -96,6 +108,6 @@ snowflake:
 	require.Empty(t, errs, "log: %s", p.log)
 	require.Len(t, seen, clients*rounds*97)
 	require.NotContains(t, p.log.String(), "prepared statement")
-	t.Logf("%d ids drawn through PgBouncer (transaction mode, one server connection), 0 errors", len(seen))
+	t.Logf("%d ids drawn through PgBouncer (%s mode, pool size %d), 0 errors", len(seen), opts.PoolMode, opts.PoolSize)
 	p.sigterm(t)
 }

@@ -243,7 +243,15 @@ func TestServeSnowflakeBadSection(t *testing.T) {
 // Both sections in one file: segment ids and snowflake ids side by side.
 func TestServeSegmentsAndSnowflake(t *testing.T) {
 	srv := pgtest.Servers(t, 1)[0]
-	seg, leases := pgtest.NewDB(t, srv), pgtest.NewDB(t, srv)
+	serveDraws(t, pgtest.NewDB(t, srv), pgtest.NewDB(t, srv))
+}
+
+// serveDraws runs serve in this process with its segment source at seg
+// and its lease database at leases (both migrated by serve itself) until
+// it hands out snowflake ids (datacenter 7) and segment ids of tag order,
+// then stops it.
+func serveDraws(t *testing.T, seg, leases string) {
+	t.Helper()
 	file := filepath.Join(t.TempDir(), "shardid.yaml")
 	require.NoError(t, os.WriteFile(file, []byte("segments:\n  sources:\n    - '"+seg+"'\n  tags:\n    order: {}\nsnowflake:\n  leases: '"+leases+"'\n  datacenter: 7\n"), 0o600))
 	t.Setenv("GOGC", "")
@@ -259,16 +267,18 @@ func TestServeSegmentsAndSnowflake(t *testing.T) {
 	}()
 	var ids []int64
 	var stopped error
+	var last error
+	// A bound on a hang: serve migrates both databases before it is
+	// ready, which takes seconds on a loaded machine.
 	require.Eventually(t, func() bool {
 		select {
 		case stopped = <-done:
 			return true
 		default:
 		}
-		var err error
-		ids, err = p.fetch(3)
-		return err == nil
-	}, 30*time.Second, 20*time.Millisecond)
+		ids, last = p.fetch(3)
+		return last == nil
+	}, 2*time.Minute, 20*time.Millisecond, "serve hands out no snowflake id: %v", last)
 	require.NoError(t, stopped, "serve stopped")
 	require.Len(t, ids, 3)
 	parts, err := snowflake.Twitter.Decompose(ids[0])
@@ -276,8 +286,14 @@ func TestServeSegmentsAndSnowflake(t *testing.T) {
 	require.Equal(t, int64(7), parts.Datacenter)
 	resp, err := http.Get("http://" + p.addr + "/v1/ids/order?count=2")
 	require.NoError(t, err)
+	var body struct {
+		IDs []string `json:"ids"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
 	resp.Body.Close()
 	require.Equal(t, 200, resp.StatusCode)
+	require.Len(t, body.IDs, 2)
+	require.NotEqual(t, body.IDs[0], body.IDs[1])
 	cancel()
 	require.NoError(t, <-done)
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,9 +46,15 @@ type testCluster struct {
 	// role, when not "", is the login role (not a superuser) every DSN
 	// connects as; it owns the databases (newTestClusterAs).
 	role string
-	c    *cluster.Cluster
-	set  *migrate.MigrationSet
-	cfg  *shardmgr.Config
+	// tls, when not nil, is the authority of servers of the test's own
+	// with TLS on (newTestClusterOverTLS), on which every DSN connects
+	// as tlsRole with sslmode=verify-full.
+	tls     *pgtest.TLS
+	tlsRole string
+	servers []*localpg.Server
+	c       *cluster.Cluster
+	set     *migrate.MigrationSet
+	cfg     *shardmgr.Config
 }
 
 // newTestCluster writes the cluster file (its first hosts hosts of the
@@ -63,8 +70,32 @@ func newTestCluster(t *testing.T, servers, hosts, shards, rows int) *testCluster
 // managed server. role "" is the servers' superuser.
 func newTestClusterAs(t *testing.T, role string, servers, hosts, shards, rows int) *testCluster {
 	t.Helper()
-	srv := pgtest.Servers(t, servers)
 	tc := &testCluster{role: role}
+	tc.build(t, pgtest.Servers(t, servers), hosts, shards, rows)
+	return tc
+}
+
+// newTestClusterOverTLS is newTestCluster on servers of its own with TLS
+// on (a CA of the test's own): every DSN connects with
+// sslmode=verify-full as a role (a superuser) those servers refuse
+// without TLS.
+func newTestClusterOverTLS(t *testing.T, servers, hosts, shards, rows int) *testCluster {
+	t.Helper()
+	tls := pgtest.NewTLS(t)
+	tc := &testCluster{tls: &tls, tlsRole: fmt.Sprintf("tls_%d", roles.Add(1))}
+	for range servers {
+		s := tls.Server(t, tc.tlsRole)
+		pgtest.RequireTLSOnly(t, s, tc.tlsRole)
+		tc.servers = append(tc.servers, s)
+	}
+	tc.build(t, tc.servers, hosts, shards, rows)
+	return tc
+}
+
+// build writes the cluster file of hosts hosts on srv, runs init and the
+// sample migrations and fills every shard with rows likes.
+func (tc *testCluster) build(t *testing.T, srv []*localpg.Server, hosts, shards, rows int) {
+	t.Helper()
 	var b strings.Builder
 	fmt.Fprintf(&b, "cluster: console\nshards: %d\ncatalog: %s\nhosts:\n", shards, tc.newDB(t, srv[0]))
 	for i := range hosts {
@@ -89,7 +120,6 @@ func newTestClusterAs(t *testing.T, role string, servers, hosts, shards, rows in
 			return err
 		}))
 	}
-	return tc
 }
 
 // open (re)opens the handle on the cluster file.
@@ -113,7 +143,11 @@ func (tc *testCluster) addHost(t *testing.T, name string, srv int) {
 	t.Helper()
 	f, err := os.OpenFile(tc.path, os.O_APPEND|os.O_WRONLY, 0)
 	require.NoError(t, err)
-	_, err = fmt.Fprintf(f, "  - name: %s\n    dsn: %s\n", name, tc.newDB(t, pgtest.Servers(t, srv+1)[srv]))
+	server := pgtest.Servers(t, srv+1)[srv]
+	if tc.tls != nil {
+		server = tc.servers[srv]
+	}
+	_, err = fmt.Fprintf(f, "  - name: %s\n    dsn: %s\n", name, tc.newDB(t, server))
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
 	tc.open(t)
@@ -122,10 +156,16 @@ func (tc *testCluster) addHost(t *testing.T, name string, srv int) {
 }
 
 // newDB is a new database on s for the cluster file: its DSN with the
-// secret, owned by and connecting as tc.role when there is one.
+// secret, owned by and connecting as tc.role when there is one; over TLS
+// (tc.tls), connecting as tc.tlsRole with verify-full.
 func (tc *testCluster) newDB(t *testing.T, s *localpg.Server) string {
 	t.Helper()
 	dsn := pgtest.NewDB(t, s)
+	if tc.tls != nil {
+		u, err := url.Parse(dsn)
+		require.NoError(t, err)
+		return tc.tls.DSN(s, tc.tlsRole, strings.TrimPrefix(u.Path, "/"))
+	}
 	if tc.role == "" {
 		return withSecret(dsn)
 	}
