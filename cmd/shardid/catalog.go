@@ -31,8 +31,10 @@ func newCatalogRepairCmd() *cobra.Command {
 (routers refuse the shards it places wrongly, verify reports catalog-stale, init
 refuses), rebuilds its map from what every host records of itself: each shard
 goes to the host that holds its live copy at the newest generation, and hosts of
-the cluster file the catalog forgot are added; retired copies of moves the
-restored journal never saw are journaled, so that rebalance cleanup drops them
+the cluster file the catalog forgot are added; a move the restored journal
+holds unfinished is journaled as finished when the hosts hold its shard on its
+target (with the retired copy it left), as aborted otherwise; retired copies of
+moves the restored journal never saw are journaled, so that rebalance cleanup drops them
 (or, where the shard lives on that host again, the DROP to run is shown). The
 differences are shown first;
 they are applied with --yes (or after a confirmation on a terminal), in one
@@ -44,7 +46,8 @@ read. Exit 1 when differences were shown but not applied.
 --json prints {"cluster":"...","catalog_generation":N,"host_generation":N,
 "add_hosts":[...],"shards":[{"shard":N,"from":"pg1","from_schema":"...",
 "from_state":"...","to":"pg4","schema":"...","state":"active","generation":N}],
-"close_moves":[N],"retired_copies":[{"host":"pg2","shard":N,"schema":"shard_0002_moved_g7",
+"close_moves":[N],"finish_moves":[{"move":N,"shard":N,"from":"pg1","to":"pg4",
+"retired":"shard_0002_moved_g9","flip_generation":N}],"retired_copies":[{"host":"pg2","shard":N,"schema":"shard_0002_moved_g7",
 "to":"pg4","journal":bool,"drop":"DROP SCHEMA ..."}],"applied":bool,"generation":N}.`,
 		Args: cobra.NoArgs,
 	}
@@ -112,6 +115,13 @@ func printRepair(w io.Writer, p *repair.Plan) {
 	}
 	for _, id := range p.CloseMoves {
 		fmt.Fprintf(w, "x move %d: closed (aborted in the journal; the hosts say where its shard is)\n", id)
+	}
+	for _, f := range p.FinishMoves {
+		kept := "it kept no retired copy"
+		if f.Retired != "" {
+			kept = fmt.Sprintf("its retired copy %s on %s journaled (shardid rebalance cleanup drops it after the move's keep period)", f.Retired, f.From)
+		}
+		fmt.Fprintf(w, "v move %d: shard %d %s -> %s finished (the hosts hold the shard on its target); %s\n", f.Move, f.Shard, f.From, f.To, kept)
 	}
 	for _, r := range p.RetiredCopies {
 		if r.Journal {

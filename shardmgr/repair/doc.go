@@ -14,7 +14,10 @@
 // not older than the hosts. The retired copies (shard_NNNN_moved_gG) of
 // moves the restored journal never saw are journaled in the same
 // transaction, as finished moves whose keep period is over, so that
-// rebalance cleanup drops them (RetiredCopy).
+// rebalance cleanup drops them (RetiredCopy). A move the restored journal
+// holds unfinished ends there too: finished, with the retired copy it left
+// and its own keep period, when the hosts hold its shard on its target
+// (FinishedMove); aborted when they hold it elsewhere.
 //
 // It must never guess: two hosts that hold one shard live at the same
 // generation, or a shard that no host holds, stop it with a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -46,8 +47,8 @@ type ShardChange struct {
 
 // Plan is what the repair changes in the catalog. JSON: {"cluster":...,
 // "catalog_generation":N,"host_generation":N,"add_hosts":[...],
-// "shards":[...],"close_moves":[...],"retired_copies":[...],"applied":bool,
-// "generation":N}.
+// "shards":[...],"close_moves":[...],"finish_moves":[...],
+// "retired_copies":[...],"applied":bool,"generation":N}.
 type Plan struct {
 	Cluster string `json:"cluster"`
 	// CatalogGeneration is the catalog's generation when planned;
@@ -59,9 +60,16 @@ type Plan struct {
 	AddHosts []string      `json:"add_hosts"`
 	Shards   []ShardChange `json:"shards"`
 	// CloseMoves are unfinished moves in the catalog's journal of shards
-	// the repair places anew: the hosts say how they ended, so they are
-	// closed (aborted).
+	// the repair places anew elsewhere than the move's target: the hosts
+	// say the move did not take the shard there, so they are closed
+	// (aborted).
 	CloseMoves []int64 `json:"close_moves"`
+	// FinishMoves are unfinished moves in the catalog's journal of shards
+	// the hosts hold live on the move's target: the move finished after
+	// the backup was taken. They are journaled as finished, with the
+	// retired copy they left on their source, so that rebalance cleanup
+	// drops it once the move's keep period is over.
+	FinishMoves []FinishedMove `json:"finish_moves"`
 	// RetiredCopies are moved shards' retired copies on the hosts that the
 	// catalog's journal does not list (moves made after the backup):
 	// journaled, so that rebalance cleanup drops them, or with the DROP
@@ -75,7 +83,8 @@ type Plan struct {
 
 // Empty reports whether the catalog already agrees with the hosts.
 func (p *Plan) Empty() bool {
-	return len(p.AddHosts) == 0 && len(p.Shards) == 0 && len(p.CloseMoves) == 0 && len(p.RetiredCopies) == 0 && p.HostGeneration <= p.CatalogGeneration
+	return len(p.AddHosts) == 0 && len(p.Shards) == 0 && len(p.CloseMoves) == 0 && len(p.FinishMoves) == 0 &&
+		len(p.RetiredCopies) == 0 && p.HostGeneration <= p.CatalogGeneration
 }
 
 // Conflict is a shard whose home the hosts' records do not settle.
@@ -137,8 +146,8 @@ func FromHosts(ctx context.Context, c *cluster.Cluster, want *Plan) (*Plan, erro
 		return nil, err
 	}
 	cfg := c.Config()
-	what := fmt.Sprintf("catalog repair from the hosts' records: %d shards placed anew, %d hosts added, %d retired copies journaled, above host generation %d",
-		len(p.Shards), len(p.AddHosts), journaled(p.RetiredCopies), p.HostGeneration)
+	what := fmt.Sprintf("catalog repair from the hosts' records: %d shards placed anew, %d hosts added, %d moves finished, %d retired copies journaled, above host generation %d",
+		len(p.Shards), len(p.AddHosts), len(p.FinishMoves), journaled(p.RetiredCopies), p.HostGeneration)
 	gen, err := catalog.ChangeAbove(ctx, pool, p.CatalogGeneration, p.HostGeneration, what, func(tx pgx.Tx, gen int64) error {
 		for _, name := range p.AddHosts {
 			h, _ := cfg.Host(name)
@@ -158,6 +167,9 @@ func FromHosts(ctx context.Context, c *cluster.Cluster, want *Plan) (*Plan, erro
 				p.CloseMoves, string(catalog.PhaseAborted), "closed by shardid catalog repair --from-hosts: the hosts' records place the shard"); err != nil {
 				return fmt.Errorf("close moves: %w", err)
 			}
+		}
+		if err := finishMoves(ctx, tx, p.FinishMoves); err != nil {
+			return err
 		}
 		return journalRetired(ctx, tx, p.RetiredCopies)
 	})
@@ -182,7 +194,7 @@ func FromHosts(ctx context.Context, c *cluster.Cluster, want *Plan) (*Plan, erro
 func samePlan(a, b *Plan) bool {
 	return a.CatalogGeneration == b.CatalogGeneration && a.HostGeneration == b.HostGeneration &&
 		slices.Equal(a.AddHosts, b.AddHosts) && slices.Equal(a.Shards, b.Shards) && slices.Equal(a.CloseMoves, b.CloseMoves) &&
-		slices.Equal(a.RetiredCopies, b.RetiredCopies)
+		slices.Equal(a.FinishMoves, b.FinishMoves) && slices.Equal(a.RetiredCopies, b.RetiredCopies)
 }
 
 // plan is PlanFromHosts, with each placed shard's holder record.
@@ -192,7 +204,7 @@ func plan(ctx context.Context, c *cluster.Cluster) (*Plan, map[int]shardmgr.Loca
 		return nil, nil, err
 	}
 	cfg := c.Config()
-	p := &Plan{Cluster: m.Cluster, CatalogGeneration: m.Generation, AddHosts: []string{}, Shards: []ShardChange{}, CloseMoves: []int64{}, RetiredCopies: []RetiredCopy{}}
+	p := &Plan{Cluster: m.Cluster, CatalogGeneration: m.Generation, AddHosts: []string{}, Shards: []ShardChange{}, CloseMoves: []int64{}, FinishMoves: []FinishedMove{}, RetiredCopies: []RetiredCopy{}}
 	hosts := hostrecords.Read(ctx, c)
 	var unreadable []error
 	for _, h := range hosts {
@@ -278,14 +290,27 @@ func plan(ctx context.Context, c *cluster.Cluster) (*Plan, map[int]shardmgr.Loca
 	if err != nil {
 		return nil, nil, err
 	}
+	// The open moves of the shards placed anew end here: finished where
+	// the hosts hold the shard live on the move's target (the move flipped
+	// after the backup), aborted otherwise. The others stay open, for
+	// their own resume, abort or cleanup.
+	stillOpen := maps.Clone(open)
 	for _, s := range p.Shards {
-		if mv, ok := open[s.Shard]; ok {
+		mv, ok := open[s.Shard]
+		if !ok {
+			continue
+		}
+		delete(stillOpen, s.Shard)
+		if s.To == mv.To {
+			p.FinishMoves = append(p.FinishMoves, FinishedMove{Move: mv.ID, Shard: s.Shard, From: mv.From, To: mv.To, FlipGeneration: s.Generation})
+		} else {
 			p.CloseMoves = append(p.CloseMoves, mv.ID)
 		}
 	}
 	slices.Sort(p.CloseMoves)
-	if p.RetiredCopies, err = retiredCopies(ctx, c, pool, homesAfter(m, p), open); err != nil {
+	if p.RetiredCopies, err = retiredCopies(ctx, c, pool, homesAfter(m, p), stillOpen); err != nil {
 		return nil, nil, err
 	}
+	p.RetiredCopies = claimRetired(p.FinishMoves, p.RetiredCopies)
 	return p, holders, nil
 }

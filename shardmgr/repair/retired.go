@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -35,8 +36,8 @@ type RetiredCopy struct {
 
 // retiredCopies finds on every host of the cluster file the retired
 // copies the journal does not list, for shards whose home after the
-// repair is homes[shard]. A shard with an open move is left to that move
-// (its cleanup renames and journals its own copy).
+// repair is homes[shard]. A shard with a move that stays open (open) is
+// left to that move (its cleanup renames and journals its own copy).
 func retiredCopies(ctx context.Context, c *cluster.Cluster, q pg.Querier, homes map[int]string, open map[int]catalog.OpenMove) ([]RetiredCopy, error) {
 	known, err := catalog.JournaledRetired(ctx, q)
 	if err != nil && !pg.IsUndefinedTable(err) {
@@ -83,10 +84,8 @@ func journalRetired(ctx context.Context, tx pgx.Tx, rs []RetiredCopy) error {
 		if !r.Journal {
 			continue
 		}
-		var gen int64
 		schema, _, _ := strings.Cut(r.Schema, "_moved_g")
-		fmt.Sscanf(r.Schema[len(schema)+len("_moved_g"):], "%d", &gen)
-		if err := catalog.JournalRetired(ctx, tx, r.Shard, schema, r.Schema, r.Host, r.To, gen,
+		if err := catalog.JournalRetired(ctx, tx, r.Shard, schema, r.Schema, r.Host, r.To, max(retiredGeneration(r.Schema), 0),
 			"journaled by shardid catalog repair --from-hosts: a retired copy the restored journal did not list"); err != nil {
 			return fmt.Errorf("journal retired copy %s on %s: %w", r.Schema, r.Host, err)
 		}
@@ -114,4 +113,82 @@ func journaled(rs []RetiredCopy) int {
 		}
 	}
 	return n
+}
+
+// FinishedMove is an unfinished move of the restored journal that the
+// hosts show finished: its shard lives on its target. The repair
+// journals it as finished (cleaned), with Retired, the retired copy it
+// left on its source (none when the move kept none), whose keep period
+// (the move's own) runs from the repair.
+type FinishedMove struct {
+	Move  int64  `json:"move"`
+	Shard int    `json:"shard"`
+	From  string `json:"from"`
+	To    string `json:"to"`
+	// Retired is the retired copy on From ("" when there is none), and
+	// FlipGeneration the generation of the flip: Retired's, or the one the
+	// target recorded.
+	Retired        string `json:"retired,omitempty"`
+	FlipGeneration int64  `json:"flip_generation"`
+}
+
+// claimRetired gives each finished move of fs the newest retired copy of
+// its shard on its source among rs, and returns the copies left to be
+// journaled on their own.
+func claimRetired(fs []FinishedMove, rs []RetiredCopy) []RetiredCopy {
+	for i := range fs {
+		best, bestGen := -1, int64(-1)
+		for j, r := range rs {
+			if r.Host != fs[i].From || r.Shard != fs[i].Shard {
+				continue
+			}
+			if gen := retiredGeneration(r.Schema); gen > bestGen {
+				best, bestGen = j, gen
+			}
+		}
+		if best < 0 {
+			continue
+		}
+		fs[i].Retired, fs[i].FlipGeneration = rs[best].Schema, bestGen
+		rs = slices.Delete(rs, best, best+1)
+	}
+	return rs
+}
+
+// finishMoves journals each move of fs as finished, inside the repair's
+// catalog change.
+func finishMoves(ctx context.Context, tx pgx.Tx, fs []FinishedMove) error {
+	for _, f := range fs {
+		var retired *string
+		if f.Retired != "" {
+			retired = &f.Retired
+		}
+		tag, err := tx.Exec(ctx, `UPDATE shardid.moves SET phase = $2, retired_schema = $3, flip_generation = coalesce(flip_generation, $4),
+				finished_at = pg_catalog.clock_timestamp(), updated_at = pg_catalog.clock_timestamp(),
+				keep_until = pg_catalog.clock_timestamp() + GREATEST(keep_ms, 0) * interval '1 millisecond', error = $5
+			WHERE id = $1 AND `+catalog.OpenMoves,
+			f.Move, string(catalog.PhaseCleaned), retired, f.FlipGeneration,
+			"finished after the backup the catalog was restored from (its shard lives on the target): journaled by shardid catalog repair --from-hosts")
+		if err != nil {
+			return fmt.Errorf("finish move %d: %w", f.Move, err)
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("move %d: %w (it is no longer open)", f.Move, ErrChangedSincePlan)
+		}
+	}
+	return nil
+}
+
+// retiredGeneration is the flip generation in a retired copy's name
+// (shard_NNNN_moved_gG); -1 when it carries none.
+func retiredGeneration(schema string) int64 {
+	_, g, ok := strings.Cut(schema, "_moved_g")
+	if !ok {
+		return -1
+	}
+	gen, err := strconv.ParseInt(g, 10, 64)
+	if err != nil {
+		return -1
+	}
+	return gen
 }
