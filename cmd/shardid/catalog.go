@@ -26,7 +26,7 @@ func newCatalogRepairCmd() *cobra.Command {
 	var fromHosts, yes, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "repair --from-hosts [--yes] [--json]",
-		Short: "Rebuild the catalog's map from the hosts' own records (after restoring an older catalog)",
+		Short: "Rebuild the catalog's map from the hosts' own records (after restoring an older catalog, or into an emptied one)",
 		Long: `After the catalog database was restored from a backup older than the hosts
 (routers refuse the shards it places wrongly, verify reports catalog-stale, init
 refuses), rebuilds its map from what every host records of itself: each shard
@@ -35,16 +35,20 @@ the cluster file the catalog forgot are added; a move the restored journal
 holds unfinished is journaled as finished when the hosts hold its shard on its
 target (with the retired copy it left), as aborted otherwise; retired copies of
 moves the restored journal never saw are journaled, so that rebalance cleanup drops them
-(or, where the shard lives on that host again, the DROP to run is shown). The
-differences are shown first;
-they are applied with --yes (or after a confirmation on a terminal), in one
+(or, where the shard lives on that host again, the DROP to run is shown).
+A catalog that holds no cluster (its database created again empty after a
+failed restore, or its schema dropped) while the hosts hold the cluster's
+shards is rebuilt from their records: the cluster with the identity the hosts
+record, every host that records it with the hash of its secret, every shard
+where a host holds it ("create_catalog" in the plan). The differences are
+shown first; they are applied with --yes (or after a confirmation on a terminal), in one
 catalog transaction whose generation is above every generation a host recorded.
 Two hosts holding one shard live at the same generation, or a shard no host
 holds, stop it (naming them) and nothing changes; so does a host that cannot be
 read. Exit 1 when differences were shown but not applied.
 
---json prints {"cluster":"...","catalog_generation":N,"host_generation":N,
-"add_hosts":[...],"shards":[{"shard":N,"from":"pg1","from_schema":"...",
+--json prints {"cluster":"...","create_catalog":bool,"identity":"...",
+"catalog_generation":N,"host_generation":N,"add_hosts":[...],"shards":[{"shard":N,"from":"pg1","from_schema":"...",
 "from_state":"...","to":"pg4","schema":"...","state":"active","generation":N}],
 "close_moves":[N],"finish_moves":[{"move":N,"shard":N,"from":"pg1","to":"pg4",
 "retired":"shard_0002_moved_g9","flip_generation":N}],"retired_copies":[{"host":"pg2","shard":N,"schema":"shard_0002_moved_g7",
@@ -106,11 +110,23 @@ func printRepair(w io.Writer, p *repair.Plan) {
 		fmt.Fprintf(w, "catalog repair: the catalog (generation %d) agrees with the hosts' records (newest generation %d): nothing to do\n", p.CatalogGeneration, p.HostGeneration)
 		return
 	}
-	fmt.Fprintf(w, "catalog generation %d; newest generation a host recorded: %d\n", p.CatalogGeneration, p.HostGeneration)
+	if p.CreateCatalog {
+		identity := p.Identity
+		if identity == "" {
+			identity = "none recorded: a new one"
+		}
+		fmt.Fprintf(w, "+ cluster %s: the catalog holds none; created from the hosts' records (identity %s), above the newest generation a host recorded: %d\n", p.Cluster, identity, p.HostGeneration)
+	} else {
+		fmt.Fprintf(w, "catalog generation %d; newest generation a host recorded: %d\n", p.CatalogGeneration, p.HostGeneration)
+	}
 	for _, h := range p.AddHosts {
 		fmt.Fprintf(w, "+ host %s (in the cluster file, its database records this cluster)\n", h)
 	}
 	for _, s := range p.Shards {
+		if p.CreateCatalog {
+			fmt.Fprintf(w, "+ shard %d: %s %s (%s, recorded at generation %d)\n", s.Shard, s.To, s.Schema, s.State, s.Generation)
+			continue
+		}
 		fmt.Fprintf(w, "~ shard %d: %s %s (%s) -> %s %s (%s, recorded at generation %d)\n", s.Shard, s.From, s.FromSchema, s.FromState, s.To, s.Schema, s.State, s.Generation)
 	}
 	for _, id := range p.CloseMoves {

@@ -29,7 +29,7 @@ var hints = []struct {
 	{is(shardmgr.ErrCatalogTooNew), "upgrade the binary; shardid version shows the schema it knows"},
 	{is(shardmgr.ErrCatalogTooOld), "run shardid init with this binary to upgrade it"},
 	{is(shardmgr.ErrNotInitialized), "run shardid init"},
-	{is(install.ErrCatalogEmpty), "check the catalog's DSN in the cluster file (a mistyped database name?); a lost catalog: restore its backup, then shardid catalog repair --from-hosts brings its map up to the hosts' (docs/operations.md#identity)"},
+	{is(install.ErrCatalogEmpty), "check the catalog's DSN in the cluster file (a mistyped database name?); a catalog lost or emptied: shardid catalog repair --from-hosts rebuilds it from the hosts' records, into its empty database or over its restored backup (docs/operations.md#identity)"},
 	{is(install.ErrOtherCatalog), "the cluster file names another cluster's catalog: check its catalog DSN (docs/operations.md#identity)"},
 	{is(shardmgr.ErrHostUnproven), "the database at that address is not the host's own (its record was made by another role, or copied without its secret): point the host at its own database (docs/operations.md#identity)"},
 	{is(shardmgr.ErrCatalogStale), "the catalog was restored from an older backup? rebuild its map from the hosts' records: shardid catalog repair --from-hosts"},

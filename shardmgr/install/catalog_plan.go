@@ -14,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/shardid/shardid/idgen"
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
@@ -75,34 +74,15 @@ func planCatalog(ctx context.Context, pool *pgxpool.Pool, cfg *shardmgr.Config) 
 }
 
 func createCluster(ctx context.Context, tx pgx.Tx, cfg *shardmgr.Config) error {
-	l := idgen.DefaultLayout().Resolved()
-	if cfg.EpochMS != 0 {
-		l.Epoch = cfg.EpochMS
-	}
 	const gen = 1
-	if _, err := tx.Exec(ctx, `INSERT INTO shardid.cluster (name, shards, epoch_ms, time_bits, shard_bits, seq_bits, variant, generation)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, cfg.Cluster, cfg.Shards, l.Epoch, l.TimeBits, l.ShardBits, l.SeqBits, shsql.Safe, gen); err != nil {
-		return err
-	}
-	for _, h := range cfg.Hosts {
-		if err := catalog.InsertHost(ctx, tx, h, gen); err != nil {
-			return err
-		}
-	}
-	ranges := balancedRanges(cfg.Shards, len(cfg.Hosts))
-	rows := make([][]any, 0, cfg.Shards)
-	for i, r := range ranges {
+	shards := make([]shardmgr.Shard, 0, cfg.Shards)
+	for i, r := range balancedRanges(cfg.Shards, len(cfg.Hosts)) {
 		for id := r[0]; id < r[1]; id++ {
-			rows = append(rows, []any{id, shsql.DefaultSchema(id), cfg.Hosts[i].Name, string(shardmgr.StateActive), int64(gen)})
+			shards = append(shards, shardmgr.Shard{ID: id, Schema: shsql.DefaultSchema(id), Host: cfg.Hosts[i].Name, State: shardmgr.StateActive})
 		}
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"shardid", "shards"},
-		[]string{"id", "schema_name", "host", "state", "changed_generation"}, pgx.CopyFromRows(rows)); err != nil {
-		return err
-	}
-	_, err := tx.Exec(ctx, `INSERT INTO shardid.changes (generation, what) VALUES ($1, $2)`, gen,
+	return catalog.CreateCluster(ctx, tx, cfg, "", gen, cfg.Hosts, shards,
 		fmt.Sprintf("init cluster %s: %d shards on %d hosts", cfg.Cluster, cfg.Shards, len(cfg.Hosts)))
-	return err
 }
 
 // balancedRanges splits shards 0..n-1 into h contiguous [from, to) ranges

@@ -19,6 +19,11 @@
 // and its own keep period, when the hosts hold its shard on its target
 // (FinishedMove); aborted when they hold it elsewhere.
 //
+// A catalog that holds no cluster while the hosts do (emptied by a failed
+// restore) is rebuilt from the same records (Plan.CreateCatalog): the
+// cluster with the identity the hosts record, the hashes of the secrets
+// they hold, every shard where a host holds it.
+//
 // It must never guess: two hosts that hold one shard live at the same
 // generation, or a shard that no host holds, stop it with a
 // *ConflictError naming them, and a host of the cluster file that cannot

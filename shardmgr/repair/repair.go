@@ -46,11 +46,18 @@ type ShardChange struct {
 }
 
 // Plan is what the repair changes in the catalog. JSON: {"cluster":...,
-// "catalog_generation":N,"host_generation":N,"add_hosts":[...],
+// "create_catalog":bool,"identity":"...","catalog_generation":N,"host_generation":N,"add_hosts":[...],
 // "shards":[...],"close_moves":[...],"finish_moves":[...],
 // "retired_copies":[...],"applied":bool,"generation":N}.
 type Plan struct {
 	Cluster string `json:"cluster"`
+	// CreateCatalog: the catalog holds no cluster (emptied: its database
+	// created again empty, or its schema dropped) while the hosts hold
+	// the cluster's shards. The repair creates the cluster from their
+	// records, with Identity, the cluster identity they record ("": none
+	// does, the catalog makes one), and the hashes of their secrets.
+	CreateCatalog bool   `json:"create_catalog"`
+	Identity      string `json:"identity,omitempty"`
 	// CatalogGeneration is the catalog's generation when planned;
 	// HostGeneration the newest any host recorded.
 	CatalogGeneration int64 `json:"catalog_generation"`
@@ -83,7 +90,7 @@ type Plan struct {
 
 // Empty reports whether the catalog already agrees with the hosts.
 func (p *Plan) Empty() bool {
-	return len(p.AddHosts) == 0 && len(p.Shards) == 0 && len(p.CloseMoves) == 0 && len(p.FinishMoves) == 0 &&
+	return !p.CreateCatalog && len(p.AddHosts) == 0 && len(p.Shards) == 0 && len(p.CloseMoves) == 0 && len(p.FinishMoves) == 0 &&
 		len(p.RetiredCopies) == 0 && p.HostGeneration <= p.CatalogGeneration
 }
 
@@ -141,14 +148,43 @@ func FromHosts(ctx context.Context, c *cluster.Cluster, want *Plan) (*Plan, erro
 	if p.Empty() {
 		return p, nil
 	}
+	var gen int64
+	if p.CreateCatalog {
+		if gen, err = createCatalog(ctx, c, p); err != nil {
+			return p, err
+		}
+	} else if gen, err = change(ctx, c, p); err != nil {
+		return p, err
+	}
+	p.Applied, p.Generation = true, gen
+	// The holders' records follow the catalog: each says its live copy is
+	// there as of the repair's generation.
+	for _, s := range p.Shards {
+		hp, err := c.Host(ctx, s.To, shardmgr.UseWrite)
+		if err == nil {
+			err = shardschema.RecordLocalShard(ctx, hp, s.Shard, s.Schema, holders[s.Shard].State, gen)
+		}
+		if err != nil {
+			return p, fmt.Errorf("catalog repaired at generation %d; host %s: record shard %d: %w", gen, s.To, s.Shard, err)
+		}
+	}
+	if err := recordServers(ctx, c, p.AddHosts); err != nil {
+		return p, fmt.Errorf("catalog repaired at generation %d; %w", gen, err)
+	}
+	return p, nil
+}
+
+// change applies plan p to a catalog that holds the cluster, in one
+// catalog change above every generation a host recorded.
+func change(ctx context.Context, c *cluster.Cluster, p *Plan) (int64, error) {
 	pool, err := c.Catalog(ctx, shardmgr.UseWrite)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	cfg := c.Config()
 	what := fmt.Sprintf("catalog repair from the hosts' records: %d shards placed anew, %d hosts added, %d moves finished, %d retired copies journaled, above host generation %d",
 		len(p.Shards), len(p.AddHosts), len(p.FinishMoves), journaled(p.RetiredCopies), p.HostGeneration)
-	gen, err := catalog.ChangeAbove(ctx, pool, p.CatalogGeneration, p.HostGeneration, what, func(tx pgx.Tx, gen int64) error {
+	return catalog.ChangeAbove(ctx, pool, p.CatalogGeneration, p.HostGeneration, what, func(tx pgx.Tx, gen int64) error {
 		for _, name := range p.AddHosts {
 			h, _ := cfg.Host(name)
 			if err := catalog.InsertHost(ctx, tx, h, gen); err != nil {
@@ -173,38 +209,26 @@ func FromHosts(ctx context.Context, c *cluster.Cluster, want *Plan) (*Plan, erro
 		}
 		return journalRetired(ctx, tx, p.RetiredCopies)
 	})
-	if err != nil {
-		return p, err
-	}
-	p.Applied, p.Generation = true, gen
-	// The holders' records follow the catalog: each says its live copy is
-	// there as of the repair's generation.
-	for _, s := range p.Shards {
-		hp, err := c.Host(ctx, s.To, shardmgr.UseWrite)
-		if err == nil {
-			err = shardschema.RecordLocalShard(ctx, hp, s.Shard, s.Schema, holders[s.Shard].State, gen)
-		}
-		if err != nil {
-			return p, fmt.Errorf("catalog repaired at generation %d; host %s: record shard %d: %w", gen, s.To, s.Shard, err)
-		}
-	}
-	return p, nil
 }
 
 func samePlan(a, b *Plan) bool {
-	return a.CatalogGeneration == b.CatalogGeneration && a.HostGeneration == b.HostGeneration &&
+	return a.CreateCatalog == b.CreateCatalog && a.Identity == b.Identity && a.CatalogGeneration == b.CatalogGeneration && a.HostGeneration == b.HostGeneration &&
 		slices.Equal(a.AddHosts, b.AddHosts) && slices.Equal(a.Shards, b.Shards) && slices.Equal(a.CloseMoves, b.CloseMoves) &&
 		slices.Equal(a.FinishMoves, b.FinishMoves) && slices.Equal(a.RetiredCopies, b.RetiredCopies)
 }
 
 // plan is PlanFromHosts, with each placed shard's holder record.
 func plan(ctx context.Context, c *cluster.Cluster) (*Plan, map[int]shardmgr.LocalShard, error) {
+	cfg := c.Config()
 	m, err := c.Map(ctx, shardmgr.UseWrite)
-	if err != nil {
+	empty := errors.Is(err, shardmgr.ErrNotInitialized)
+	switch {
+	case empty:
+		m = emptyMap(cfg)
+	case err != nil:
 		return nil, nil, err
 	}
-	cfg := c.Config()
-	p := &Plan{Cluster: m.Cluster, CatalogGeneration: m.Generation, AddHosts: []string{}, Shards: []ShardChange{}, CloseMoves: []int64{}, FinishMoves: []FinishedMove{}, RetiredCopies: []RetiredCopy{}}
+	p := &Plan{Cluster: m.Cluster, CreateCatalog: empty, CatalogGeneration: m.Generation, AddHosts: []string{}, Shards: []ShardChange{}, CloseMoves: []int64{}, FinishMoves: []FinishedMove{}, RetiredCopies: []RetiredCopy{}}
 	hosts := hostrecords.Read(ctx, c)
 	var unreadable []error
 	for _, h := range hosts {
@@ -219,6 +243,14 @@ func plan(ctx context.Context, c *cluster.Cluster) (*Plan, map[int]shardmgr.Loca
 		return nil, nil, fmt.Errorf("%w: %w", ErrHostUnreadable, errors.Join(unreadable...))
 	}
 	recs := hostrecords.Records(hosts, m.Cluster)
+	if empty {
+		if len(recs) == 0 {
+			return nil, nil, fmt.Errorf("%w (and no host of the cluster file records it: nothing to rebuild the catalog from)", shardmgr.ErrNotInitialized)
+		}
+		if err := checkRecordsFit(cfg, recs); err != nil {
+			return nil, nil, err
+		}
+	}
 	type held struct {
 		host string
 		row  shardmgr.LocalShard
@@ -280,6 +312,11 @@ func plan(ctx context.Context, c *cluster.Cluster) (*Plan, map[int]shardmgr.Loca
 	for _, s := range p.Shards {
 		if _, ok := m.Host(s.To); !ok && !slices.Contains(p.AddHosts, s.To) {
 			return nil, nil, fmt.Errorf("shard %d: host %s is not in the catalog and cannot be added", s.Shard, s.To)
+		}
+	}
+	if empty {
+		if p.Identity, err = hostsIdentity(ctx, c, p.AddHosts); err != nil {
+			return nil, nil, err
 		}
 	}
 	pool, err := c.Catalog(ctx, shardmgr.UseWrite)

@@ -28,6 +28,15 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // dropped (its sessions ended), created again and pg_restore'd.
 func restoreCatalog(t *testing.T, cfg *shardmgr.Config, dump []byte) {
 	t.Helper()
+	emptyCatalog(t, cfg)
+	clustertest.AsPostgres(t, dump, "pg_restore", "--exit-on-error", "--no-owner", "-d", cfg.Catalog)
+}
+
+// emptyCatalog drops cfg's catalog database (its sessions ended) and
+// creates it again, empty: what a restore that failed before it wrote
+// anything leaves.
+func emptyCatalog(t *testing.T, cfg *shardmgr.Config) {
+	t.Helper()
 	clustertest.Reopen(t, cfg)
 	ctx := clustertest.Ctx(t)
 	u, err := pgx.ParseConfig(cfg.Catalog)
@@ -40,7 +49,6 @@ func restoreCatalog(t *testing.T, cfg *shardmgr.Config, dump []byte) {
 	require.NoError(t, err)
 	_, err = admin.Exec(ctx, `CREATE DATABASE `+pgx.Identifier{db}.Sanitize())
 	require.NoError(t, err)
-	clustertest.AsPostgres(t, dump, "pg_restore", "--exit-on-error", "--no-owner", "-d", cfg.Catalog)
 }
 
 // likes inserts n rows into shard through r and returns their ids.

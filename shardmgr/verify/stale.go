@@ -1,6 +1,13 @@
 package verify
 
-import "github.com/shardid/shardid/shardmgr"
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/shardid/shardid/shardmgr"
+	"github.com/shardid/shardid/shardmgr/internal/hostrecords"
+)
 
 // checkCatalogStale compares the map with every scanned host's own record
 // (shardmgr.CompareHostRecords): a catalog restored from an older backup
@@ -34,4 +41,29 @@ func (v *verifier) checkCatalogStale() {
 		v.problemFix(FixRepairCatalog, CheckCatalogStale, s.Shard, s.CatalogHost,
 			"the catalog places shard %d here, but the host does not record it and no other host holds it live", s.Shard)
 	}
+}
+
+// hostsHoldingCluster says which hosts of the cluster file record shards
+// of this cluster ("" when none does, or none could be read): a catalog
+// that holds no cluster while they do was emptied (a failed restore), and
+// the repair rebuilds it from them; init refuses it.
+func (v *verifier) hostsHoldingCluster(ctx context.Context) string {
+	var parts []string
+	for _, h := range hostrecords.Read(ctx, v.c) {
+		if h.Err != nil || h.Cluster != v.cfg.Cluster || h.As != h.Name {
+			continue
+		}
+		held := 0
+		for _, l := range h.Shards {
+			if l.Held() {
+				held++
+			}
+		}
+		shards := "shards"
+		if held == 1 {
+			shards = "shard"
+		}
+		parts = append(parts, fmt.Sprintf("host %s records %d %s of cluster %q", h.Name, held, shards, h.Cluster))
+	}
+	return strings.Join(parts, ", ")
 }

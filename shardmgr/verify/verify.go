@@ -137,7 +137,7 @@ const (
 	FixCleanupRetired        // cleanup drops a retired copy once it is not wanted
 	FixFinishMove            // the move passed its point of no return: finish it (apply)
 	FixResumeOrAbortMove     // an unfinished move: resume it (apply) or undo it (abort)
-	FixRepairCatalog         // the catalog is older than the hosts: rebuild its map from their records
+	FixRepairCatalog         // the catalog is older than the hosts, or holds no cluster while they do: rebuild its map from their records
 	FixFailover              // a standby promoted without the command: shardid host failover (failover.go)
 	FixNewServer             // the host's database restored onto another server: host failover --new-server (failover.go)
 	FixDropStray             // a stray copy: drop it once it holds no row the live copy lacks (repair.DropStray)
@@ -408,6 +408,12 @@ func (v *verifier) readCatalog(ctx context.Context) bool {
 		v.m, err = shardmgr.ReadMap(ctx, pool)
 		if err == nil {
 			v.openMoves, err = catalog.ReadOpenMoves(ctx, pool)
+		}
+	}
+	if errors.Is(err, shardmgr.ErrNotInitialized) {
+		if held := v.hostsHoldingCluster(ctx); held != "" {
+			v.problemFix(FixRepairCatalog, CheckCatalog, -1, "", "the catalog holds no cluster (emptied?), but %s", held)
+			return false
 		}
 	}
 	if err != nil {
