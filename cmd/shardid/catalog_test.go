@@ -73,3 +73,64 @@ func TestCatalogRepairFromHosts(t *testing.T) {
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "nothing to do")
 }
+
+// The catalog's schema shardid dropped (a catalog emptied by hand or by
+// a failed restore) while the hosts hold the cluster: init refuses in one
+// line naming the repair, verify fails the catalog naming it, the repair
+// shows the catalog it would create and, with --yes, creates it from the
+// hosts' records; then verify passes and init has nothing to do. Before,
+// the repair stopped at "cluster not initialised" (issue 27, item 4).
+func TestCatalogRepairRebuildsADroppedCatalogSchema(t *testing.T) {
+	t.Parallel()
+	path, _ := clusterFile(t, 6)
+	out, code := runClusterCmd(t, "init", "--config", path)
+	require.Equal(t, 0, code, out)
+	cfg, err := shardmgr.LoadConfig(path)
+	require.NoError(t, err)
+	ctx := context.Background()
+	cat := pgtest.Pool(t, cfg.Catalog)
+	var identity string
+	require.NoError(t, cat.QueryRow(ctx, `SELECT identity::text FROM shardid.cluster`).Scan(&identity))
+	_, err = cat.Exec(ctx, `DROP SCHEMA shardid CASCADE`)
+	require.NoError(t, err)
+
+	_, stderr, code := runClusterCmdStderr(t, "init", "--config", path)
+	require.Equal(t, 1, code, stderr)
+	require.Contains(t, stderr, "shardid catalog repair --from-hosts rebuilds it")
+	require.Equal(t, 1, strings.Count(strings.TrimSpace(stderr), "\n")+1, "one line: %s", stderr)
+	out, code = runClusterCmd(t, "verify", "--config", path)
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, `FAIL catalog: the catalog holds no cluster (emptied?), but host pg1 records 2 shards of cluster "cli"`)
+	require.Contains(t, out, "(rebuild the catalog's map from the hosts' records: shardid catalog repair --from-hosts)")
+
+	out, code = runClusterCmd(t, "catalog", "repair", "--from-hosts", "--config", path)
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "+ cluster cli: the catalog holds none; created from the hosts' records (identity "+identity+")")
+	require.Contains(t, out, "+ shard 5: pg3 shard_0005 (active, recorded at generation 1)")
+	plan := goldenCmd(t, 1, "catalog", "repair", "--from-hosts", "--config", path, "--json")
+	var p struct {
+		CreateCatalog bool   `json:"create_catalog"`
+		Identity      string `json:"identity"`
+	}
+	require.NoError(t, json.Unmarshal(plan, &p))
+	require.Equal(t, identity, p.Identity)
+	require.True(t, p.CreateCatalog)
+	out, code = runClusterCmd(t, "catalog", "repair", "--from-hosts", "--yes", "--config", path)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "catalog repair: applied at generation 2: 6 shards placed anew, 3 hosts added")
+
+	out, code = runClusterCmd(t, "verify", "--config", path)
+	require.Equal(t, 0, code, out)
+	out, code = runClusterCmd(t, "init", "--config", path, "--json")
+	require.Equal(t, 0, code, out)
+	var res struct {
+		CatalogCreated bool     `json:"catalog_created"`
+		CatalogChanges []string `json:"catalog_changes"`
+		Installed      int      `json:"installed"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &res))
+	require.Equal(t, [3]any{false, 0, 0}, [3]any{res.CatalogCreated, len(res.CatalogChanges), res.Installed}, out)
+	out, code = runClusterCmd(t, "catalog", "repair", "--from-hosts", "--config", path)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "nothing to do")
+}
