@@ -6,6 +6,9 @@ import (
 	"io/fs"
 	"strings"
 
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/shardid/shardid/internal/pgsession"
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/cluster"
@@ -80,6 +83,14 @@ var hints = []struct {
 	{is(repair.ErrStrayHasRows), "copy those rows into the live copy (shardid shard where N) or delete them, then run this again"},
 	{is(repair.ErrNotStray), "see shardid verify"},
 	{is(cluster.ErrBudgetTooSmall), "raise --conns-per-server"},
+	{tooManyConnections, "the server had no connection slot free for the toolkit's role (max_connections, or a CONNECTION LIMIT on the role or the database): end idle sessions there or raise the limit, then run this again"},
+}
+
+// tooManyConnections reports whether a server refused a connection of err
+// for want of a slot (SQLSTATE 53300).
+func tooManyConnections(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == pgerrcode.TooManyConnections
 }
 
 // verifyFixes says which command repairs a verify finding (verify.Fix):

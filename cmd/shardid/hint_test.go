@@ -54,6 +54,12 @@ func TestHints(t *testing.T) {
 	require.Contains(t, errorWithHint(err), "the server's statement_timeout ended")
 	require.Empty(t, hint(fmt.Errorf("%w", &pgconn.PgError{Code: "57014", Message: "canceling statement due to user request"})))
 	require.Empty(t, hint(fmt.Errorf("plain")))
+	// No connection slot free: the limits to look at.
+	full := fmt.Errorf("catalog: %w", &pgconn.PgError{Severity: "FATAL", Code: "53400", Message: "configuration limit exceeded"})
+	require.NotContains(t, errorWithHint(full), "connection slot")
+	full = fmt.Errorf("host pg3: %w", &pgconn.PgError{Severity: "FATAL", Code: "53300", Message: "sorry, too many clients already"})
+	require.Contains(t, errorWithHint(full), "no connection slot free")
+	require.Contains(t, errorWithHint(full), "max_connections")
 }
 
 // A verify finding names what is wrong; the CLI adds the command that

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -311,28 +312,39 @@ prints {"host":"pg3","marked":{...},"plan":{...}|null,"apply":{...}|null}.`,
 			}
 			return err
 		}
-		if res.Marked, err = hosts.SetDrain(ctx, c, name, true); err != nil {
-			return err
-		}
-		if !asJSON && res.Marked.Changed {
-			fmt.Fprintf(out, "host %s marked drain in the catalog and %s\n", name, res.Marked.Config.Path)
-		}
 		c.Close() // the handle on the marked cluster takes over
-		dc, err := cluster.Open(ctx, res.Marked.Config, copts...)
+		dc, err := cluster.Open(ctx, cfg, copts...)
 		if err != nil {
 			return err
 		}
 		defer dc.Close()
+		// The mark is made inside the apply, once it holds its lock and
+		// its preflight has passed on the connections its moves use: a
+		// drain that cannot reach the servers (their connection slots all
+		// taken) is refused with nothing marked.
+		applyOpts.BeforeChange = func(ctx context.Context) error {
+			var err error
+			res.Marked, err = hosts.SetDrain(ctx, dc, name, true)
+			if err == nil && !asJSON && res.Marked.Changed {
+				fmt.Fprintf(out, "host %s marked drain in the catalog and %s\n", name, res.Marked.Config.Path)
+			}
+			return err
+		}
 		bars := newMoveProgress(cmd.ErrOrStderr())
 		applyOpts.Move.Progress = bars.Update
 		res.Apply, err = rebalance.Apply(ctx, dc, applyOpts)
 		bars.Done()
 		err = reportPreflight(cmd.ErrOrStderr(), err)
+		if h, _ := c.Config().Host(name); err != nil && (res.Marked != nil || h.Drain) {
+			// Marked (now or by an earlier run), not (all) moved: say so,
+			// and what moves the rest.
+			err = fmt.Errorf("host %s is marked drain and the drain did not finish: %w; shardid rebalance apply (or shardid host drain %s again) moves what is left", name, err, name)
+		}
 		if asJSON {
 			return firstErr(err, writeJSON(out, res))
 		}
 		if res.Apply != nil {
-			printApply(out, res.Apply)
+			printApply(out, res.Apply, err)
 		}
 		return err
 	}

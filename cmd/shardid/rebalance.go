@@ -343,7 +343,7 @@ docs/rebalance.md, "Requirements and limits".`,
 					err = jerr
 				}
 			} else {
-				printApply(cmd.OutOrStdout(), res)
+				printApply(cmd.OutOrStdout(), res, err)
 			}
 		}
 		return err
@@ -364,9 +364,15 @@ func printMoves(w io.Writer, moves []*rebalance.MoveResult) {
 	tw.Flush()
 }
 
-func printApply(w io.Writer, res *rebalance.ApplyResult) {
+// printApply prints what an apply did; err is the apply's error, after
+// which a run that moved nothing prints nothing (the error says why): it
+// was not balanced, it failed.
+func printApply(w io.Writer, res *rebalance.ApplyResult, err error) {
 	waited := res.Waited.Round(time.Millisecond)
 	if len(res.Moves) == 0 {
+		if err != nil {
+			return
+		}
 		if res.Waited > 0 {
 			fmt.Fprintf(w, "waited %s for another rebalance apply; it left nothing to do: balanced, nothing to move\n", waited)
 			return

@@ -32,6 +32,15 @@ type ApplyOptions struct {
 	// Apply of the same cluster, or a manager running one of the moves.
 	// Zero means DefaultApplyWait.
 	Wait time.Duration
+	// BeforeChange, when set, is called once Apply holds its lock and its
+	// preflight has passed on the connections its moves use (the catalog
+	// and every host the plan involves), before Apply changes anything;
+	// an error from it ends Apply with that error and nothing done. What
+	// it changes in the catalog (a drain mark: shardid host drain marks
+	// the host here, with c's handle) is read back before the moves are
+	// planned: a drain that cannot reach the servers (all their
+	// connection slots taken, a failed check) leaves no mark behind.
+	BeforeChange func(ctx context.Context) error
 }
 
 // DefaultApplyWait is how long Apply waits, by default, for another
@@ -123,6 +132,15 @@ func Apply(ctx context.Context, c *cluster.Cluster, opts ApplyOptions) (*ApplyRe
 	// (registered or not). A failed check refuses the whole apply.
 	if _, err := planRebalance(ctx, c, mo.catalog, mo.pool, opts.Plan, open); err != nil {
 		return nil, err
+	}
+	if opts.BeforeChange != nil {
+		if err := opts.BeforeChange(ctx); err != nil {
+			return nil, err
+		}
+		// The map as the hook left it (a drain mark, a new generation).
+		if mo.m, err = shardmgr.ReadMap(ctx, mo.catalog); err != nil {
+			return nil, fmt.Errorf("catalog: %w", err)
+		}
 	}
 	if err := mo.hostsAgree(); err != nil {
 		return nil, err

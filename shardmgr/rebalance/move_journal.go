@@ -115,11 +115,11 @@ func scanMove(row pgx.CollectableRow) (*MoveRecord, error) {
 func readMoves(ctx context.Context, q shardmgr.Querier, where string, args ...any) ([]*MoveRecord, error) {
 	rows, err := q.Query(ctx, `SELECT `+moveColumns+` FROM shardid.moves WHERE `+where+` ORDER BY id`, args...)
 	if err != nil {
-		return nil, fmt.Errorf("read move journal: %w", err)
+		return nil, fmt.Errorf("catalog: read move journal: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, scanMove)
 	if err != nil {
-		return nil, fmt.Errorf("read move journal: %w", err)
+		return nil, fmt.Errorf("catalog: read move journal: %w", err)
 	}
 	return out, nil
 }
