@@ -2,6 +2,7 @@ package rebalance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/shardid/shardid/shardmgr/internal/pg"
 	"github.com/shardid/shardid/shardmgr/internal/shardmigrate"
 )
 
@@ -31,21 +33,32 @@ func (mo *mover) verifyCopy(ctx context.Context, mv *move) error {
 		if err != nil {
 			return fmt.Errorf("target %s: %w", mv.To, err)
 		}
+		const what = "wait for the target to apply every change made before the fence"
 		wctx, cancel := context.WithTimeout(ctx, mo.opts.CutoverTimeout)
 		n, err := bumpMark(wctx, src, mv.MoveRecord)
-		if err == nil {
-			err = waitMark(wctx, dst, mv.MoveRecord, n)
+		if err != nil {
+			// The source's own statement failed: nothing the target's
+			// apply worker did, and the source's server says why.
+			cancel()
+			return fmt.Errorf("%s: source %s: %w", what, mv.From, err)
 		}
+		err = waitMark(wctx, dst, mv.MoveRecord, n)
 		if err == nil {
 			err = flushWAL(wctx, dst)
 		}
 		cancel()
 		if err != nil {
+			if pg.NotAnswering(err) && !errors.Is(err, context.DeadlineExceeded) {
+				// The target's server did not answer the move's own
+				// connection: not its apply worker's failure (a wait
+				// that ran out is, and passes for a net.Error).
+				return fmt.Errorf("%s: target %s: %w", what, mv.To, err)
+			}
 			// Say why the target did not follow, when the move can tell.
 			if werr := watch.check(ctx, mv); werr != nil {
-				return fmt.Errorf("wait for the target to apply every change made before the fence: %w (%w)", werr, err)
+				return fmt.Errorf("%s: %w (%w)", what, werr, err)
 			}
-			return fmt.Errorf("wait for the target to apply every change made before the fence: %w%s", err, replicationCause(ctx, mv))
+			return fmt.Errorf("%s: target %s: %w%s", what, mv.To, err, replicationCause(ctx, mv))
 		}
 	}
 	if err := mo.carryCounter(ctx, src, dst, mv.MoveRecord); err != nil {

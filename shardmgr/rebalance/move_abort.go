@@ -28,8 +28,9 @@ type AbortResult struct {
 // every unfinished move): the target's copy, subscription, replication
 // slot and publication are dropped, the source's fence lifted, its
 // counter given back its range, and the catalog's state set back to
-// active. A move that already flipped the map is ErrMoveFlipped; with no
-// unfinished move it is ErrNoMove.
+// active. A source that does not answer (restarting) is waited for, at
+// most a minute at each step on it. A move that already flipped the map
+// is ErrMoveFlipped; with no unfinished move it is ErrNoMove.
 func AbortMove(ctx context.Context, c *cluster.Cluster, shards []int) ([]AbortResult, error) {
 	mo, err := newMover(ctx, c, MoveOptions{})
 	if err != nil {
@@ -90,11 +91,22 @@ func (mo *mover) abort(ctx context.Context, rec *MoveRecord) error {
 	if *rec = *fresh[0]; !rec.Phase.Open() || rec.Phase.PastNoReturn() {
 		return fmt.Errorf("move %d is now in phase %s", rec.ID, rec.Phase)
 	}
+	// A source that does not answer (restarting) is waited for, at most
+	// giveBackRetry, at each step on it: the shard refuses writes until
+	// it is given back.
 	mv := &move{MoveRecord: rec}
-	if err := mo.open(ctx, mv); err != nil {
+	if err := mo.whileSourceRestarts(ctx, mv, func() error { return mo.open(ctx, mv) }); err != nil {
 		return err
 	}
 	src, dst := mv.src, mv.dst
+	if err := mo.whileSourceRestarts(ctx, mv, func() error {
+		if err := src.Ping(ctx); err != nil {
+			return fmt.Errorf("source %s: %w", rec.From, err)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
 	_, ours, err := ownTarget(ctx, dst, rec)
 	if err != nil {
 		return fmt.Errorf("target %s: %w", rec.To, err)
@@ -112,7 +124,7 @@ func (mo *mover) abort(ctx context.Context, rec *MoveRecord) error {
 	// The change log's triggers first, the gentle way: the source may be
 	// serving.
 	mo.dropDeltas(ctx, rec)
-	if err := dropReplication(ctx, src, dst, rec); err != nil {
+	if err := mo.whileSourceRestarts(ctx, mv, func() error { return dropReplication(ctx, src, dst, rec) }); err != nil {
 		return err
 	}
 	err = pgx.BeginFunc(ctx, dst, func(tx pgx.Tx) error {
@@ -127,7 +139,7 @@ func (mo *mover) abort(ctx context.Context, rec *MoveRecord) error {
 	if err != nil {
 		return fmt.Errorf("target %s: drop the copy: %w", rec.To, err)
 	}
-	if err := mo.unfenceSourceHost(ctx, src, rec); err != nil {
+	if err := mo.whileSourceRestarts(ctx, mv, func() error { return mo.unfenceSourceHost(ctx, src, rec) }); err != nil {
 		return fmt.Errorf("source %s: lift the fence: %w", rec.From, err)
 	}
 	gen, err := catalog.Change(ctx, mo.catalog, 0, fmt.Sprintf("abort move %d: shard %d stays on %s", rec.ID, rec.Shard, rec.From), func(tx pgx.Tx, gen int64) error {
@@ -144,7 +156,7 @@ func (mo *mover) abort(ctx context.Context, rec *MoveRecord) error {
 	if err != nil {
 		return err
 	}
-	return recordGivenBack(ctx, src, rec, gen)
+	return mo.whileSourceRestarts(ctx, mv, func() error { return recordGivenBack(ctx, src, rec, gen) })
 }
 
 // recordGivenBack records on the source, after the catalog committed at
@@ -222,7 +234,11 @@ func (mo *mover) unfenceSource(ctx context.Context, mv *move) error {
 // mv does not answer (pg.NotAnswering), for at most giveBackRetry; the
 // error that ends the wait names what it waited for.
 func (mo *mover) whileSourceRestarts(ctx context.Context, mv *move, fn func() error) error {
-	deadline := time.Now().Add(giveBackRetry)
+	bound := giveBackRetry
+	if mo.opts.giveBackRetry > 0 {
+		bound = mo.opts.giveBackRetry
+	}
+	deadline := time.Now().Add(bound)
 	logged := false
 	for {
 		err := fn()
@@ -230,11 +246,11 @@ func (mo *mover) whileSourceRestarts(ctx context.Context, mv *move, fn func() er
 			return err
 		}
 		if !time.Now().Before(deadline) {
-			return fmt.Errorf("waited %s for %s to answer, to give shard %d back: %w", giveBackRetry, mv.From, mv.Shard, err)
+			return fmt.Errorf("waited %s for %s to answer, to give shard %d back: %w", bound, mv.From, mv.Shard, err)
 		}
 		if !logged {
 			logged = true
-			mo.log.Warn(giveBackWaitsMsg, "id", mv.ID, "shard", mv.Shard, "host", mv.From, "for", giveBackRetry, "err", pg.OneLine(err))
+			mo.log.Warn(giveBackWaitsMsg, "id", mv.ID, "shard", mv.Shard, "host", mv.From, "for", bound, "err", pg.OneLine(err))
 		}
 		select {
 		case <-ctx.Done():

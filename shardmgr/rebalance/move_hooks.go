@@ -22,6 +22,9 @@ type hooks struct {
 	// afterFence, in tests, runs once a move recorded phase fenced: its
 	// source refuses writes, the catalog says moving.
 	afterFence func(shard int)
+	// giveBackRetry, in tests, bounds a give-back's wait for a source
+	// that does not answer instead of the constant (when positive).
+	giveBackRetry time.Duration
 	// flipCatalog, in tests, runs in the flip's catalog transaction
 	// before it changes anything; an error fails the flip there.
 	flipCatalog func() error
