@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
 	"github.com/shardid/shardid/shardmgr/internal/clustertest"
@@ -57,6 +58,9 @@ func TestInitUpgradesAnOlderGeneratorVersion(t *testing.T) {
 	for _, gen := range []string{shsql.GeneratorPLpgSQL, shsql.GeneratorC} {
 		t.Run(gen, func(t *testing.T) {
 			t.Parallel()
+			if gen == shsql.GeneratorC {
+				pgtest.SkipWithoutCGenerator(t, pgtest.Servers(t, 1)[0])
+			}
 			testInitUpgradesAnOlderGeneratorVersion(t, gen)
 		})
 	}

@@ -23,6 +23,7 @@ import (
 // draws fail; unclamped, the counter goes on past every id drawn.
 func TestClampCounterHoldsAgainstTheCGenerator(t *testing.T) {
 	t.Parallel()
+	pgtest.SkipWithoutCGenerator(t, pgtest.Servers(t, 1)[0])
 	c := ctx(t)
 	db := pgtest.Pool(t, pgtest.NewDB(t, pgtest.Servers(t, 1)[0]))
 	ddl, err := shsql.Render(shsql.Params{Generator: shsql.GeneratorC, Shard: 3})
