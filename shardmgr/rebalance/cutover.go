@@ -177,6 +177,9 @@ func (mo *mover) flip(ctx context.Context, mv *move) error {
 	if err := mo.crashPoint(crashFlipCommitted); err != nil {
 		return err
 	}
+	if mo.opts.afterFlip != nil {
+		mo.opts.afterFlip()
+	}
 	if err := mo.openTarget(ctx, mv); err != nil {
 		return err
 	}

@@ -591,7 +591,8 @@ func (mo *mover) stepFailed(ctx context.Context, mv *move, next step, err error)
 //     the journal is read again when the flip's answer may have been
 //     lost. A flipped move's target is the shard's
 //     home, which is never fenced nor its counter stopped: it is opened,
-//     in case the flip stopped before it did, and the error (ErrNotCleaned
+//     in case the flip stopped before it did (a target that does not
+//     answer, restarting, is waited for, a minute at most), and the error (ErrNotCleaned
 //     for a later step, see stepFailed) is recorded for the next run to
 //     finish the move.
 //     When the journal cannot be read, nothing is touched: both copies
@@ -613,12 +614,16 @@ func (mo *mover) failed(ctx context.Context, mv *move, next step, err error) err
 			*mv.MoveRecord = *fresh[0]
 		}
 		if mv.Phase.PastNoReturn() {
-			octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			// The target may be restarting (often why the step
+			// failed): it is waited for, giveBackRetry at most.
+			octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackRetry+time.Minute)
 			defer cancel()
-			oerr := mo.open(octx, mv)
-			if oerr == nil {
-				oerr = mo.openTarget(octx, mv)
-			}
+			oerr := mo.whileNotAnswering(octx, mv, mv.To, openWaitsMsg, fmt.Sprintf("to open shard %d there", mv.Shard), func() error {
+				if err := mo.open(octx, mv); err != nil {
+					return err
+				}
+				return mo.openTarget(octx, mv)
+			})
 			if oerr != nil {
 				return errors.Join(err, fmt.Errorf("the catalog places the shard on %s, whose copy still refuses writes until the move is run again: %w", mv.To, oerr))
 			}

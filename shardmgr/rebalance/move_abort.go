@@ -234,6 +234,14 @@ func (mo *mover) unfenceSource(ctx context.Context, mv *move) error {
 // mv does not answer (pg.NotAnswering), for at most giveBackRetry; the
 // error that ends the wait names what it waited for.
 func (mo *mover) whileSourceRestarts(ctx context.Context, mv *move, fn func() error) error {
+	return mo.whileNotAnswering(ctx, mv, mv.From, giveBackWaitsMsg, fmt.Sprintf("to give shard %d back", mv.Shard), fn)
+}
+
+// whileNotAnswering runs fn, again while its error says that a server
+// does not answer (pg.NotAnswering), for at most giveBackRetry, logging
+// msg once when it starts to wait for host; the error that ends the wait
+// names host and why it waited (purpose).
+func (mo *mover) whileNotAnswering(ctx context.Context, mv *move, host, msg, purpose string, fn func() error) error {
 	bound := giveBackRetry
 	if mo.opts.giveBackRetry > 0 {
 		bound = mo.opts.giveBackRetry
@@ -246,11 +254,11 @@ func (mo *mover) whileSourceRestarts(ctx context.Context, mv *move, fn func() er
 			return err
 		}
 		if !time.Now().Before(deadline) {
-			return fmt.Errorf("waited %s for %s to answer, to give shard %d back: %w", bound, mv.From, mv.Shard, err)
+			return fmt.Errorf("waited %s for %s to answer, %s: %w", bound, host, purpose, err)
 		}
 		if !logged {
 			logged = true
-			mo.log.Warn(giveBackWaitsMsg, "id", mv.ID, "shard", mv.Shard, "host", mv.From, "for", bound, "err", pg.OneLine(err))
+			mo.log.Warn(msg, "id", mv.ID, "shard", mv.Shard, "host", host, "for", bound, "err", pg.OneLine(err))
 		}
 		select {
 		case <-ctx.Done():
@@ -263,6 +271,10 @@ func (mo *mover) whileSourceRestarts(ctx context.Context, mv *move, fn func() er
 // giveBackWaitsMsg is what the mover logs when a give-back starts to wait
 // for a source that does not answer.
 const giveBackWaitsMsg = "the source does not answer; the give-back tries again until it does"
+
+// openWaitsMsg is what the mover logs when a flipped move starts to wait
+// for a target (the shard's new home) that does not answer, to open it.
+const openWaitsMsg = "the target does not answer; opening it tries again until it does"
 
 // dropMoveTriggers drops the fence's and the change log's triggers from a
 // host's copy of the shard once no VACUUM works on its tables: DDL that

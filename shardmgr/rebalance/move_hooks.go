@@ -25,6 +25,9 @@ type hooks struct {
 	// giveBackRetry, in tests, bounds a give-back's wait for a source
 	// that does not answer instead of the constant (when positive).
 	giveBackRetry time.Duration
+	// afterFlip, in tests, runs once the flip's catalog transaction
+	// committed, before the target is opened.
+	afterFlip func()
 	// flipCatalog, in tests, runs in the flip's catalog transaction
 	// before it changes anything; an error fails the flip there.
 	flipCatalog func() error
