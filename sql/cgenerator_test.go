@@ -26,6 +26,7 @@ import (
 // set before the library loaded is dropped), and calling next_id() and the
 // pull-up in a loop keeps the counter at the clock.
 func TestCGeneratorParametersAreTrusted(t *testing.T) {
+	pgtest.SkipWithoutCGenerator(t, pgtest.Servers(t, 1)[0])
 	ctx := context.Background()
 	dsn := pgtest.NewDB(t, pgtest.Servers(t, 1)[0])
 	pool := pgtest.Pool(t, dsn)
@@ -70,6 +71,7 @@ func TestCGeneratorParametersAreTrusted(t *testing.T) {
 // re-install, a counter given to another role), in sessions that already
 // used it, and refuses a counter its owner does not own.
 func TestCGeneratorFollowsItsOwnersChanges(t *testing.T) {
+	pgtest.SkipWithoutCGenerator(t, pgtest.Servers(t, 1)[0])
 	ctx := context.Background()
 	dsn := pgtest.NewDB(t, pgtest.Servers(t, 1)[0])
 	pool := pgtest.Pool(t, dsn)
@@ -146,6 +148,7 @@ func TestGeneratorChoice(t *testing.T) {
 // mover raises it atomically, forward only, where the extension is
 // installed. Dropping the extension is refused while a DEFAULT uses it.
 func TestGeneratorSwitchKeepsIDsUnique(t *testing.T) {
+	pgtest.SkipWithoutCGenerator(t, pgtest.Servers(t, 1)[0])
 	ctx := context.Background()
 	pool := pgtest.Pool(t, pgtest.NewDB(t, pgtest.Servers(t, 1)[0]))
 	setClock := testClock(t, pool)
@@ -209,6 +212,7 @@ func TestGeneratorSwitchKeepsIDsUnique(t *testing.T) {
 // The C generator is planned as a plain function call, as a bigserial's
 // nextval is: no body to inline, no advisory lock in the plan.
 func TestCGeneratorIsOneCall(t *testing.T) {
+	pgtest.SkipWithoutCGenerator(t, pgtest.Servers(t, 1)[0])
 	ctx := context.Background()
 	pool := newShard(t, shsql.Params{Generator: shsql.GeneratorC, Shard: 14})
 	_, err := pool.Exec(ctx, `CREATE TABLE shard_0014.likes (id bigint PRIMARY KEY DEFAULT shard_0014.next_id(), v int)`)
@@ -231,6 +235,7 @@ func TestCGeneratorIsOneCall(t *testing.T) {
 // ever moves the counter forward, and refuses a value beyond MAXVALUE as
 // setval does (a move's clamp lowers MAXVALUE).
 func TestCounterRaiseIsForwardOnlyAndBounded(t *testing.T) {
+	pgtest.SkipWithoutCGenerator(t, pgtest.Servers(t, 1)[0])
 	ctx := context.Background()
 	pool := newShard(t, shsql.Params{Generator: shsql.GeneratorC, Shard: 24})
 	raise := func(target int64) (int64, error) {
@@ -261,6 +266,9 @@ func TestMoversNeverCallALookAlikeRaise(t *testing.T) {
 	ctx := context.Background()
 	for _, gen := range generators {
 		t.Run(gen, func(t *testing.T) {
+			if gen == shsql.GeneratorC {
+				pgtest.SkipWithoutCGenerator(t, pgtest.Servers(t, 1)[0])
+			}
 			dsn := pgtest.NewDB(t, pgtest.Servers(t, 1)[0])
 			pool := pgtest.Pool(t, dsn)
 			install(t, pool, shsql.Params{Generator: gen, Shard: 25})

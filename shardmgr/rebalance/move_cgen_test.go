@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/clustertest"
 	"github.com/shardid/shardid/shardmgr/internal/shardschema"
@@ -21,6 +22,7 @@ import (
 // the C generator on every shard.
 func TestMoveWithTheCGenerator(t *testing.T) {
 	t.Parallel()
+	pgtest.SkipWithoutCGenerator(t, pgtest.Servers(t, 1)[0])
 	cfg := moveCluster(t, 6)
 	cfg.Generator = shsql.GeneratorC
 	applyHosts(t, cfg)
