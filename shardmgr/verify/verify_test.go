@@ -359,6 +359,7 @@ func TestVerifyBoundedWithHostsDown(t *testing.T) {
 // next_id_advance and a move's clamp.
 func TestVerifyHeldLockDoesNotBlockTheCGenerator(t *testing.T) {
 	t.Parallel()
+	pgtest.SkipWithoutCGenerator(t, pgtest.Servers(t, 1)[0])
 	cfg, m := sixShards(t)
 	cfg.Generator = shsql.GeneratorC
 	_, err := install.Init(clustertest.Ctx(t), clustertest.Handle(t, cfg), install.InitOptions{})
