@@ -74,6 +74,24 @@ func OwnTimeouts(cfg *pgconn.Config) {
 	}
 }
 
+// ResetAll is the SQL that resets a session's settings (RESET ALL, as a
+// migration step's bookkeeping does after the user's SQL) and keeps the
+// timeouts OwnTimeouts gave it: RESET ALL goes back to the startup
+// parameters' values (statement_timeout and
+// idle_in_transaction_session_timeout stay off) but to the server's or
+// database's transaction_timeout, which OwnTimeouts turned off with SET,
+// on 17+: it is turned off again there, unless the session's DSN set it
+// itself (RESET ALL keeps that one).
+func ResetAll(pc *pgconn.PgConn, cfg *pgconn.Config) string {
+	if ServerMajor(pc) < TransactionTimeoutMajor {
+		return "RESET ALL"
+	}
+	if _, ok := cfg.RuntimeParams["transaction_timeout"]; ok {
+		return "RESET ALL"
+	}
+	return "RESET ALL; SET transaction_timeout = 0"
+}
+
 // ServerMajor is the major version of the server pc is connected to, from
 // its server_version parameter ("15.4 (Debian ...)", "18beta1"); 0 when
 // it cannot be read.

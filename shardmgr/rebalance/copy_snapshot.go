@@ -100,13 +100,21 @@ func createSnapshotSlot(ctx context.Context, c *cluster.Cluster, host, name stri
 }
 
 // explain says why taking the slot's snapshot failed with err. When the
-// snapshot is no longer there (invalid snapshot identifier), it asks the
+// snapshot is no longer there (invalid snapshot identifier, or on 18 the
+// snapshot does not exist), it asks the
 // session that held it: a session the server ended answers with why,
 // and the error names the setting that ended it. It asks once; the
 // snapshot is lost either way.
 func (s *snapshotSlot) explain(ctx context.Context, err error) error {
 	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || pgErr.Code != pgerrcode.InvalidParameterValue {
+	if !errors.As(err, &pgErr) {
+		return err
+	}
+	// Up to 17 "invalid snapshot identifier" (22023); 18 says
+	// `snapshot "..." does not exist` (42704).
+	gone := pgErr.Code == pgerrcode.InvalidParameterValue ||
+		(pgErr.Code == pgerrcode.UndefinedObject && strings.HasPrefix(pgErr.Message, "snapshot "))
+	if !gone {
 		return err
 	}
 	s.mu.Lock()

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/shardid/shardid/internal/pgsession"
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/fence"
 	"github.com/shardid/shardid/shardmgr/internal/pg"
@@ -272,9 +273,11 @@ func applyStep(ctx context.Context, conn *pgx.Conn, schema string, cur, next int
 		}
 	}
 	// A migration may SET search_path or other settings; the version
-	// update must not depend on them (tern resets them too). The finishing
-	// statements travel with COMMIT in one round trip.
-	finish := fmt.Sprintf(`RESET ALL; UPDATE %s SET version = %d; DELETE FROM %s`, vt, next, ft)
+	// update must not depend on them (tern resets them too), nor the
+	// pooled session's next user (the session's own timeouts stay:
+	// pgsession.ResetAll). The finishing statements travel with COMMIT in
+	// one round trip.
+	finish := fmt.Sprintf(`%s; UPDATE %s SET version = %d; DELETE FROM %s`, pgsession.ResetAll(conn.PgConn(), &conn.Config().Config), vt, next, ft)
 	if noTx {
 		// One simple query is one implicit transaction: atomic.
 		_, err := conn.Exec(ctx, finish)
