@@ -85,7 +85,8 @@ func TestRunFailsInsteadOfHangingOnAHeldGeneratorLock(t *testing.T) {
 // made under concurrency are distinct.
 func TestSingleRowInsertCases(t *testing.T) {
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, pgtest.NewDB(t, pgtest.Servers(t, 1)[0]))
+	server := pgtest.Servers(t, 1)[0]
+	conn, err := pgx.Connect(ctx, pgtest.NewDB(t, server))
 	require.NoError(t, err)
 	defer conn.Close(ctx)
 	res, err := genbench.Run(ctx, conn, genbench.Options{IDs: 1000, Rounds: 2, Clients: []int{3}, InsertFor: 500 * time.Millisecond})
@@ -103,20 +104,27 @@ func TestSingleRowInsertCases(t *testing.T) {
 			require.Positive(t, r.SafeTPS[k])
 		}
 		require.Positive(t, r.Ratio)
+	}
+	require.Len(t, res.IssueGoals(), 4)
+	var rows, distinct int64
+	require.NoError(t, conn.QueryRow(ctx, "SELECT count(*), count(DISTINCT id) FROM shard_0001.likes").Scan(&rows, &distinct))
+	require.Positive(t, rows)
+	require.Equal(t, rows, distinct, "concurrent single-row inserts produced distinct ids")
+
+	// The C generator's cases: on a major whose bundle has no extension
+	// (built with Debian's 15 headers only) the PL/pgSQL ones above are
+	// what this test can check.
+	pgtest.SkipWithoutCGenerator(t, server)
+	for _, r := range res.Inserts {
 		require.Len(t, r.CTPS, 2, "the C generator's table too (make ext installs the extension)")
 		require.Positive(t, r.CRatio)
 	}
 	require.True(t, res.CGenerator)
 	require.Positive(t, res.COverNextval)
 	require.Positive(t, res.InsertCRatio)
-	require.Len(t, res.IssueGoals(), 4)
 	for _, g := range res.IssueGoals() {
 		require.NotNil(t, g.C, g.Name)
 	}
-	var rows, distinct int64
-	require.NoError(t, conn.QueryRow(ctx, "SELECT count(*), count(DISTINCT id) FROM shard_0001.likes").Scan(&rows, &distinct))
-	require.Positive(t, rows)
-	require.Equal(t, rows, distinct, "concurrent single-row inserts produced distinct ids")
 	require.NoError(t, conn.QueryRow(ctx, "SELECT count(*), count(DISTINCT id) FROM shard_0003.likes").Scan(&rows, &distinct))
 	require.Positive(t, rows)
 	require.Equal(t, rows, distinct, "the C generator's concurrent single-row inserts produced distinct ids")
