@@ -119,7 +119,14 @@ func TestRestoredMidMoveJournalsTheFinishedMove(t *testing.T) {
 	fixed := clustertest.ClusterMap(t, cfg)
 	require.Equal(t, "pg2", fixed.Shards[0].Host)
 	require.Equal(t, shardmgr.StateActive, fixed.Shards[0].State)
-	_, err = r.Reload(ctx)
+	// Its first tries meet the catalog sessions the restore ended (as in
+	// TestRestoredCatalogDetectedAndRepaired).
+	for range 100 {
+		if _, err = r.Reload(ctx); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	require.NoError(t, err)
 	require.NoError(t, writeOne(ctx, r, 0))
 	require.Subset(t, clustertest.LikeIDs(t, cfg, 0), written)
