@@ -9,14 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/catalog"
-	"github.com/shardid/shardid/shardmgr/internal/pg"
 	shsql "github.com/shardid/shardid/sql"
 )
 
@@ -40,20 +38,8 @@ func planCatalog(ctx context.Context, pool *pgxpool.Pool, cfg *shardmgr.Config) 
 		if !errors.Is(err, shardmgr.ErrNotInitialized) {
 			break
 		}
-		lockStart := time.Now()
 		err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			// The table lock a catalog change's row lock waits for: only
-			// a role that may write the catalog can take it.
-			if err := catalog.SetLockTimeout(ctx, tx, catalog.DefaultLockWait); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, `LOCK TABLE shardid.cluster IN EXCLUSIVE MODE`); err != nil {
-				if pg.IsLockTimeout(err) {
-					return catalog.ClusterLockWait(ctx, pool, lockStart)
-				}
-				return err
-			}
-			if _, err := shardmgr.ReadMap(ctx, tx); !errors.Is(err, shardmgr.ErrNotInitialized) {
+			if _, err := catalog.LockToCreate(ctx, tx, pool); !errors.Is(err, shardmgr.ErrNotInitialized) {
 				return err // created meanwhile (nil: reconcile it), or unreadable
 			}
 			created = true

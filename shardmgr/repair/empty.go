@@ -147,18 +147,8 @@ func createCatalog(ctx context.Context, c *cluster.Cluster, p *Plan) (int64, err
 	if err != nil {
 		return 0, err
 	}
-	lockStart := time.Now()
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if err := catalog.SetLockTimeout(ctx, tx, catalog.DefaultLockWait); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `LOCK TABLE shardid.cluster IN EXCLUSIVE MODE`); err != nil {
-			if pg.IsLockTimeout(err) {
-				return catalog.ClusterLockWait(ctx, pool, lockStart)
-			}
-			return err
-		}
-		if _, err := shardmgr.ReadMap(ctx, tx); !errors.Is(err, shardmgr.ErrNotInitialized) {
+		if _, err := catalog.LockToCreate(ctx, tx, pool); !errors.Is(err, shardmgr.ErrNotInitialized) {
 			if err == nil {
 				return fmt.Errorf("%w (a cluster was created in the catalog meanwhile)", ErrChangedSincePlan)
 			}

@@ -134,6 +134,26 @@ func ClusterLockWait(ctx context.Context, q pg.Querier, start time.Time) error {
 		func(ctx context.Context) ([]pg.LockHolder, error) { return pg.TableLockHolders(ctx, q, ClusterTable) })
 }
 
+// LockToCreate takes, in tx, the lock under which a cluster is created in
+// an empty catalog (the cluster table in EXCLUSIVE mode, which a catalog
+// change's row lock waits for and only a role that may write the catalog
+// can take), waiting DefaultLockWait at most (ClusterLockWait then names
+// the holders, read through pool), and reads the map: an error wrapping
+// shardmgr.ErrNotInitialized while the catalog still holds no cluster.
+func LockToCreate(ctx context.Context, tx pgx.Tx, pool pg.Querier) (*shardmgr.ShardMap, error) {
+	start := time.Now()
+	if err := SetLockTimeout(ctx, tx, DefaultLockWait); err != nil {
+		return nil, err
+	}
+	if _, err := tx.Exec(ctx, `LOCK TABLE `+ClusterTable+` IN EXCLUSIVE MODE`); err != nil {
+		if pg.IsLockTimeout(err) {
+			return nil, ClusterLockWait(ctx, pool, start)
+		}
+		return nil, err
+	}
+	return shardmgr.ReadMap(ctx, tx)
+}
+
 // SetShardState changes a shard's state in the catalog, guarded by the
 // generation the caller last read (want; 0 skips the guard). It returns
 // the new generation. Of two managers changing the catalog from the same
