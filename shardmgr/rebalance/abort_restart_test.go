@@ -50,21 +50,12 @@ func TestAbortWaitsForASourceThatRestarted(t *testing.T) {
 
 	// Aborted while pg4 is down; started again once the abort waits.
 	logger, waiting := watchLogger(t, giveBackWaitsMsg)
-	done := make(chan struct{})
-	restarted := make(chan error, 1)
-	go func() {
-		select {
-		case <-waiting:
-		case <-done:
-		}
-		restarted <- s.Restart(ctx)
-	}()
+	returned := restartWhenWaiting(ctx, s, waiting)
 	c, err := cluster.Open(ctx, cfg, cluster.WithLogger(logger))
 	require.NoError(t, err)
 	res, err := AbortMove(ctx, c, []int{shard})
-	close(done)
 	c.Close()
-	require.NoError(t, <-restarted)
+	require.NoError(t, returned())
 	require.NoError(t, err)
 	require.Len(t, res, 1)
 

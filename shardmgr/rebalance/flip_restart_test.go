@@ -34,23 +34,14 @@ func TestFlipOpensATargetThatRestarted(t *testing.T) {
 		require.NoError(t, s.Halt())
 		halted = true
 	}
-	done := make(chan struct{})
-	restarted := make(chan error, 1)
-	go func() {
-		// Started again once the move waits for it, or, when nothing
-		// waits, once the move has returned.
-		select {
-		case <-waiting:
-		case <-done:
-		}
-		restarted <- s.Restart(ctx)
-	}()
+	// Started again once the move waits for it, or, when nothing waits,
+	// once the move has returned.
+	returned := restartWhenWaiting(ctx, s, waiting)
 	c, err := cluster.Open(ctx, cfg)
 	require.NoError(t, err)
 	_, err = MoveShard(ctx, c, shard, "pg4", opts)
-	close(done)
 	c.Close()
-	require.NoError(t, <-restarted)
+	require.NoError(t, returned())
 	require.True(t, halted, "the move flipped")
 	require.Error(t, err, "the flip's opening failed")
 	require.NotContains(t, err.Error(), "still refuses writes")

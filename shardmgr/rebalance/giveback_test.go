@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/shardid/shardid/internal/localpg"
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/internal/clustertest"
@@ -42,6 +43,26 @@ func (h watchHandler) WithGroup(name string) slog.Handler {
 
 // watchLogger is testLogger that closes the returned channel when a
 // record says msg.
+// restartWhenWaiting starts s again once waiting is closed (the code
+// logged that it waits for the server) or, when nothing waits, once the
+// operation has returned: the caller calls the function it returns right
+// after the operation, and gets the restart's error.
+func restartWhenWaiting(ctx context.Context, s *localpg.Server, waiting <-chan struct{}) (returned func() error) {
+	done := make(chan struct{})
+	restarted := make(chan error, 1)
+	go func() {
+		select {
+		case <-waiting:
+		case <-done:
+		}
+		restarted <- s.Restart(ctx)
+	}()
+	return func() error {
+		close(done)
+		return <-restarted
+	}
+}
+
 func watchLogger(t testing.TB, msg string) (*slog.Logger, <-chan struct{}) {
 	seen := make(chan struct{})
 	return slog.New(watchHandler{Handler: testLogger(t).Handler(), msg: msg, once: &sync.Once{}, seen: seen}), seen
