@@ -55,7 +55,7 @@ read. Exit 1 when differences were shown but not applied.
 "to":"pg4","journal":bool,"drop":"DROP SCHEMA ..."}],"applied":bool,"generation":N}.`,
 		Args: cobra.NoArgs,
 	}
-	configPath := addClusterConfigFlag(cmd)
+	configPath := addClusterFlags(cmd)
 	cmd.Flags().BoolVar(&fromHosts, "from-hosts", false, "rebuild the map from the hosts' records (required)")
 	cmd.Flags().BoolVar(&yes, "yes", false, "apply the differences without asking")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the plan (and what was applied) as JSON")

@@ -14,10 +14,10 @@ import (
 // PostgreSQL server: the handle's budget (cluster.WithConnsPerServer).
 const connsPerServerFlag = "conns-per-server"
 
-// addClusterConfigFlag adds --config (default shardid.yaml, or
-// SHARDID_CONFIG) and --conns-per-server to a command that opens the
-// cluster handle (openCluster), and returns where --config lands.
-func addClusterConfigFlag(cmd *cobra.Command) *string {
+// addClusterFlags adds the two flags of a command that opens the cluster
+// handle (openCluster): --config (default shardid.yaml, or SHARDID_CONFIG)
+// and --conns-per-server. It returns where --config lands.
+func addClusterFlags(cmd *cobra.Command) *string {
 	cmd.Flags().Int(connsPerServerFlag, cluster.DefaultConnsPerServer,
 		fmt.Sprintf("most connections this command holds on one PostgreSQL server (host:port), all its databases together; 1 to %d", cluster.MaxConnsPerServer))
 	return addConfigPathFlag(cmd)

@@ -51,7 +51,7 @@ address), when, what and the result. See docs/console.md.
   shardid console --actions --serve-url http://127.0.0.1:8080`,
 		Args: cobra.NoArgs,
 	}
-	configPath := addClusterConfigFlag(cmd)
+	configPath := addClusterFlags(cmd)
 	cmd.Flags().StringVar(&listen, "listen", console.DefaultListen, "address to serve on (loopback unless --allow-remote)")
 	cmd.Flags().BoolVar(&allowRemote, "allow-remote", false, "allow a non-loopback --listen and any Host header (no TLS: put a proxy with TLS and authentication in front)")
 	cmd.Flags().BoolVar(&actions, "actions", false, "offer rebalance apply, abort and cleanup (each needs the token and a confirmation)")

@@ -60,7 +60,7 @@ A host that does not answer is a row saying so, not a failure. --json prints
 "replay_lag_ms":null},"error":""}].`,
 		Args: cobra.NoArgs,
 	}
-	configPath := addClusterConfigFlag(cmd)
+	configPath := addClusterFlags(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the hosts as JSON")
 	cmd.Flags().DurationVar(&timeout, "timeout", hosts.DefaultProbeTimeout, "how long to wait for each host")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -191,7 +191,7 @@ without this command, give the host a DSN naming both servers
 "new_dsn":"...","changed":true,"old_answered":false,"server":{...},"generation":N}.`,
 		Args: cobra.ExactArgs(2),
 	}
-	configPath := addClusterConfigFlag(cmd)
+	configPath := addClusterFlags(cmd)
 	cmd.ValidArgsFunction = firstArgHostName(configPath)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	cmd.Flags().DurationVar(&timeout, "timeout", hosts.DefaultProbeTimeout, "how long to wait for the new and the old server")
@@ -265,7 +265,7 @@ plan. Afterwards 'shardid rebalance cleanup --all' drops the retired copies
 prints {"host":"pg3","marked":{...},"plan":{...}|null,"apply":{...}|null}.`,
 		Args: cobra.ExactArgs(1),
 	}
-	configPath := addClusterConfigFlag(cmd)
+	configPath := addClusterFlags(cmd)
 	cmd.ValidArgsFunction = firstArgHostName(configPath)
 	af.add(cmd, "spread the shards by count or by size")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
@@ -373,7 +373,7 @@ close their pools on the host at their next refresh. --json prints
 {"host":"pg3","changed":true,"catalog":true,"file":true,"generation":N}.`,
 		Args: cobra.ExactArgs(1),
 	}
-	configPath := addClusterConfigFlag(cmd)
+	configPath := addClusterFlags(cmd)
 	cmd.ValidArgsFunction = firstArgHostName(configPath)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {

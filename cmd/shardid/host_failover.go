@@ -47,7 +47,7 @@ identity is recorded with the DSN. docs/operations.md#a-hosts-database-restored-
  "generation":N,"cluster_file":bool,"new_server":bool,"recorded_system_identifier":"..."}`,
 		Args: cobra.ExactArgs(1),
 	}
-	configPath := addClusterConfigFlag(cmd)
+	configPath := addClusterFlags(cmd)
 	cmd.ValidArgsFunction = firstArgHostName(configPath)
 	cmd.Flags().StringVar(&opts.To, "to", "", "DSN of the promoted standby, as the cluster file is to hold it")
 	cmd.Flags().BoolVar(&opts.NewServer, "new-server", false, "the host's database was restored onto another server (its own system identifier)")

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
 
@@ -144,8 +143,7 @@ func TestIDBadInput(t *testing.T) {
 			require.Empty(t, out, "nothing is printed on bad input")
 			require.Contains(t, err.Error(), tt.msg)
 			require.Equal(t, err.Error(), oneLine(err.Error()), "one line")
-			var ue usageError
-			require.True(t, errors.As(err, &ue) || isCobraUsage(err), "bad input is a usage error (exit 2): %v", err)
+			require.True(t, isUsageError(err), "bad input is a usage error (exit 2): %v", err)
 		})
 	}
 }

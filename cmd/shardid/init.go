@@ -39,7 +39,7 @@ directory the cluster file names (migrations: ./migrations, relative to the
 file) is used, if any. See docs/migrations.md.`,
 		Args: cobra.NoArgs,
 	}
-	configPath := addClusterConfigFlag(cmd)
+	configPath := addClusterFlags(cmd)
 	cmd.Flags().IntVar(&workers, "workers", install.DefaultWorkers, "connections per host installing shards in parallel")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	cmd.Flags().StringVar(&dir, "dir", "", "per-shard migrations: bring every shard to the version of the others (default: the cluster file's migrations:)")

@@ -129,7 +129,7 @@ func exitCode(err error) int {
 		return ee.code
 	}
 	fmt.Fprintln(os.Stderr, "shardid: "+oneLine(errorWithHint(err)))
-	if isCobraUsage(err) {
+	if isUsageError(err) {
 		return 2
 	}
 	return 1

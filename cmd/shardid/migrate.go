@@ -156,7 +156,7 @@ required (0 undoes everything). Shards already at or below N are left alone.
   shardid migrate down --to 0 --dir shard-migrations --shards 5  # shard 5 back to empty`
 	}
 	dirPath := migrateDirFlag(cmd)
-	configPath := addClusterConfigFlag(cmd)
+	configPath := addClusterFlags(cmd)
 	if dir == migrate.Up {
 		cmd.Flags().IntVar(&to, "to", 0, "target version (default: the latest in --dir)")
 	} else {
@@ -271,7 +271,7 @@ some shard could not be read. --shards 5,7,10-20 reads those shards only.`,
 		Args: cobra.NoArgs,
 	}
 	dirPath := migrateDirFlag(cmd)
-	configPath := addClusterConfigFlag(cmd)
+	configPath := addClusterFlags(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
 	shardList := migrateShardsFlag(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -426,7 +426,7 @@ template values are {{.schema}}, {{.shard_id}} and {{.next_id}}).
 		Args: cobra.NoArgs,
 	}
 	dirPath := migrateDirFlag(cmd)
-	configPath := addClusterConfigFlag(cmd)
+	configPath := addClusterFlags(cmd)
 	cmd.Flags().IntVar(&shard, "shard", 0, "logical shard id")
 	cmd.Flags().StringVar(&schema, "schema", "", "schema to render for, without a cluster file (default shard_ plus the id padded to 4 digits)")
 	cmd.Flags().StringVar(&out, "out", "", "write files into this directory instead of printing")
@@ -523,7 +523,7 @@ is greater than every id before. A generator for another shard, epoch or
 layout is refused. Shards already current are left alone.`,
 		Args: cobra.NoArgs,
 	}
-	configPath := addClusterConfigFlag(cmd)
+	configPath := addClusterFlags(cmd)
 	cmd.Flags().IntVar(&workers, "workers", migrate.DefaultMigrateWorkers, "connections per host upgrading shards in parallel")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "report what would be upgraded, change nothing")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")

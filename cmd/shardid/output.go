@@ -13,10 +13,11 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " | ")), " ")
 }
 
-// isCobraUsage reports a usage error (exit 2): ours, a flag that does not
-// parse (SetFlagErrorFunc) or arguments a command refuses
-// (markUsageErrors), told apart by type, not by cobra's wording.
-func isCobraUsage(err error) bool {
+// isUsageError reports whether err wraps our usageError (exit 2): bad
+// input a command refuses, a flag that does not parse (SetFlagErrorFunc)
+// or arguments cobra refuses (markUsageErrors), told apart by type, not
+// by cobra's wording.
+func isUsageError(err error) bool {
 	var ue usageError
 	return errors.As(err, &ue)
 }

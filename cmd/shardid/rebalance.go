@@ -71,7 +71,7 @@ exits 1.
 sends offline has "mode_reason".`,
 		Args: cobra.NoArgs,
 	}
-	configPath := addClusterConfigFlag(cmd)
+	configPath := addClusterFlags(cmd)
 	cmd.Flags().StringVar(&by, "by", string(rebalance.ByCount), "balance shard counts (count) or total relation size (size)")
 	cmd.Flags().StringVar(&mode, "mode", string(rebalance.MoveOnline), "the mode to check the hosts for: online, offline or auto")
 	cmd.Flags().IntVar(&parallel, "parallel", 1, "the moves at once to check the hosts for")
@@ -319,7 +319,7 @@ for its whole copy, which should be asked for, not fallen into. See
 docs/rebalance.md, "Requirements and limits".`,
 		Args: cobra.NoArgs,
 	}
-	configPath := addClusterConfigFlag(cmd)
+	configPath := addClusterFlags(cmd)
 	af.add(cmd, "balance shard counts (count) or total relation size (size)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the summary as JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -410,7 +410,7 @@ HOST' again) and rolled back by 'shardid rebalance abort --shard N'.
 refused window has ended).`,
 		Args: cobra.NoArgs,
 	}
-	configPath := addClusterConfigFlag(cmd)
+	configPath := addClusterFlags(cmd)
 	cmd.Flags().BoolVar(&all, "all", false, "list finished and aborted moves too")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the moves as JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -459,7 +459,7 @@ flipped the map cannot be aborted: move the shard back with 'shardid shard move'
 --json prints {"aborted":[{"id":N,"shard":N,"from":"pg1","to":"pg4","phase":"copy"}]}.`,
 		Args: cobra.NoArgs,
 	}
-	configPath := addClusterConfigFlag(cmd)
+	configPath := addClusterFlags(cmd)
 	cmd.Flags().IntSliceVar(&shards, "shard", nil, "abort the move of this shard (repeatable)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print what was rolled back as JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -500,7 +500,7 @@ drops the copies whose time is up and says until when it keeps the others;
   shardid rebalance cleanup --all   # drops every old copy now`,
 		Args: cobra.NoArgs,
 	}
-	configPath := addClusterConfigFlag(cmd)
+	configPath := addClusterFlags(cmd)
 	cmd.Flags().BoolVar(&all, "all", false, "drop every retired copy, also those inside their keep period")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print what was dropped as JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {

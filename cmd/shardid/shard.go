@@ -46,7 +46,7 @@ move would pass, the fenced ones (writes refused) and the point of no return
 (from there the move is finished, never aborted); nothing is changed.`,
 		Args: cobra.ExactArgs(1),
 	}
-	configPath := addClusterConfigFlag(cmd)
+	configPath := addClusterFlags(cmd)
 	cmd.Flags().StringVar(&to, "to", "", "the host to move the shard to (required)")
 	_ = cmd.RegisterFlagCompletionFunc("to", hostNames(configPath))
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the move as JSON")
@@ -112,7 +112,7 @@ DSN alone, for psql "$(shardid shard where 5 --dsn)"; --json prints
 "generation":N} plus "moving_to":"pg4" during a move.`,
 		Args: cobra.ExactArgs(1),
 	}
-	configPath := addClusterConfigFlag(cmd)
+	configPath := addClusterFlags(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the location as JSON")
 	cmd.Flags().BoolVar(&dsnOnly, "dsn", false, "print only the host's DSN (without a password)")
 	cmd.MarkFlagsMutuallyExclusive("json", "dsn")
@@ -168,7 +168,7 @@ comparison to the drop; each lock waits at most --lock-wait. --json prints
 {"shard":N,"host":"pg2","schema":"shard_0001","live_host":"pg1","tables":N,"rows":N}.`,
 		Args: cobra.ExactArgs(1),
 	}
-	configPath := addClusterConfigFlag(cmd)
+	configPath := addClusterFlags(cmd)
 	cmd.Flags().StringVar(&host, "host", "", "the host whose stray copy to drop (required)")
 	_ = cmd.RegisterFlagCompletionFunc("host", hostNames(configPath))
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print what was dropped as JSON")

@@ -35,7 +35,7 @@ where "moves" lists the moves in progress ('shardid rebalance status --all' has
 every move).`,
 		Args: cobra.NoArgs,
 	}
-	configPath := addClusterConfigFlag(cmd)
+	configPath := addClusterFlags(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the map as JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		c, err := openCluster(cmd, *configPath)

@@ -34,7 +34,7 @@ by the generator they run (plpgsql, c: the shardid extension's, instagram).
 "detail":"..."}],"generators":[{"kind":"plpgsql","count":N,"shards":"0-5"}]}.`,
 		Args: cobra.NoArgs,
 	}
-	configPath := addClusterConfigFlag(cmd)
+	configPath := addClusterFlags(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	cmd.Flags().BoolVar(&opts.Deep, "deep", false, "also check every stored id")
 	cmd.Flags().DurationVar(&opts.MaxClockSkew, "max-clock-skew", time.Second, "largest tolerated clock difference")
