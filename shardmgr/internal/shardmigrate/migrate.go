@@ -306,7 +306,11 @@ func ShardOn(ctx context.Context, conn *pgx.Conn, host string, set *MigrationSet
 			opts.Waiting(w)
 		}
 	}
-	res := migrateShard(ctx, conn, host, shard, migs, target, opts.Direction, opts.LockTimeout, opts.LockWait, waiting, &atomic.Bool{}, shard.State == shardmgr.StateMoving)
+	res := migrateShard(ctx, shardRun{
+		conn: conn, host: host, shard: shard, migs: migs, target: target, dir: opts.Direction,
+		lockTimeout: opts.LockTimeout, lockWait: opts.LockWait, waiting: waiting,
+		stop: &atomic.Bool{}, incoming: shard.State == shardmgr.StateMoving,
+	})
 	if res.Err != nil {
 		return res, res.Err
 	}
@@ -411,7 +415,10 @@ func runMigrations(ctx context.Context, c *cluster.Cluster, shards []shardmgr.Sh
 		if err != nil {
 			return failedShard(sh, host, -1, nil, "", err)
 		}
-		return migrateShard(ctx, sc, host, sh, rendered[sh.ID], target, opts.Direction, opts.LockTimeout, opts.LockWait, waiting, stop, false)
+		return migrateShard(ctx, shardRun{
+			conn: sc, host: host, shard: sh, migs: rendered[sh.ID], target: target, dir: opts.Direction,
+			lockTimeout: opts.LockTimeout, lockWait: opts.LockWait, waiting: waiting, stop: stop,
+		})
 	})
 	return &Result{Direction: opts.Direction, Target: target, Shards: results}, err
 }

@@ -63,24 +63,59 @@ func (e *noTxStepError) Error() string { return e.err.Error() }
 
 func (e *noTxStepError) Unwrap() error { return e.err }
 
-// migrateShard moves one shard to target under its lock. A failure is in
+// shardRun is one shard's run, what migrateShard needs.
+type shardRun struct {
+	conn  *pgx.Conn // a session on the database that holds the shard
+	host  string    // the host named in the result and in lock waits
+	shard shardmgr.Shard
+	migs  []RenderedMigration // the set rendered for this shard
+	// target is the version to reach, in direction dir.
+	target int
+	dir    Direction
+	// lockTimeout is each step's lock_timeout (Options.LockTimeout; zero:
+	// none); lockWait bounds the wait for the shard's migration lock
+	// (Options.LockWait; zero: DefaultShardLockWait), and waiting is
+	// called when another session holds it.
+	lockTimeout, lockWait time.Duration
+	waiting               func(LockWait)
+	// stop, once set, ends the run before the shard's next step.
+	stop *atomic.Bool
+	// incoming: the shard is a move's incoming copy (see applyStep).
+	incoming bool
+}
+
+// step is one migration half as applyStep runs it.
+type step struct {
+	schema    string // the shard's schema
+	cur, next int    // the shard's version before and after the step
+	name      string // the migration's file name, for the failure table
+	dir       Direction
+	sql       string // the half's rendered SQL
+	noTx      bool   // a disable-tx half: statement by statement
+	// lockTimeout is the step's lock_timeout (zero: none).
+	lockTimeout time.Duration
+	incoming    bool // the shard is a move's incoming copy
+}
+
+// migrateShard moves one shard to r.target under its lock. A failure is in
 // the result's Err, and recorded in the shard's FailureTable.
-func migrateShard(ctx context.Context, conn *pgx.Conn, host string, sh shardmgr.Shard, migs []RenderedMigration, target int, dir Direction, lockTimeout, lockWait time.Duration, waiting func(LockWait), stop *atomic.Bool, incoming bool) ShardMigration {
-	unlock, err := lockShard(ctx, conn, host, sh.ID, lockWait, waiting)
+func migrateShard(ctx context.Context, r shardRun) ShardMigration {
+	sh := r.shard
+	unlock, err := lockShard(ctx, r.conn, r.host, sh.ID, r.lockWait, r.waiting)
 	if err != nil {
-		return failedShard(sh, host, -1, nil, "", fmt.Errorf("lock: %w", err))
+		return failedShard(sh, r.host, -1, nil, "", fmt.Errorf("lock: %w", err))
 	}
 	defer unlock()
-	cur, err := prepareShard(ctx, conn, sh.Schema)
+	cur, err := prepareShard(ctx, r.conn, sh.Schema)
 	if err != nil {
-		return failedShard(sh, host, -1, nil, "", err)
+		return failedShard(sh, r.host, -1, nil, "", err)
 	}
-	res := ShardMigration{ID: sh.ID, Host: host, From: cur, To: cur}
-	if cur > len(migs) {
-		return failedShard(sh, host, cur, nil, "", fmt.Errorf("%w: the shard is at version %d but the set has %d migrations", ErrUnknownVersion, cur, len(migs)))
+	res := ShardMigration{ID: sh.ID, Host: r.host, From: cur, To: cur}
+	if cur > len(r.migs) {
+		return failedShard(sh, r.host, cur, nil, "", fmt.Errorf("%w: the shard is at version %d but the set has %d migrations", ErrUnknownVersion, cur, len(r.migs)))
 	}
-	for (dir == Up && cur < target) || (dir == Down && cur > target) {
-		if stop.Load() {
+	for (r.dir == Up && cur < r.target) || (r.dir == Down && cur > r.target) {
+		if r.stop.Load() {
 			res.Stopped = true
 			return res
 		}
@@ -90,25 +125,29 @@ func migrateShard(ctx context.Context, conn *pgx.Conn, host string, sh shardmgr.
 			noTx bool
 			next int
 		)
-		if dir == Up {
-			mig, next = &migs[cur], cur+1
+		if r.dir == Up {
+			mig, next = &r.migs[cur], cur+1
 			sql, noTx = mig.Up, mig.UpNoTx
 		} else {
-			mig, next = &migs[cur-1], cur-1
+			mig, next = &r.migs[cur-1], cur-1
 			sql, noTx = mig.Down, mig.DownNoTx
 			if sql == "" {
-				r := failedShard(sh, host, cur, mig, dir, ErrIrreversible)
-				r.From = res.From
-				return r
+				f := failedShard(sh, r.host, cur, mig, r.dir, ErrIrreversible)
+				f.From = res.From
+				return f
 			}
 		}
-		if err := applyStep(ctx, conn, sh.Schema, cur, next, mig.Name, dir, sql, noTx, lockTimeout, incoming); err != nil {
-			r := failedShard(sh, host, cur, mig, dir, err)
-			r.From, r.Applied = res.From, res.Applied
+		err := applyStep(ctx, r.conn, step{
+			schema: sh.Schema, cur: cur, next: next, name: mig.Name, dir: r.dir, sql: sql, noTx: noTx,
+			lockTimeout: r.lockTimeout, incoming: r.incoming,
+		})
+		if err != nil {
+			f := failedShard(sh, r.host, cur, mig, r.dir, err)
+			f.From, f.Applied = res.From, res.Applied
 			if ctx.Err() == nil {
-				recordFailure(ctx, conn, sh.Schema, r.Err)
+				recordFailure(ctx, r.conn, sh.Schema, f.Err)
 			}
-			return r
+			return f
 		}
 		cur = next
 		res.To = cur
@@ -230,25 +269,25 @@ func prepareShard(ctx context.Context, conn *pgx.Conn, schema string) (int, erro
 	return int(versions[0]), nil
 }
 
-// applyStep runs one migration's half on the shard at version cur and sets
-// the version to next in the same transaction. A disable-tx half runs
+// applyStep runs one migration's half on the shard at version st.cur and
+// sets the version to st.next in the same transaction. A disable-tx half runs
 // statement by statement; a row in the failure table says so while it runs
 // and stays if it is interrupted.
 //
-// On a move's incoming copy (incoming) every step writes past the fence and
+// On a move's incoming copy (st.incoming) every step writes past the fence and
 // fences the tables it made before it commits.
-func applyStep(ctx context.Context, conn *pgx.Conn, schema string, cur, next int, name string, dir Direction, sql string, noTx bool, lockTimeout time.Duration, incoming bool) error {
-	vt, ft := pgx.Identifier{schema, VersionTable}.Sanitize(), pgx.Identifier{schema, FailureTable}.Sanitize()
+func applyStep(ctx context.Context, conn *pgx.Conn, st step) error {
+	vt, ft := pgx.Identifier{st.schema, VersionTable}.Sanitize(), pgx.Identifier{st.schema, FailureTable}.Sanitize()
 	setTimeout := ""
-	if lockTimeout > 0 {
-		setTimeout = fmt.Sprintf("SET LOCAL lock_timeout = %d", max(lockTimeout.Milliseconds(), 1))
+	if st.lockTimeout > 0 {
+		setTimeout = fmt.Sprintf("SET LOCAL lock_timeout = %d", max(st.lockTimeout.Milliseconds(), 1))
 	}
-	if noTx {
+	if st.noTx {
 		if _, err := conn.Exec(ctx, `INSERT INTO `+ft+` (version, migration, direction, state, partial, sqlstate, message)
 			VALUES ($1, $2, $3, 'running', true, '', 'running without a transaction; if no run holds the shard, it was interrupted')
 			ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version, migration = EXCLUDED.migration, direction = EXCLUDED.direction,
 			  state = EXCLUDED.state, partial = EXCLUDED.partial, sqlstate = EXCLUDED.sqlstate, message = EXCLUDED.message, at = now()`,
-			cur, name, string(dir)); err != nil {
+			st.cur, st.name, string(st.dir)); err != nil {
 			return err
 		}
 		if setTimeout != "" {
@@ -259,11 +298,11 @@ func applyStep(ctx context.Context, conn *pgx.Conn, schema string, cur, next int
 			}
 			defer conn.Exec(context.WithoutCancel(ctx), `RESET lock_timeout`)
 		}
-		stmts := ternsplit.Split(sql)
+		stmts := ternsplit.Split(st.sql)
 		for i, s := range stmts {
 			var err error
-			if incoming {
-				err = incomingStatement(ctx, conn, schema, s)
+			if st.incoming {
+				err = incomingStatement(ctx, conn, st.schema, s)
 			} else {
 				_, err = conn.Exec(ctx, s)
 			}
@@ -277,8 +316,8 @@ func applyStep(ctx context.Context, conn *pgx.Conn, schema string, cur, next int
 	// pooled session's next user (the session's own timeouts stay:
 	// pgsession.ResetAll). The finishing statements travel with COMMIT in
 	// one round trip.
-	finish := fmt.Sprintf(`%s; UPDATE %s SET version = %d; DELETE FROM %s`, pgsession.ResetAll(conn.PgConn(), &conn.Config().Config), vt, next, ft)
-	if noTx {
+	finish := fmt.Sprintf(`%s; UPDATE %s SET version = %d; DELETE FROM %s`, pgsession.ResetAll(conn.PgConn(), &conn.Config().Config), vt, st.next, ft)
+	if st.noTx {
 		// One simple query is one implicit transaction: atomic.
 		_, err := conn.Exec(ctx, finish)
 		return err
@@ -287,18 +326,18 @@ func applyStep(ctx context.Context, conn *pgx.Conn, schema string, cur, next int
 	if setTimeout != "" {
 		begin += "; " + setTimeout
 	}
-	if incoming {
+	if st.incoming {
 		begin += "; " + fence.PassSQL
 	}
 	if _, err := conn.Exec(ctx, begin); err != nil {
 		return err
 	}
-	if _, err := conn.Exec(ctx, sql); err != nil {
+	if _, err := conn.Exec(ctx, st.sql); err != nil {
 		rollback(ctx, conn)
 		return err
 	}
-	if incoming {
-		if err := fence.NewTables(ctx, conn, schema); err != nil {
+	if st.incoming {
+		if err := fence.NewTables(ctx, conn, st.schema); err != nil {
 			rollback(ctx, conn)
 			return err
 		}
