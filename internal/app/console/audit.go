@@ -206,11 +206,10 @@ func (s *Console) readAudit(r *http.Request, path string) (*auditView, int, erro
 func (s *Console) pageAudit(w http.ResponseWriter, r *http.Request) {
 	v, status, err := s.readAudit(r, "/audit")
 	if err != nil {
-		w.WriteHeader(status)
-		s.page(w, "error.html", "audit", "audit log", err.Error())
+		s.page(w, status, "error.html", "audit", "audit log", err.Error())
 		return
 	}
-	s.page(w, "audit.html", "audit", "audit log", v)
+	s.page(w, http.StatusOK, "audit.html", "audit", "audit log", v)
 }
 
 func (s *Console) apiAudit(w http.ResponseWriter, r *http.Request) {

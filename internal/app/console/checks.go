@@ -43,11 +43,11 @@ func (s *Console) checksView() *checksView {
 }
 
 func (s *Console) pageChecks(w http.ResponseWriter, r *http.Request) {
-	s.page(w, "checks.html", "checks", "checks", s.checksView())
+	s.page(w, http.StatusOK, "checks.html", "checks", "checks", s.checksView())
 }
 
 func (s *Console) partVerify(w http.ResponseWriter, r *http.Request) {
-	s.render(w, "verify-part", s.checksView())
+	s.render(w, http.StatusOK, "verify-part", s.checksView())
 }
 
 // apiLastVerify is the last verify's report as `shardid verify --json`
@@ -192,7 +192,7 @@ func (s *Console) partMigrations(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	st, err := s.readMigrations(ctx)
 	if err != nil {
-		s.render(w, "error-part", err.Error())
+		s.render(w, http.StatusOK, "error-part", err.Error())
 		return
 	}
 	sum := st.Summary()
@@ -209,7 +209,7 @@ func (s *Console) partMigrations(w http.ResponseWriter, r *http.Request) {
 			v.Failed = append(v.Failed, sh)
 		}
 	}
-	s.render(w, "migrations-part", v)
+	s.render(w, http.StatusOK, "migrations-part", v)
 }
 
 // apiMigrations is `shardid migrate status --json`.

@@ -79,12 +79,13 @@ func (s *Console) pageDecode(w http.ResponseWriter, r *http.Request) {
 		v.Layouts = append(v.Layouts, layoutOption{name, idgen.AboutScheme(name)})
 	}
 	var err error
+	status := http.StatusOK
 	v.Layout, v.Own, v.Other, v.Input, err = decodeRequest(r)
 	if err != nil {
 		v.Error = err.Error()
-		w.WriteHeader(http.StatusBadRequest)
+		status = http.StatusBadRequest
 	}
-	s.page(w, "decode.html", "decode", "id decoder", v)
+	s.page(w, status, "decode.html", "decode", "id decoder", v)
 }
 
 // apiDecode is `shardid id decode [--layout L] --json`.

@@ -105,7 +105,7 @@ func (s *Console) pageMoves(w http.ResponseWriter, r *http.Request) {
 		s.failPage(w, "moves", err)
 		return
 	}
-	s.page(w, "moves.html", "moves", "moves", v)
+	s.page(w, http.StatusOK, "moves.html", "moves", "moves", v)
 }
 
 func (s *Console) partMoves(w http.ResponseWriter, r *http.Request) {
@@ -113,11 +113,10 @@ func (s *Console) partMoves(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	v, err := s.movesView(ctx)
 	if err != nil {
-		w.WriteHeader(http.StatusBadGateway)
-		s.render(w, "error-part", err.Error())
+		s.render(w, http.StatusBadGateway, "error-part", err.Error())
 		return
 	}
-	s.render(w, "moves-part", v)
+	s.render(w, http.StatusOK, "moves-part", v)
 }
 
 // apiMoves is `shardid rebalance status --json` (?all=1: --all).

@@ -64,9 +64,11 @@ type page struct {
 	Rendered time.Time
 }
 
-// render executes template name with data into w, as a whole or not at
-// all: a template error is a 500, not half a page.
-func (s *Console) render(w http.ResponseWriter, name string, data any) {
+// render executes template name with data and sends it with status, as a
+// whole or not at all: a template error is a 500, not half a page. The
+// status is written here, after the headers, because headers set after
+// WriteHeader are not sent.
+func (s *Console) render(w http.ResponseWriter, status int, name string, data any) {
 	var buf bytes.Buffer
 	if err := s.tmpl.ExecuteTemplate(&buf, name, data); err != nil {
 		s.log.Error("console: render "+name, "err", err)
@@ -74,12 +76,13 @@ func (s *Console) render(w http.ResponseWriter, name string, data any) {
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
 	_, _ = buf.WriteTo(w)
 }
 
-// page renders a full page around body.
-func (s *Console) page(w http.ResponseWriter, name, nav, title string, body any) {
-	s.render(w, name, page{
+// page renders a full page around body, sent with status.
+func (s *Console) page(w http.ResponseWriter, status int, name, nav, title string, body any) {
+	s.render(w, status, name, page{
 		Title: title, Nav: nav, Refresh: s.opts.Refresh.Milliseconds(), Actions: s.opts.Actions,
 		Service: s.opts.ServeURL != "", Cluster: s.current().Config().Cluster, Body: body, Config: s.configPath(),
 		Rendered: time.Now().UTC(),
@@ -96,8 +99,7 @@ func (s *Console) configPath() string {
 
 // failPage shows why a page could not be built, as a page.
 func (s *Console) failPage(w http.ResponseWriter, nav string, err error) {
-	w.WriteHeader(http.StatusBadGateway)
-	s.page(w, "error.html", nav, "error", err.Error())
+	s.page(w, http.StatusBadGateway, "error.html", nav, "error", err.Error())
 }
 
 func (s *Console) reqCtx(r *http.Request) (context.Context, context.CancelFunc) {
@@ -112,13 +114,14 @@ func (s *Console) pageMap(w http.ResponseWriter, r *http.Request) {
 		s.failPage(w, "map", err)
 		return
 	}
+	status := http.StatusOK
 	if r.URL.Query().Get("shard") != "" {
 		r.SetPathValue("id", r.URL.Query().Get("shard"))
 		if v.Detail, _, err = s.shardDetail(r); err != nil {
-			w.WriteHeader(http.StatusBadRequest)
+			status = http.StatusBadRequest
 		}
 	}
-	s.page(w, "map.html", "map", "map", v)
+	s.page(w, status, "map.html", "map", "map", v)
 }
 
 func (s *Console) partMap(w http.ResponseWriter, r *http.Request) {
@@ -126,21 +129,19 @@ func (s *Console) partMap(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	v, err := s.mapView(ctx, parseFilter(r.URL.Query(), s.current().Config().Shards))
 	if err != nil {
-		w.WriteHeader(http.StatusBadGateway)
-		s.render(w, "error-part", err.Error())
+		s.render(w, http.StatusBadGateway, "error-part", err.Error())
 		return
 	}
-	s.render(w, "map-part", v)
+	s.render(w, http.StatusOK, "map-part", v)
 }
 
 func (s *Console) partShard(w http.ResponseWriter, r *http.Request) {
 	d, status, err := s.shardDetail(r)
 	if err != nil {
-		w.WriteHeader(status)
-		s.render(w, "error-part", err.Error())
+		s.render(w, status, "error-part", err.Error())
 		return
 	}
-	s.render(w, "shard-part", d)
+	s.render(w, http.StatusOK, "shard-part", d)
 }
 
 func (s *Console) apiShard(w http.ResponseWriter, r *http.Request) {

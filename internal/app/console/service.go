@@ -183,11 +183,10 @@ func value(m *dto.Metric) float64 {
 
 func (s *Console) pageService(w http.ResponseWriter, r *http.Request) {
 	if s.opts.ServeURL == "" {
-		w.WriteHeader(http.StatusNotFound)
-		s.page(w, "error.html", "service", "ID service", "no ID service: start the console with --serve-url http://HOST:PORT of a running shardid serve")
+		s.page(w, http.StatusNotFound, "error.html", "service", "ID service", "no ID service: start the console with --serve-url http://HOST:PORT of a running shardid serve")
 		return
 	}
-	s.page(w, "service.html", "service", "ID service", s.serveShown)
+	s.page(w, http.StatusOK, "service.html", "service", "ID service", s.serveShown)
 }
 
 func (s *Console) partService(w http.ResponseWriter, r *http.Request) {
@@ -197,11 +196,10 @@ func (s *Console) partService(w http.ResponseWriter, r *http.Request) {
 	}
 	svc, err := s.readService(r.Context())
 	if err != nil {
-		w.WriteHeader(http.StatusBadGateway)
-		s.render(w, "error-part", err.Error())
+		s.render(w, http.StatusBadGateway, "error-part", err.Error())
 		return
 	}
-	s.render(w, "service-part", svc)
+	s.render(w, http.StatusOK, "service-part", svc)
 }
 
 // apiService is the ID service's metrics, summed up (Service).
