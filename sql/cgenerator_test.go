@@ -299,3 +299,34 @@ func TestMoversNeverCallALookAlikeRaise(t *testing.T) {
 		})
 	}
 }
+
+// A layout whose shard field is 31 bits or wider, which Params allows,
+// works in both generators: the ids carry the shard and the clock. Failed
+// before for the C generator: it checked the marker's shard against
+// 1 << shardbits computed in a C int, undefined from 31 bits on (on x86 the
+// shift wraps: 1 << 32 is 1), and refused the marker of shard 5.
+func TestGeneratorWideShardField(t *testing.T) {
+	forEachGenerator(t, func(t *testing.T, gen string) {
+		ctx := context.Background()
+		epoch := time.Now().Add(-24 * time.Hour).UnixMilli() // 30 time bits: 12 days of ms
+		for _, tc := range []struct{ shardBits, seqBits, shard int }{
+			{32, 1, 5},
+			{32, 1, 1<<31 - 1},
+			{31, 2, 1<<31 - 1},
+		} {
+			timeBits := 63 - tc.shardBits - tc.seqBits
+			schema := fmt.Sprintf("wide_%d_%d", tc.shardBits, tc.shard)
+			pool := newShard(t, shsql.Params{Generator: gen, Shard: tc.shard, Schema: schema, Epoch: epoch,
+				TimeBits: timeBits, ShardBits: tc.shardBits, SeqBits: tc.seqBits})
+			for _, id := range drawIDs(t, pool, schema+".next_id", 50) {
+				shard := id >> tc.seqBits & (1<<tc.shardBits - 1)
+				ms := id>>(tc.shardBits+tc.seqBits) + epoch
+				require.EqualValues(t, tc.shard, shard, "%s: id %d", schema, id)
+				require.InDelta(t, time.Now().UnixMilli(), ms, 10*60_000, "%s: id %d carries the clock", schema, id)
+			}
+			var n int
+			require.NoError(t, pool.QueryRow(ctx, "SELECT count(DISTINCT "+schema+".next_id()) FROM generate_series(1, 1000)").Scan(&n))
+			require.Equal(t, 1000, n)
+		}
+	})
+}

@@ -246,9 +246,9 @@ load_layout(Oid fn, layout *l)
 	char		variant[32];
 	int			version,
 				timebits,
-				shard,
 				n;
-	long long	epoch;
+	long long	shard,
+				epoch;
 	HeapTuple	rel;
 	Form_pg_class relform;
 	uint64		generation = cache_generation;	/* before any lookup: an
@@ -264,18 +264,27 @@ load_layout(Oid fn, layout *l)
 
 	comment = GetComment(fn, ProcedureRelationId, 0);
 	n = comment == NULL ? 0 :
-		sscanf(comment, "shardid generator v%d variant=%31s shard=%d epoch=%lld layout=%d/%d/%d",
+		sscanf(comment, "shardid generator v%d variant=%31s shard=%lld epoch=%lld layout=%d/%d/%d",
 			   &version, variant, &shard, &epoch, &timebits, &l->shardbits, &l->seqbits);
+
+	/*
+	 * The widths are bounded one by one before they are added (as
+	 * sql.Params does), so the sum cannot overflow; once they add up to 63
+	 * or 64 with time at least 2 and seq at least 1, shardbits is at most
+	 * 61, and the shard's bound is shifted in int64: Params allows shard
+	 * fields of 31 bits and more, where a shift of an int is undefined.
+	 */
 	if (n != 7 || version < SHARDID_VERSION_MIN || version > SHARDID_VERSION || strcmp(variant, "safe") != 0 ||
 		l->seqbits < 1 || l->shardbits < 1 || timebits < 2 ||
+		l->seqbits > 64 || l->shardbits > 64 || timebits > 64 ||
 		(timebits + l->shardbits + l->seqbits != 63 && timebits + l->shardbits + l->seqbits != 64) ||
-		shard < 0 || shard >= (1 << l->shardbits) || epoch < 0)
+		shard < 0 || shard >= (INT64CONST(1) << l->shardbits) || epoch < 0)
 		ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 						errmsg("function %s.next_id() has no shardid generator v%d marker comment (found \"%s\")",
 							   get_namespace_name(nsp), SHARDID_VERSION, comment ? comment : ""),
 						errhint("install the generator with shardid init or the SQL of shardid sql function")));
-	l->shard = shard;
-	l->epoch = epoch;
+	l->shard = (int64) shard;
+	l->epoch = (int64) epoch;
 	/* bit 63 stays 0: usable time bits = 63 - shard - seq */
 	l->counter_max = (INT64CONST(1) << (63 - l->shardbits)) - 1;
 
@@ -350,12 +359,33 @@ shardid_next_id(PG_FUNCTION_ARGS)
 	int64		v,
 				ms;
 
+	/*
+	 * nextval_internal checks USAGE or UPDATE on the counter, as nextval
+	 * does: the caller may draw from it.
+	 */
 	v = nextval_internal(l->counter, true);
-	ms = now_ms() - l->epoch;
+
+	/*
+	 * Past the layout's last ms the clock is held one ms beyond it, where
+	 * no raise is possible (target > counter_max): every shift by seqbits
+	 * below stays within int64, whatever the clock says.
+	 */
+	ms = Min(now_ms() - l->epoch, (l->counter_max >> l->seqbits) + 1);
 	if (ms > SHARDID_LAG_MS && v < ((ms - SHARDID_LAG_MS) << l->seqbits))
 	{
 		int64		target = ms << l->seqbits;
 
+		/*
+		 * No ACL check of its own here, unlike counter_raise (UPDATE, as
+		 * setval): nothing in this raise is the caller's to choose. The
+		 * counter is the one the owner's marker and schema name, the
+		 * target is the server's clock (test_clock is a superuser's
+		 * setting), and the raise only moves the counter forward to it,
+		 * never past counter_max: what a caller who may nextval the
+		 * counter reaches anyway by drawing, and what the PL/pgSQL
+		 * generator's next_id_pull_up, granted to PUBLIC for the same
+		 * reason, does.
+		 */
 		if (target <= l->counter_max)
 			(void) raise_counter(l->counter, target, true);
 		v = nextval_internal(l->counter, true);
