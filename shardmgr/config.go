@@ -21,8 +21,8 @@ import (
 
 	"github.com/shardid/shardid/internal/envvar"
 	"github.com/shardid/shardid/internal/pgsession"
-	"github.com/shardid/shardid/shardmgr/internal/limits"
-	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/internal/base/limits"
+	"github.com/shardid/shardid/shardmgr/internal/base/pg"
 	shsql "github.com/shardid/shardid/sql"
 )
 

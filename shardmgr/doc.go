@@ -45,5 +45,5 @@
 // This package must never import those subpackages, nor tern,
 // golang-migrate or sprig: an application that routes queries links pgx,
 // the id layout and the cluster file's YAML, nothing of the operator's
-// tooling. It never writes the catalog (shardmgr/internal/catalog does).
+// tooling. It never writes the catalog (shardmgr/internal/engine/catalog does).
 package shardmgr

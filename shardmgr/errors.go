@@ -6,8 +6,8 @@ import (
 	"strings"
 
 	"github.com/shardid/shardid/internal/pgtrust"
-	"github.com/shardid/shardid/shardmgr/internal/limits"
-	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/internal/base/limits"
+	"github.com/shardid/shardid/shardmgr/internal/base/pg"
 )
 
 // Sentinel errors; test with errors.Is. They say what went wrong, never

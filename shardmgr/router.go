@@ -16,7 +16,7 @@ import (
 
 	"github.com/shardid/shardid/idgen"
 	"github.com/shardid/shardid/internal/pgsession"
-	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/internal/base/pg"
 )
 
 // RouterOption adjusts a Router.

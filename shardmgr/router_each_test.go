@@ -14,7 +14,7 @@ import (
 
 	"github.com/shardid/shardid/idgen"
 	"github.com/shardid/shardid/shardmgr"
-	shcatalog "github.com/shardid/shardid/shardmgr/internal/catalog"
+	shcatalog "github.com/shardid/shardid/shardmgr/internal/engine/catalog"
 )
 
 // postsCluster is an initialised cluster of n shards, each holding a posts

@@ -9,9 +9,9 @@ import (
 
 	"github.com/shardid/shardid/idgen"
 	"github.com/shardid/shardid/shardmgr"
-	shcatalog "github.com/shardid/shardid/shardmgr/internal/catalog"
-	"github.com/shardid/shardid/shardmgr/internal/clustertest"
-	"github.com/shardid/shardid/shardmgr/internal/fence"
+	"github.com/shardid/shardid/shardmgr/internal/base/fence"
+	shcatalog "github.com/shardid/shardid/shardmgr/internal/engine/catalog"
+	"github.com/shardid/shardid/shardmgr/internal/testkit/clustertest"
 	"github.com/shardid/shardid/shardmgr/migrate"
 )
 

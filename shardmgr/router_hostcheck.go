@@ -14,7 +14,7 @@ import (
 )
 
 // A router checks each map it loads against the hosts' own records
-// (hostrecord.go), so that a catalog restored from an older backup does
+// (local_shards.go), so that a catalog restored from an older backup does
 // not send writes to a retired copy or to a host that no longer holds the
 // shard. It costs one small query per host, made only when the router
 // reads a new map (the catalog's generation changed; the steady refresh

@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardid/shardid/shardmgr"
-	"github.com/shardid/shardid/shardmgr/internal/clustertest"
-	"github.com/shardid/shardid/shardmgr/internal/installtest"
+	"github.com/shardid/shardid/shardmgr/internal/testkit/clustertest"
+	"github.com/shardid/shardid/shardmgr/internal/testkit/installtest"
 )
 
 // TestRouterHostCheckAsRoutingRole: a router that connects to the hosts

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardid/shardid/shardmgr"
-	shcatalog "github.com/shardid/shardid/shardmgr/internal/catalog"
+	shcatalog "github.com/shardid/shardid/shardmgr/internal/engine/catalog"
 )
 
 // A router that holds a shard as moving asks the catalog again, while

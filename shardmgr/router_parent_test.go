@@ -9,7 +9,7 @@ import (
 
 	"github.com/shardid/shardid/idgen"
 	"github.com/shardid/shardid/shardmgr"
-	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+	"github.com/shardid/shardid/shardmgr/internal/testkit/clustertest"
 	"github.com/shardid/shardid/shardmgr/migrate"
 )
 

@@ -8,8 +8,8 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/shardid/shardid/shardmgr/internal/fence"
-	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/internal/base/fence"
+	"github.com/shardid/shardid/shardmgr/internal/base/pg"
 )
 
 // What a router does when its map may be out of date: the catalog is

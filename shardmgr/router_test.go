@@ -13,8 +13,8 @@ import (
 	"github.com/shardid/shardid/idgen"
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/install"
-	shcatalog "github.com/shardid/shardid/shardmgr/internal/catalog"
-	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+	shcatalog "github.com/shardid/shardid/shardmgr/internal/engine/catalog"
+	"github.com/shardid/shardid/shardmgr/internal/testkit/clustertest"
 	"github.com/shardid/shardid/shardmgr/verify"
 )
 

@@ -6,7 +6,7 @@
 -- rows written before: the password of a URL's userinfo, password= and
 -- sslpassword= parameters of a URL's query and of the key=value form. A
 -- password that is a ${VAR} reference is no secret and stays. The same rules
--- as Go's StripPassword (shardmgr/internal/pg/dsn.go) for the DSNs people
+-- as Go's StripPassword (shardmgr/internal/base/pg/dsn.go) for the DSNs people
 -- write; should a rarer spelling differ, init's comparison with the cluster
 -- file rewrites the row. The DSNs keep their meaning for every reader
 -- (min_reader stays).

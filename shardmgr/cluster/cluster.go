@@ -17,7 +17,7 @@ import (
 	"github.com/shardid/shardid/internal/pgtrust"
 	"github.com/shardid/shardid/migrations"
 	"github.com/shardid/shardid/shardmgr"
-	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/internal/base/pg"
 )
 
 // DefaultConnsPerServer is the connection budget per PostgreSQL server

@@ -12,10 +12,10 @@ import (
 
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/cluster"
-	"github.com/shardid/shardid/shardmgr/internal/catalog"
-	"github.com/shardid/shardid/shardmgr/internal/clusterfile"
-	"github.com/shardid/shardid/shardmgr/internal/hostrecords"
-	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/internal/base/pg"
+	"github.com/shardid/shardid/shardmgr/internal/engine/catalog"
+	"github.com/shardid/shardid/shardmgr/internal/engine/clusterfile"
+	"github.com/shardid/shardid/shardmgr/internal/engine/hostidentity"
 )
 
 // DefaultFailoverMargin is the clock skew between the old primary and
@@ -278,7 +278,7 @@ func checkPromotedStandby(ctx context.Context, conn *pgx.Conn, clusterName, name
 // checkHostRecord refuses a new server whose database does not record
 // itself (shardid.host_info) as host name of this cluster.
 func checkHostRecord(ctx context.Context, conn *pgx.Conn, clusterName, name string) error {
-	gotCluster, gotHost, err := hostrecords.ReadInfo(ctx, conn)
+	gotCluster, gotHost, err := hostidentity.ReadInfo(ctx, conn)
 	if err != nil {
 		return fmt.Errorf("new server: read its record: %w", err)
 	}

@@ -8,8 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/shardid/shardid/shardmgr"
-	"github.com/shardid/shardid/shardmgr/internal/pg"
-	"github.com/shardid/shardid/shardmgr/internal/shardschema"
+	"github.com/shardid/shardid/shardmgr/internal/base/pg"
+	"github.com/shardid/shardid/shardmgr/internal/base/shardschema"
 	shsql "github.com/shardid/shardid/sql"
 )
 

@@ -8,9 +8,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/shardid/shardid/shardmgr/internal/catalog"
-	"github.com/shardid/shardid/shardmgr/internal/hostrecords"
-	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/internal/base/pg"
+	"github.com/shardid/shardid/shardmgr/internal/engine/catalog"
+	"github.com/shardid/shardid/shardmgr/internal/engine/hostidentity"
 )
 
 // Server is what a host's server says about itself.
@@ -114,7 +114,7 @@ func identify(ctx context.Context, q pg.Querier) (*Server, error) {
 	if inRecovery {
 		s.Role = RoleStandby
 	}
-	if s.Cluster, s.Host, err = hostrecords.ReadInfo(ctx, q); err != nil {
+	if s.Cluster, s.Host, err = hostidentity.ReadInfo(ctx, q); err != nil {
 		return s, fmt.Errorf("read its record (shardid.host_info): %w", err)
 	}
 	if inRecovery {
@@ -184,5 +184,5 @@ func checkSecret(ctx context.Context, cat, conn pg.Querier, name string) error {
 	if want == nil {
 		return fmt.Errorf("%w: the catalog records no secret for the host", ErrNotIdentified)
 	}
-	return hostrecords.CheckSecret(ctx, conn, want)
+	return hostidentity.CheckSecret(ctx, conn, want)
 }

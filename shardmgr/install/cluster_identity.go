@@ -13,9 +13,9 @@ import (
 
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/cluster"
-	"github.com/shardid/shardid/shardmgr/internal/catalog"
-	"github.com/shardid/shardid/shardmgr/internal/hostrecords"
-	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/internal/base/pg"
+	"github.com/shardid/shardid/shardmgr/internal/engine/catalog"
+	"github.com/shardid/shardid/shardmgr/internal/engine/hostidentity"
 )
 
 // hostClaim is what a host's database says about who owns it.
@@ -135,7 +135,7 @@ func readHostClaim(ctx context.Context, c *cluster.Cluster, name string) (hostCl
 	if cl.cluster, cl.as, err = readHostInfo(ctx, conn.Conn()); err != nil || cl.cluster == "" {
 		return cl, err
 	}
-	if cl.identity, err = hostrecords.ReadIdentity(ctx, conn); err != nil {
+	if cl.identity, err = hostidentity.ReadIdentity(ctx, conn); err != nil {
 		return cl, err
 	}
 	err = conn.QueryRow(ctx, `SELECT count(*) FROM shardid.local_shards WHERE state <> 'fenced'`).Scan(&cl.shards)
@@ -154,16 +154,16 @@ func isMissingDatabase(err error) bool {
 // catalog's cluster identity where it records none, and a secret whose
 // hash the catalog records (cat) where either has none. A host recording
 // another identity is ErrOtherCatalog; one holding another secret than
-// the catalog recorded, hostrecords.ErrSecretMismatch.
+// the catalog recorded, hostidentity.ErrSecretMismatch.
 func recordHostIdentity(ctx context.Context, pool *pgxpool.Pool, cat *pgxpool.Pool, name, identity string) error {
-	got, err := hostrecords.WriteIdentity(ctx, pool, identity)
+	got, err := hostidentity.WriteIdentity(ctx, pool, identity)
 	if err != nil {
 		return fmt.Errorf("record the cluster identity: %w", err)
 	}
 	if got != identity {
 		return fmt.Errorf("%w: it records cluster identity %s, the catalog's is %s", ErrOtherCatalog, got, identity)
 	}
-	secret, err := hostrecords.ReadSecret(ctx, pool)
+	secret, err := hostidentity.ReadSecret(ctx, pool)
 	if err != nil {
 		return fmt.Errorf("read its secret: %w", err)
 	}
@@ -174,13 +174,13 @@ func recordHostIdentity(ctx context.Context, pool *pgxpool.Pool, cat *pgxpool.Po
 	var hash []byte
 	switch {
 	case secret == nil:
-		if hash, err = hostrecords.NewSecret(ctx, pool); err != nil {
+		if hash, err = hostidentity.NewSecret(ctx, pool); err != nil {
 			return fmt.Errorf("write its secret: %w", err)
 		}
 	case want == nil:
-		hash = hostrecords.Hash(secret) // a host of an older catalog schema
-	case !bytes.Equal(hostrecords.Hash(secret), want):
-		return fmt.Errorf("%w (shardid.host_secret holds another than the one the catalog recorded)", hostrecords.ErrSecretMismatch)
+		hash = hostidentity.Hash(secret) // a host of an older catalog schema
+	case !bytes.Equal(hostidentity.Hash(secret), want):
+		return fmt.Errorf("%w (shardid.host_secret holds another than the one the catalog recorded)", hostidentity.ErrSecretMismatch)
 	default:
 		return nil
 	}

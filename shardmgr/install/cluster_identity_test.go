@@ -13,7 +13,7 @@ import (
 
 	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/shardid/shardid/shardmgr"
-	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+	"github.com/shardid/shardid/shardmgr/internal/testkit/clustertest"
 )
 
 // hostsState is what init must leave alone on every host when it

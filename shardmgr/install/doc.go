@@ -24,5 +24,5 @@
 // It must never replace a generator whose marker differs from the
 // catalog's but for an older version, never change what is fixed once initialised (cluster name,
 // shard count, epoch), and never change the catalog's map except through
-// shardmgr/internal/catalog (one transaction, generation bumped).
+// shardmgr/internal/engine/catalog (one transaction, generation bumped).
 package install

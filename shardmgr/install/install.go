@@ -17,10 +17,10 @@ import (
 	"github.com/shardid/shardid/migrations"
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/cluster"
-	"github.com/shardid/shardid/shardmgr/internal/catalog"
-	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/internal/base/pg"
+	"github.com/shardid/shardid/shardmgr/internal/base/shardschema"
+	"github.com/shardid/shardid/shardmgr/internal/engine/catalog"
 	"github.com/shardid/shardid/shardmgr/internal/shardmigrate"
-	"github.com/shardid/shardid/shardmgr/internal/shardschema"
 	shsql "github.com/shardid/shardid/sql"
 )
 

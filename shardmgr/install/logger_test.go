@@ -10,7 +10,7 @@ import (
 
 	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/install"
-	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+	"github.com/shardid/shardid/shardmgr/internal/testkit/clustertest"
 )
 
 // lockedBuffer is a bytes.Buffer safe for a logger's concurrent writes.

@@ -9,7 +9,7 @@ import (
 	"github.com/shardid/shardid/internal/app/schematest"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/shardid/shardid/shardmgr"
-	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+	"github.com/shardid/shardid/shardmgr/internal/testkit/clustertest"
 )
 
 // Init refuses, before it writes anything, a host whose own schema a newer

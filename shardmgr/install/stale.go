@@ -9,7 +9,7 @@ import (
 
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/cluster"
-	"github.com/shardid/shardid/shardmgr/internal/hostrecords"
+	"github.com/shardid/shardid/shardmgr/internal/engine/hostidentity"
 )
 
 // checkNotStale refuses a catalog older than the hosts' own records (one
@@ -26,7 +26,7 @@ func checkNotStale(ctx context.Context, c *cluster.Cluster, catalog *pgxpool.Poo
 	if err != nil {
 		return err
 	}
-	recs := hostrecords.Records(hostrecords.Read(ctx, c), m.Cluster)
+	recs := hostidentity.Records(hostidentity.Read(ctx, c), m.Cluster)
 	if e := shardmgr.CompareHostRecords(m, recs); e != nil {
 		return fmt.Errorf("init: %w", e)
 	}

@@ -11,8 +11,8 @@ import (
 	"github.com/shardid/shardid/internal/pgtrust"
 	"github.com/shardid/shardid/migrations"
 	"github.com/shardid/shardid/shardmgr/cluster"
-	"github.com/shardid/shardid/shardmgr/internal/pg"
-	"github.com/shardid/shardid/shardmgr/internal/shardschema"
+	"github.com/shardid/shardid/shardmgr/internal/base/pg"
+	"github.com/shardid/shardid/shardmgr/internal/base/shardschema"
 	shsql "github.com/shardid/shardid/sql"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardid/shardid/internal/pgtrust"
-	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+	"github.com/shardid/shardid/shardmgr/internal/testkit/clustertest"
 )
 
 // ownDatabase makes role the owner of dsn's database, as a database made

@@ -9,7 +9,7 @@ import (
 
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/cluster"
-	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/internal/base/pg"
 )
 
 // ShardLocation is where one logical shard lives, as `shardid shard where

@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/shardid/shardid/shardmgr/internal/clustertest"
-	"github.com/shardid/shardid/shardmgr/internal/installtest"
+	"github.com/shardid/shardid/shardmgr/internal/testkit/clustertest"
+	"github.com/shardid/shardid/shardmgr/internal/testkit/installtest"
 	"github.com/shardid/shardid/shardmgr/migrate"
 )
 

@@ -10,9 +10,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/shardid/shardid/shardmgr/cluster"
-	"github.com/shardid/shardid/shardmgr/internal/catalog"
-	"github.com/shardid/shardid/shardmgr/internal/fence"
-	"github.com/shardid/shardid/shardmgr/internal/shardschema"
+	"github.com/shardid/shardid/shardmgr/internal/base/fence"
+	"github.com/shardid/shardid/shardmgr/internal/base/shardschema"
+	"github.com/shardid/shardid/shardmgr/internal/engine/catalog"
 )
 
 // CleanupOptions adjust Cleanup.

@@ -7,8 +7,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/shardid/shardid/shardmgr/internal/fence"
-	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/internal/base/fence"
+	"github.com/shardid/shardid/shardmgr/internal/base/pg"
 	"github.com/shardid/shardid/shardmgr/internal/shardmigrate"
 )
 

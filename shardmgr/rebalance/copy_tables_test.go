@@ -19,10 +19,10 @@ import (
 
 	"github.com/shardid/shardid/internal/pgdatabase"
 	"github.com/shardid/shardid/shardmgr"
-	"github.com/shardid/shardid/shardmgr/internal/clustertest"
-	"github.com/shardid/shardid/shardmgr/internal/fence"
-	"github.com/shardid/shardid/shardmgr/internal/installtest"
-	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/internal/base/fence"
+	"github.com/shardid/shardid/shardmgr/internal/base/pg"
+	"github.com/shardid/shardid/shardmgr/internal/testkit/clustertest"
+	"github.com/shardid/shardid/shardmgr/internal/testkit/installtest"
 	"github.com/shardid/shardid/shardmgr/migrate"
 )
 

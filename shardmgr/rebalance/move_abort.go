@@ -11,10 +11,10 @@ import (
 
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/cluster"
-	"github.com/shardid/shardid/shardmgr/internal/catalog"
-	"github.com/shardid/shardid/shardmgr/internal/fence"
-	"github.com/shardid/shardid/shardmgr/internal/pg"
-	"github.com/shardid/shardid/shardmgr/internal/shardschema"
+	"github.com/shardid/shardid/shardmgr/internal/base/fence"
+	"github.com/shardid/shardid/shardmgr/internal/base/pg"
+	"github.com/shardid/shardid/shardmgr/internal/base/shardschema"
+	"github.com/shardid/shardid/shardmgr/internal/engine/catalog"
 )
 
 // AbortResult is what AbortMove rolled back.

@@ -12,8 +12,8 @@ import (
 
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/cluster"
-	"github.com/shardid/shardid/shardmgr/internal/catalog"
-	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/internal/base/pg"
+	"github.com/shardid/shardid/shardmgr/internal/engine/catalog"
 )
 
 // MoveMode is how a move copies a shard.

@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardid/shardid/shardmgr"
-	"github.com/shardid/shardid/shardmgr/internal/clustertest"
-	"github.com/shardid/shardid/shardmgr/internal/installtest"
+	"github.com/shardid/shardid/shardmgr/internal/testkit/clustertest"
+	"github.com/shardid/shardid/shardmgr/internal/testkit/installtest"
 )
 
 // A move writes both hosts' own records (shardid.local_shards): it refuses

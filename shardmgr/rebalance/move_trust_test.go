@@ -8,7 +8,7 @@ import (
 
 	"github.com/shardid/shardid/internal/pgtrust"
 	"github.com/shardid/shardid/shardmgr"
-	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+	"github.com/shardid/shardid/shardmgr/internal/testkit/clustertest"
 )
 
 // plantOnHost lets role planter (no superuser) put a statement trigger of

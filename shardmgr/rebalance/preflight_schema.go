@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/shardid/shardid/shardmgr"
-	"github.com/shardid/shardid/shardmgr/internal/catalog"
+	"github.com/shardid/shardid/shardmgr/internal/engine/catalog"
 	"github.com/shardid/shardid/shardmgr/internal/shardmigrate"
 	shsql "github.com/shardid/shardid/sql"
 )

@@ -8,7 +8,7 @@ import (
 
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/install"
-	"github.com/shardid/shardid/shardmgr/internal/clustertest"
+	"github.com/shardid/shardid/shardmgr/internal/testkit/clustertest"
 )
 
 func hostCounts(m *shardmgr.ShardMap) map[string]int {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/shardid/shardid/shardmgr"
-	"github.com/shardid/shardid/shardmgr/internal/hostrecords"
+	"github.com/shardid/shardid/shardmgr/internal/engine/hostidentity"
 )
 
 // refuseStaleCatalog refuses a catalog older than the hosts' own records
@@ -14,7 +14,7 @@ import (
 // or drop copies the hosts have moved on from. Hosts that cannot be read
 // are not judged here (the move's own steps reach them).
 func (mo *mover) refuseStaleCatalog(ctx context.Context) error {
-	recs := hostrecords.Records(hostrecords.Read(ctx, mo.c), mo.m.Cluster)
+	recs := hostidentity.Records(hostidentity.Read(ctx, mo.c), mo.m.Cluster)
 	if e := shardmgr.CompareHostRecords(mo.m, recs); e != nil {
 		return fmt.Errorf("moves: %w", e)
 	}

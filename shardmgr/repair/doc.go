@@ -8,7 +8,7 @@
 // hosts together know, for each shard, which host holds its live copy at
 // the newest generation: the catalog's truth as of the newest change any
 // host saw. PlanFromHosts shows the differences; FromHosts applies them in
-// one catalog transaction (through shardmgr/internal/catalog, the one
+// one catalog transaction (through shardmgr/internal/engine/catalog, the one
 // writer) whose generation is above everything the hosts recorded, so
 // that routers reload and every later comparison sees a catalog that is
 // not older than the hosts. The retired copies (shard_NNNN_moved_gG) of

@@ -26,9 +26,9 @@ import (
 	"github.com/shardid/shardid/migrations"
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/cluster"
-	"github.com/shardid/shardid/shardmgr/internal/catalog"
-	"github.com/shardid/shardid/shardmgr/internal/hostrecords"
-	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/internal/base/pg"
+	"github.com/shardid/shardid/shardmgr/internal/engine/catalog"
+	"github.com/shardid/shardid/shardmgr/internal/engine/hostidentity"
 )
 
 // emptyMap is the map of a catalog that holds no cluster, for the plan:
@@ -70,7 +70,7 @@ func hostsIdentity(ctx context.Context, c *cluster.Cluster, names []string) (str
 		if err != nil {
 			return "", fmt.Errorf("%w: %w", ErrHostUnreadable, pg.OnHost(name, err))
 		}
-		id, err := hostrecords.ReadIdentity(ctx, p)
+		id, err := hostidentity.ReadIdentity(ctx, p)
 		if err != nil {
 			return "", fmt.Errorf("%w: host %s: read its cluster identity: %w", ErrHostUnreadable, name, err)
 		}
@@ -128,12 +128,12 @@ func createCatalog(ctx context.Context, c *cluster.Cluster, p *Plan) (int64, err
 		if err != nil {
 			return 0, pg.OnHost(name, err)
 		}
-		secret, err := hostrecords.ReadSecret(ctx, hp)
+		secret, err := hostidentity.ReadSecret(ctx, hp)
 		if err != nil {
 			return 0, fmt.Errorf("host %s: read its secret: %w", name, err)
 		}
 		if secret != nil {
-			hashes[name] = hostrecords.Hash(secret)
+			hashes[name] = hostidentity.Hash(secret)
 		}
 	}
 	shards := make([]shardmgr.Shard, cfg.Shards)

@@ -12,9 +12,9 @@ import (
 
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/cluster"
-	"github.com/shardid/shardid/shardmgr/internal/catalog"
-	"github.com/shardid/shardid/shardmgr/internal/hostrecords"
-	"github.com/shardid/shardid/shardmgr/internal/shardschema"
+	"github.com/shardid/shardid/shardmgr/internal/base/shardschema"
+	"github.com/shardid/shardid/shardmgr/internal/engine/catalog"
+	"github.com/shardid/shardid/shardmgr/internal/engine/hostidentity"
 )
 
 var (
@@ -229,7 +229,7 @@ func plan(ctx context.Context, c *cluster.Cluster) (*Plan, map[int]shardmgr.Loca
 		return nil, nil, err
 	}
 	p := &Plan{Cluster: m.Cluster, CreateCatalog: empty, CatalogGeneration: m.Generation, AddHosts: []string{}, Shards: []ShardChange{}, CloseMoves: []int64{}, FinishMoves: []FinishedMove{}, RetiredCopies: []RetiredCopy{}}
-	hosts := hostrecords.Read(ctx, c)
+	hosts := hostidentity.Read(ctx, c)
 	var unreadable []error
 	for _, h := range hosts {
 		switch {
@@ -242,7 +242,7 @@ func plan(ctx context.Context, c *cluster.Cluster) (*Plan, map[int]shardmgr.Loca
 	if len(unreadable) > 0 {
 		return nil, nil, fmt.Errorf("%w: %w", ErrHostUnreadable, errors.Join(unreadable...))
 	}
-	recs := hostrecords.Records(hosts, m.Cluster)
+	recs := hostidentity.Records(hosts, m.Cluster)
 	if empty {
 		if len(recs) == 0 {
 			return nil, nil, fmt.Errorf("%w (and no host of the cluster file records it: nothing to rebuild the catalog from)", shardmgr.ErrNotInitialized)

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 
-	"github.com/shardid/shardid/shardmgr/internal/catalog"
-	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/internal/base/pg"
+	"github.com/shardid/shardid/shardmgr/internal/engine/catalog"
 )
 
 // CheckFailover: each host's server is the one the catalog recorded (the

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/shardid/shardid/shardmgr/internal/grants"
+	"github.com/shardid/shardid/shardmgr/internal/base/grants"
 )
 
 // checkGrants compares the privileges of each shard's copy with those of

@@ -11,8 +11,8 @@ import (
 
 	"github.com/shardid/shardid/internal/localpg/pgtest"
 	"github.com/shardid/shardid/shardmgr/install"
-	"github.com/shardid/shardid/shardmgr/internal/clustertest"
-	"github.com/shardid/shardid/shardmgr/internal/installtest"
+	"github.com/shardid/shardid/shardmgr/internal/testkit/clustertest"
+	"github.com/shardid/shardid/shardmgr/internal/testkit/installtest"
 )
 
 // A table-only restore (pg_dump -t, pg_restore --data-only) into a shard

@@ -8,10 +8,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/shardid/shardid/shardmgr"
-	"github.com/shardid/shardid/shardmgr/internal/fence"
-	"github.com/shardid/shardid/shardmgr/internal/hostrecords"
-	"github.com/shardid/shardid/shardmgr/internal/pg"
-	"github.com/shardid/shardid/shardmgr/internal/shardschema"
+	"github.com/shardid/shardid/shardmgr/internal/base/fence"
+	"github.com/shardid/shardid/shardmgr/internal/base/pg"
+	"github.com/shardid/shardid/shardmgr/internal/base/shardschema"
+	"github.com/shardid/shardid/shardmgr/internal/engine/hostidentity"
 	shsql "github.com/shardid/shardid/sql"
 )
 
@@ -119,7 +119,7 @@ func scanRecords(ctx context.Context, hs *hostScan) error {
 		return err
 	}
 	hs.schemaErr = sv.Check(shardmgr.UseRead)
-	if hs.infoCluster, hs.infoHost, err = hostrecords.ReadInfo(ctx, q); err != nil {
+	if hs.infoCluster, hs.infoHost, err = hostidentity.ReadInfo(ctx, q); err != nil {
 		return err
 	}
 	hs.records = map[int]string{}

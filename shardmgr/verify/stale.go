@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/shardid/shardid/shardmgr"
-	"github.com/shardid/shardid/shardmgr/internal/hostrecords"
+	"github.com/shardid/shardid/shardmgr/internal/engine/hostidentity"
 )
 
 // checkCatalogStale compares the map with every scanned host's own record
@@ -49,7 +49,7 @@ func (v *verifier) checkCatalogStale() {
 // the repair rebuilds it from them; init refuses it.
 func (v *verifier) hostsHoldingCluster(ctx context.Context) string {
 	var parts []string
-	for _, h := range hostrecords.Read(ctx, v.c) {
+	for _, h := range hostidentity.Read(ctx, v.c) {
 		if h.Err != nil || h.Cluster != v.cfg.Cluster || h.As != h.Name {
 			continue
 		}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/shardid/shardid/internal/pgtrust"
 	"github.com/shardid/shardid/migrations"
-	"github.com/shardid/shardid/shardmgr/internal/shardschema"
+	"github.com/shardid/shardid/shardmgr/internal/base/shardschema"
 )
 
 // CheckTrust: schema shardid on the catalog and on every host, and every

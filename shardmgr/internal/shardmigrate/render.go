@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/tern/v2/migrate"
 
 	"github.com/shardid/shardid/shardmgr"
-	"github.com/shardid/shardid/shardmgr/internal/limits"
+	"github.com/shardid/shardid/shardmgr/internal/base/limits"
 	shsql "github.com/shardid/shardid/sql"
 )
 

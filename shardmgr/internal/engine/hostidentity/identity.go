@@ -1,4 +1,4 @@
-package hostrecords
+package hostidentity
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"github.com/shardid/shardid/internal/pgtrust"
 	"github.com/shardid/shardid/migrations"
 	"github.com/shardid/shardid/shardmgr"
-	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/internal/base/pg"
 )
 
 // A host's database records which catalog owns it (the cluster identity,

@@ -10,7 +10,7 @@ import (
 
 	"github.com/shardid/shardid/idgen"
 	"github.com/shardid/shardid/internal/pgtrust"
-	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/internal/base/pg"
 	shsql "github.com/shardid/shardid/sql"
 )
 

@@ -29,7 +29,7 @@ var DBCounter atomic.Int64
 // tests ask.
 func Testdata(elem ...string) string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(append([]string{filepath.Dir(file), "..", "..", "..", "testdata"}, elem...)...)
+	return filepath.Join(append([]string{filepath.Dir(file), "..", "..", "..", "..", "testdata"}, elem...)...)
 }
 
 // SampleMigrations is the directory of the sample shard migrations.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/internal/base/pg"
 )
 
 // The console's audit log, shardid.console_audit (catalog migration 19),

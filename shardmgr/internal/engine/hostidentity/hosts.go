@@ -1,8 +1,15 @@
-// Package hostrecords reads every host's own record (which cluster and
-// host name its database belongs to, and shardid.local_shards) through
-// the operator's handle: what init, catalog repair and their tests compare
-// the catalog with (shardmgr.CompareHostRecords).
-package hostrecords
+// Package hostidentity reads and proves what each host's database says of
+// itself: which cluster and host name it belongs to (shardid.host_info),
+// the secret whose hash the catalog keeps (shardid.host_secret, written
+// here at init), and the shards it holds (shardid.local_shards, read
+// through the root's ReadLocalShards), for every host of the cluster file
+// through the operator's handle. Init, moves and catalog repair compare
+// the catalog with these records (shardmgr.CompareHostRecords); verify and
+// the host commands check a host's identity with it.
+//
+// It belongs to the engine layer (see shardmgr/internal/engine): it
+// imports the root and the handle, and only operator packages import it.
+package hostidentity
 
 import (
 	"context"
@@ -15,7 +22,7 @@ import (
 
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/cluster"
-	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/internal/base/pg"
 )
 
 // Host is what one host of the cluster file records of itself.

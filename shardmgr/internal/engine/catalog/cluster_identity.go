@@ -8,14 +8,14 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/internal/base/pg"
 )
 
 // The cluster's identity and the hashes of the hosts' secrets (catalog
 // migration 16) are read and written here: by init, which writes the
 // identity and a secret to every host, and by set-dsn and failover, which
 // accept a database as a host's only when it holds the host's secret
-// (hostrecords.CheckSecret).
+// (hostidentity.CheckSecret).
 
 // ReadIdentity returns the cluster's identity, "" when the catalog
 // records none: no cluster yet, no shardid schema, or a catalog older

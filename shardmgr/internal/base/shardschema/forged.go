@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/shardid/shardid/idgen"
-	"github.com/shardid/shardid/shardmgr/internal/pg"
+	"github.com/shardid/shardid/shardmgr/internal/base/pg"
 )
 
 // CeilingID is the largest id whose time is at most ms (ms since the Unix
