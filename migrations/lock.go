@@ -21,8 +21,10 @@ import (
 // advisory lock on a database before giving up (see WithLockWait).
 const DefaultLockWait = 30 * time.Second
 
-// Option adjusts Up, To and Version.
-type Option func(*options)
+// Option adjusts Up, To and Version, which check the options before they
+// connect and return the error of one given a value it cannot use, naming
+// it (the convention of every package of shardid: see shardmgr's doc.go).
+type Option func(*options) error
 
 type options struct {
 	lockWait time.Duration
@@ -35,25 +37,46 @@ type options struct {
 }
 
 // WithLockWait bounds the wait for golang-migrate's advisory lock, and
-// for any lock a migration waits on (the session's lock_timeout).
+// for any lock a migration waits on (the session's lock_timeout); d > 0.
 // golang-migrate itself waits without bound; the lock is one key of the
 // database's single advisory-lock namespace, which every role with
-// CONNECT on the database may take.
-func WithLockWait(d time.Duration) Option { return func(o *options) { o.lockWait = d } }
+// CONNECT on the database may take. Without it, DefaultLockWait (30s).
+func WithLockWait(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return fmt.Errorf("migrations: WithLockWait(%s): want a positive wait", d)
+		}
+		o.lockWait = d
+		return nil
+	}
+}
 
-// WithLogger sets where a wait for the lock is logged, with who holds it
-// (default nowhere).
-func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+// WithLogger sets where a wait for the lock is logged, with who holds it;
+// l must not be nil (to discard, pass slog.New(slog.DiscardHandler)).
+// Without it, slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) error {
+		if l == nil {
+			return errors.New("migrations: WithLogger(nil): want a logger (slog.New(slog.DiscardHandler) to discard)")
+		}
+		o.logger = l
+		return nil
+	}
+}
 
-func newOptions(opts []Option) options {
-	o := options{lockWait: DefaultLockWait, logger: slog.New(slog.DiscardHandler)}
+// newOptions applies opts over the defaults: Up, To and Version return
+// the error of an option given a value it cannot use before they connect.
+func newOptions(opts []Option) (options, error) {
+	o := options{lockWait: DefaultLockWait, logger: slog.Default()}
 	for _, opt := range opts {
-		opt(&o)
+		if opt == nil {
+			return o, errors.New("migrations: nil Option")
+		}
+		if err := opt(&o); err != nil {
+			return o, err
+		}
 	}
-	if o.lockWait <= 0 {
-		o.lockWait = DefaultLockWait
-	}
-	return o
+	return o, nil
 }
 
 // LockBusyError reports that golang-migrate's lock on a database stayed

@@ -86,3 +86,17 @@ func TestUpCancelledMidMigrationLeavesNoDirtyVersion(t *testing.T) {
 	require.False(t, dirty, "Up returned in the middle of a migration")
 	require.Equal(t, int64(1), version)
 }
+
+// A value an option cannot use fails Up before it connects, naming the
+// option; WithLogger(nil) is one, as in every package (shardmgr's
+// doc.go). Failed before: WithLogger(nil) was taken and WithLockWait(0)
+// silently meant DefaultLockWait.
+func TestOptionsAreCheckedAndNamed(t *testing.T) {
+	for name, opt := range map[string]migrations.Option{
+		"WithLogger(nil)":  migrations.WithLogger(nil),
+		"WithLockWait(0s)": migrations.WithLockWait(0),
+	} {
+		err := migrations.Up(context.Background(), "postgres://nobody@127.0.0.1:1/none", migrations.Catalog, opt)
+		require.ErrorContains(t, err, "migrations: "+name+": want ")
+	}
+}

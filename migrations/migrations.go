@@ -61,7 +61,10 @@ func Up(ctx context.Context, dsn string, set Set, opts ...Option) error {
 // (shardmgr/cluster) hands its config here. Up holds one connection at a
 // time.
 func UpConfig(ctx context.Context, cfg *pgx.ConnConfig, set Set, opts ...Option) error {
-	o := newOptions(opts)
+	o, err := newOptions(opts)
+	if err != nil {
+		return err
+	}
 	if o.poolerCheck {
 		pooled, err := checkThroughPooler(ctx, cfg, set)
 		if pooled {
@@ -84,7 +87,11 @@ func To(ctx context.Context, dsn string, set Set, version uint, opts ...Option) 
 	if err != nil {
 		return fmt.Errorf("%s migrations: %w", set.Name, err)
 	}
-	return run(ctx, cfg, set, newOptions(opts), func(m *migrate.Migrate) error {
+	o, err := newOptions(opts)
+	if err != nil {
+		return err
+	}
+	return run(ctx, cfg, set, o, func(m *migrate.Migrate) error {
 		if err := m.Migrate(version); err != nil && !errors.Is(err, migrate.ErrNoChange) {
 			return err
 		}
@@ -99,7 +106,11 @@ func Version(ctx context.Context, dsn string, set Set, opts ...Option) (version 
 	if err != nil {
 		return 0, false, fmt.Errorf("%s migrations: %w", set.Name, err)
 	}
-	err = run(ctx, cfg, set, newOptions(opts), func(m *migrate.Migrate) error {
+	o, err := newOptions(opts)
+	if err != nil {
+		return 0, false, err
+	}
+	err = run(ctx, cfg, set, o, func(m *migrate.Migrate) error {
 		version, dirty, err = m.Version()
 		if errors.Is(err, migrate.ErrNilVersion) {
 			version, dirty, err = 0, false, nil

@@ -50,8 +50,8 @@ func refusePooler(ctx context.Context, cfg *pgx.ConnConfig) error {
 // set's latest version and clean. That holds once the database was
 // migrated through a direct DSN; otherwise Up returns a *PoolerError. For
 // a process that uses a database through a pooler (serve's sources and
-// lease database). Without it a pooler is refused (ErrPooler).
-func WithPoolerCheck() Option { return func(o *options) { o.poolerCheck = true } }
+// lease database). Without it, a pooler is refused (ErrPooler).
+func WithPoolerCheck() Option { return func(o *options) error { o.poolerCheck = true; return nil } }
 
 // PoolerError: Up with WithPoolerCheck reached a connection pooler and the
 // database is not at the set's latest version (or a migration failed half

@@ -42,6 +42,18 @@
 //   - shardmgr/migrate: per-shard tern migrations and generator upgrades;
 //   - shardmgr/rebalance: planning and moving shards between hosts.
 //
+// Options follow one convention in every package of shardid (this one,
+// shardmgr/cluster, rebalance, install, verify, hosts, migrations,
+// idgen/segment and its httpapi, idgen/snowflake). A constructor's
+// options (Open's RouterOption, cluster.Open's Option) are checked when it
+// builds: one given a value it cannot use makes the constructor return an
+// error naming it, such as "shardmgr: WithLogger(nil): ...". WithLogger(nil)
+// is such an error everywhere. Without WithLogger, a package logs to
+// slog.Default(); pass slog.New(slog.DiscardHandler) to silence it. An
+// option's doc says its default as "Without it, DefaultX (value)."; a
+// field of an options struct says "Zero means DefaultX (value)." (or what
+// zero does). A Logger field left zero means the handle's logger.
+//
 // This package must never import those subpackages, nor tern,
 // golang-migrate or sprig: an application that routes queries links pgx,
 // the id layout and the cluster file's YAML, nothing of the operator's

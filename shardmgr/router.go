@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
 	"runtime"
 	"sync"
@@ -18,45 +17,6 @@ import (
 	"github.com/shardid/shardid/internal/pgsession"
 	"github.com/shardid/shardid/shardmgr/internal/base/pg"
 )
-
-// RouterOption adjusts a Router.
-type RouterOption func(*routerOptions)
-
-type routerOptions struct {
-	refresh    time.Duration
-	poolConfig func(host string, cfg *pgxpool.Config)
-	lookup     func(string) (string, bool)
-	maxStale   time.Duration
-	log        *slog.Logger
-	// retryMoving is how long Tx and ReadTx retry a moving shard
-	// (WithRetryMoving).
-	retryMoving time.Duration
-}
-
-// WithRefreshInterval sets how often the router compares its generation
-// with the catalog's before handing out a shard (one cheap query; a new
-// generation reloads the map). Zero checks on every call; a negative
-// interval never checks, leaving it to Reload (except to confirm that a
-// shard moved when a host says its copy is fenced or gone). The default is
-// one second. While writes go to a shard the map holds as moving, the
-// router checks every 25 ms (or at this interval when shorter), so that
-// they are refused no longer than the move refuses them.
-func WithRefreshInterval(d time.Duration) RouterOption {
-	return func(o *routerOptions) { o.refresh = d }
-}
-
-// WithPoolConfig adjusts each host's pool configuration before the pool is
-// created (MaxConns, hooks, tracers).
-func WithPoolConfig(f func(host string, cfg *pgxpool.Config)) RouterOption {
-	return func(o *routerOptions) { o.poolConfig = f }
-}
-
-// WithLookupEnv resolves ${VAR} in host DSNs that the router reads from
-// the catalog (OpenCatalog, or hosts added after Open); pass os.LookupEnv
-// to use the environment. Without it such a DSN is an error.
-func WithLookupEnv(lookup func(string) (string, bool)) RouterOption {
-	return func(o *routerOptions) { o.lookup = lookup }
-}
 
 // Router routes application work to logical shards. It holds the map read
 // from the catalog, one pgx pool per host, and reloads the map when the
@@ -146,15 +106,12 @@ func OpenCatalog(ctx context.Context, catalogDSN string, opts ...RouterOption) (
 }
 
 func open(ctx context.Context, catalogDSN string, files map[string]Host, opts []RouterOption) (*Router, error) {
-	r := &Router{files: files, pools: map[string]*pgxpool.Pool{}, poolFor: map[string]string{}, opts: routerOptions{refresh: time.Second, maxStale: DefaultMaxStaleness}}
-	for _, o := range opts {
-		o(&r.opts)
+	o, err := newRouterOptions(opts)
+	if err != nil {
+		return nil, err
 	}
-	if r.opts.log == nil {
-		r.opts.log = slog.Default()
-	}
+	r := &Router{files: files, pools: map[string]*pgxpool.Pool{}, poolFor: map[string]string{}, opts: o}
 	r.bgCtx, r.bgStop = context.WithCancel(context.Background())
-	var err error
 	if r.catalog, err = pg.OpenPool(ctx, catalogDSN, 2); err != nil {
 		return nil, fmt.Errorf("catalog: %w", err)
 	}

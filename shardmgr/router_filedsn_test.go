@@ -53,3 +53,29 @@ func TestRouterLogsAFileDSNItDoesNotUse(t *testing.T) {
 	require.Contains(t, line, ":"+catalogPort+"/", "names the DSN it uses")
 	require.NotContains(t, out, "password")
 }
+
+// Without WithLogger the router logs where the cluster handle does: to
+// slog.Default() (shardmgr/cluster's
+// TestHandleLogsToTheDefaultLoggerWithoutWithLogger holds the handle's
+// side). Here, the line about a cluster-file DSN it does not use.
+func TestRouterLogsToTheDefaultLoggerWithoutWithLogger(t *testing.T) {
+	cfg := initCluster(t, 4)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	dead := ln.Addr().(*net.TCPAddr).Port
+	require.NoError(t, ln.Close())
+	u, err := url.Parse(cfg.Hosts[1].DSN)
+	require.NoError(t, err)
+	u.Host = net.JoinHostPort(u.Hostname(), strconv.Itoa(dead))
+	cfg.Hosts[1].DSN = u.String()
+
+	var logs logBuffer
+	was := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
+	t.Cleanup(func() { slog.SetDefault(was) })
+	r := openRouter(t, cfg)
+	for id := range r.Shards() {
+		require.NoError(t, r.Tx(ctx(t), id, func(ctx context.Context, tx pgx.Tx, _ shardmgr.Shard) error { return nil }))
+	}
+	require.Contains(t, logs.String(), "is not the catalog's")
+}

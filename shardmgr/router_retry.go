@@ -15,23 +15,6 @@ const (
 	retryMaxPause   = 500 * time.Millisecond
 )
 
-// WithRetryMoving makes Tx, ReadTx, TxForID, ReadTxForID, Exec and
-// QueryRow wait out a
-// move's cut-over instead of returning ErrShardMoving at once: they run
-// fn again, on the map reloaded from the catalog, for up to wait (and
-// never past ctx), then return the last ErrShardMoving. An online move
-// refuses writes for well under a second; a second or two covers it, an
-// offline move's copy takes longer. Other errors, ErrShardReadOnly
-// included, come back at once. Zero or negative (the default) does not
-// retry.
-//
-// fn may run more than once: each failed run's transaction was rolled
-// back, so fn must not have effects outside it (or must make them safe
-// to repeat).
-func WithRetryMoving(wait time.Duration) RouterOption {
-	return func(o *routerOptions) { o.retryMoving = wait }
-}
-
 // tx runs fn as txOnce does, retrying while the shard is moving for as
 // long as WithRetryMoving allows.
 func (r *Router) tx(ctx context.Context, id int, write bool, fn func(ctx context.Context, tx pgx.Tx, s Shard) error) error {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"time"
 
@@ -36,21 +35,6 @@ const (
 	// learns no later than this after it, whatever its refresh interval.
 	movingRefresh = 25 * time.Millisecond
 )
-
-// WithMaxStaleness sets how long the router keeps taking writes while it
-// cannot reach the catalog. Past it, Tx refuses with ErrMapStale (reads go
-// on). Zero refuses writes from the first failed refresh; a negative
-// bound never refuses (the hosts' fences alone keep a moving shard safe).
-// The default is DefaultMaxStaleness.
-func WithMaxStaleness(d time.Duration) RouterOption {
-	return func(o *routerOptions) { o.maxStale = d }
-}
-
-// WithLogger sets where the router reports the catalog going away and
-// coming back. The default is slog.Default().
-func WithLogger(l *slog.Logger) RouterOption {
-	return func(o *routerOptions) { o.log = l }
-}
 
 // catalogHealth is what the router knows of its last refreshes. Guarded by
 // Router.mu; checked (the last success) lives beside the map it confirms.
@@ -228,7 +212,7 @@ func (r *Router) noteFailure(err error) {
 // refuseStale returns ErrMapStale (in a *ShardError) when the map is older
 // than the caller's bound, nil otherwise.
 func (r *Router) refuseStale(s Shard) error {
-	bound := r.opts.maxStale
+	bound := r.opts.maxUnconfirmed
 	if bound < 0 {
 		return nil
 	}

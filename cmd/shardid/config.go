@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -62,5 +63,8 @@ func clusterOptions(cmd *cobra.Command) ([]cluster.Option, error) {
 	if conns < 1 || conns > cluster.MaxConnsPerServer {
 		return nil, usagef("--%s %d: want 1 to %d", connsPerServerFlag, conns, cluster.MaxConnsPerServer)
 	}
-	return []cluster.Option{cluster.WithConnsPerServer(conns)}, nil
+	// The commands report what they did themselves: the handle's own
+	// lines (retried connects, the phases of work given no Logger) are
+	// not the user's.
+	return []cluster.Option{cluster.WithConnsPerServer(conns), cluster.WithLogger(slog.New(slog.DiscardHandler))}, nil
 }

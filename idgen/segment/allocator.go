@@ -22,8 +22,11 @@ const (
 	SlowSegment = 10 * time.Minute
 )
 
-// Option adjusts an Allocator.
-type Option func(*options)
+// Option adjusts an Allocator. Options are checked when New builds it:
+// New returns the error of one given a value it cannot use (ErrConfig),
+// naming it (the convention of every package of shardid: see shardmgr's
+// doc.go).
+type Option func(*options) error
 
 type options struct {
 	now         func() time.Time
@@ -37,13 +40,50 @@ type options struct {
 	onBreaker   func(source int, state BreakerState)
 }
 
+// Defaults of the allocator's options.
+const (
+	// DefaultBreakerFailures is how many consecutive failures open a
+	// source's circuit breaker unless WithBreaker says.
+	DefaultBreakerFailures = 3
+	// DefaultBreakerProbe is how often an open breaker probes its source
+	// unless WithBreaker says.
+	DefaultBreakerProbe = time.Second
+	// DefaultCallTimeout bounds each database call unless WithCallTimeout
+	// says.
+	DefaultCallTimeout = 3 * time.Second
+	// DefaultPrepareTimeout bounds one attempt to prepare a source unless
+	// WithPrepareTimeout says.
+	DefaultPrepareTimeout = 2 * time.Minute
+)
+
+func optionError(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrConfig}, args...)...)
+}
+
 // WithClock sets the clock used for step adaptation and dates in formats
-// (tests move it by hand). Default time.Now.
-func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+// (tests move it by hand); now must not be nil. Without it, time.Now.
+func WithClock(now func() time.Time) Option {
+	return func(o *options) error {
+		if now == nil {
+			return optionError("WithClock(nil): want a clock")
+		}
+		o.now = now
+		return nil
+	}
+}
 
 // WithLogger sets where the allocator logs breaker changes and load
-// failures. Default slog.Default().
-func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
+// failures; l must not be nil (to discard, pass
+// slog.New(slog.DiscardHandler)). Without it, slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) error {
+		if l == nil {
+			return optionError("WithLogger(nil): want a logger (slog.New(slog.DiscardHandler) to discard)")
+		}
+		o.logger = l
+		return nil
+	}
+}
 
 // WithPrepare sets a hook run for every source as soon as New returns, in
 // the background, and retried until it succeeds: typically creating the
@@ -52,34 +92,69 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 // when it comes back. Until its hook succeeded a source serves no segment
 // and the allocator is not Ready. Each attempt is bounded by
 // WithPrepareTimeout, not by the (short) call timeout: creating a
-// database can take seconds on a busy server.
+// database can take seconds on a busy server. f must not be nil. Without
+// it, the sources are used as they are.
 func WithPrepare(f func(ctx context.Context, source int) error) Option {
-	return func(o *options) { o.prepare = f }
+	return func(o *options) error {
+		if f == nil {
+			return optionError("WithPrepare(nil): want a function")
+		}
+		o.prepare = f
+		return nil
+	}
 }
 
-// WithPrepareTimeout bounds each attempt of the prepare hook (default
-// DefaultPrepareTimeout).
-func WithPrepareTimeout(d time.Duration) Option { return func(o *options) { o.prepTimeout = d } }
-
-// DefaultPrepareTimeout bounds one attempt to prepare a source.
-const DefaultPrepareTimeout = 2 * time.Minute
+// WithPrepareTimeout bounds each attempt of the prepare hook; d > 0.
+// Without it, DefaultPrepareTimeout (2m).
+func WithPrepareTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return optionError("WithPrepareTimeout(%s): want a positive timeout", d)
+		}
+		o.prepTimeout = d
+		return nil
+	}
+}
 
 // WithBreaker sets how many consecutive failures open a source's circuit
-// breaker (default 3) and how often an open breaker probes the source
-// in the background (default 1s).
+// breaker and how often an open breaker probes the source in the
+// background; failures >= 1, probeEvery > 0. Without it,
+// DefaultBreakerFailures (3) and DefaultBreakerProbe (1s).
 func WithBreaker(failures int, probeEvery time.Duration) Option {
-	return func(o *options) { o.threshold, o.probeEvery = failures, probeEvery }
+	return func(o *options) error {
+		if failures < 1 || probeEvery <= 0 {
+			return optionError("WithBreaker(%d, %s): want at least 1 failure and a positive probe interval", failures, probeEvery)
+		}
+		o.threshold, o.probeEvery = failures, probeEvery
+		return nil
+	}
 }
 
 // WithBreakerHook sets a function called whenever a source's breaker
 // changes state (closed, open, half-open). It runs on the allocator's
-// goroutines with the breaker locked, so it must return quickly.
+// goroutines with the breaker locked, so it must return quickly. f must
+// not be nil. Without it, nothing is called.
 func WithBreakerHook(f func(source int, state BreakerState)) Option {
-	return func(o *options) { o.onBreaker = f }
+	return func(o *options) error {
+		if f == nil {
+			return optionError("WithBreakerHook(nil): want a function")
+		}
+		o.onBreaker = f
+		return nil
+	}
 }
 
-// WithCallTimeout bounds each database call (default 3s).
-func WithCallTimeout(d time.Duration) Option { return func(o *options) { o.callTimeout = d } }
+// WithCallTimeout bounds each database call; d > 0. Without it,
+// DefaultCallTimeout (3s).
+func WithCallTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return optionError("WithCallTimeout(%s): want a positive timeout", d)
+		}
+		o.callTimeout = d
+		return nil
+	}
+}
 
 // Allocator hands out ids of several business tags from segments taken
 // from its source databases. It is safe for concurrent use.
@@ -113,13 +188,15 @@ func New(pools []*pgxpool.Pool, tags map[string]TagConfig, opts ...Option) (*All
 	if len(tags) == 0 {
 		return nil, fmt.Errorf("%w: no tags", ErrConfig)
 	}
-	o := options{now: time.Now, logger: slog.Default(), threshold: 3, probeEvery: time.Second, callTimeout: 3 * time.Second,
-		prepTimeout: DefaultPrepareTimeout, retryEvery: 100 * time.Millisecond}
+	o := options{now: time.Now, logger: slog.Default(), threshold: DefaultBreakerFailures, probeEvery: DefaultBreakerProbe,
+		callTimeout: DefaultCallTimeout, prepTimeout: DefaultPrepareTimeout, retryEvery: 100 * time.Millisecond}
 	for _, opt := range opts {
-		opt(&o)
-	}
-	if o.threshold < 1 || o.probeEvery <= 0 || o.callTimeout <= 0 || o.prepTimeout <= 0 {
-		return nil, fmt.Errorf("%w: breaker threshold, probe interval, call and prepare timeouts must be positive", ErrConfig)
+		if opt == nil {
+			return nil, optionError("nil Option")
+		}
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
 	}
 	a := &Allocator{opts: o, tags: make(map[string]*Tag, len(tags)), started: make(chan struct{})}
 	for i, p := range pools {

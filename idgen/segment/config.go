@@ -37,22 +37,24 @@ type Config struct {
 // valid: steps 500..20,000, plain decimal ids, consecutive.
 type TagConfig struct {
 	// MinStep and MaxStep bound the adaptive segment size (ids per
-	// database round trip). Zero means DefaultMinStep / DefaultMaxStep.
+	// database round trip). Zero means DefaultMinStep (500) and
+	// DefaultMaxStep (20000).
 	MinStep int64 `yaml:"min_step"`
 	MaxStep int64 `yaml:"max_step"`
 	// Format renders the number into a business id, e.g.
 	// "ORD-{date}-{bucket:2}-{seq:10}"; empty means the decimal number.
 	// See CompileFormat.
 	Format string `yaml:"format"`
-	// Buckets is the number of buckets {bucket:N} spreads user keys over;
-	// zero means 10^N.
+	// Buckets is the number of buckets {bucket:N} spreads user keys over.
+	// Zero means as many as N digits hold (10^N).
 	Buckets int `yaml:"buckets"`
 	// MaxSkip makes ids non-consecutive: after each id the allocator skips
 	// a random 0..MaxSkip-1 numbers, so neighbours cannot be guessed. Ids
 	// still increase within a source. Zero means consecutive.
 	MaxSkip int64 `yaml:"max_skip"`
 	// Preload is the fraction of the current segment left when the
-	// background loader fetches the next one; zero means DefaultPreload.
+	// background loader fetches the next one. Zero means DefaultPreload
+	// (0.2).
 	Preload float64 `yaml:"preload"`
 }
 

@@ -14,7 +14,7 @@ const DefaultMaxBackstep = 5 * time.Millisecond
 
 // Settings configure a Generator. Zero values mean the documented defaults.
 type Settings struct {
-	// Layout is the id layout; the zero value is Twitter.
+	// Layout is the id layout. Zero means Twitter.
 	Layout Layout
 	// Datacenter is the datacenter field, 0..Layout.MaxDatacenter().
 	Datacenter int64
@@ -22,15 +22,15 @@ type Settings struct {
 	// ignores it: the lease picks the worker.
 	Worker int64
 	// MaxBackstep is the largest step back of the clock that NextID waits
-	// out; a larger one makes it return ErrClockMovedBackwards. 0 means
-	// DefaultMaxBackstep; negative means never wait for a step back (the
+	// out; a larger one makes it return ErrClockMovedBackwards. Zero means
+	// DefaultMaxBackstep (5ms); negative means never wait for a step back (the
 	// wait for the next tick when a tick's sequence is used up is always
 	// done).
 	MaxBackstep time.Duration
-	// Now is the clock; nil means time.Now. Deadlines are measured on the
+	// Now is the clock. Zero means time.Now. Deadlines are measured on the
 	// differences of its readings, which for time.Now are monotonic.
 	Now func() time.Time
-	// Sleep waits; nil means a spin for waits under a millisecond and
+	// Sleep waits. Zero means a spin for waits under a millisecond and
 	// time.Sleep otherwise. A test clock advances itself here.
 	Sleep func(time.Duration)
 }

@@ -42,8 +42,11 @@ type Lease struct {
 	TTL           time.Duration
 }
 
-// LeaseOption adjusts Start.
-type LeaseOption func(*leaseOptions)
+// LeaseOption adjusts Start. Options are checked when Start builds the
+// generator: it returns the error of one given a value it cannot use
+// (ErrInvalidSettings), naming it (the convention of every package of
+// shardid: see shardmgr's doc.go).
+type LeaseOption func(*leaseOptions) error
 
 type leaseOptions struct {
 	ttl, heartbeat, maxWait time.Duration
@@ -51,30 +54,74 @@ type leaseOptions struct {
 	logger                  *slog.Logger
 }
 
-// WithTTL sets how long a lease lasts without renewal (default DefaultTTL).
-// The generator stops issuing a tenth of it before it can expire.
-func WithTTL(d time.Duration) LeaseOption { return func(o *leaseOptions) { o.ttl = d } }
+// WithTTL sets how long a lease lasts without renewal; d >= 10ms. The
+// generator stops issuing a tenth of it before it can expire. Without it,
+// DefaultTTL (10s).
+func WithTTL(d time.Duration) LeaseOption {
+	return func(o *leaseOptions) error {
+		if d < 10*time.Millisecond {
+			return fmt.Errorf("%w: WithTTL(%s): want at least 10ms", ErrInvalidSettings, d)
+		}
+		o.ttl = d
+		return nil
+	}
+}
 
-// WithHeartbeat sets how often the lease is renewed (default a third of the
-// TTL); each renewal waits at most this long for the database.
-func WithHeartbeat(d time.Duration) LeaseOption { return func(o *leaseOptions) { o.heartbeat = d } }
+// WithHeartbeat sets how often the lease is renewed; each renewal waits
+// at most this long for the database. 0 < d < 0.9 of the TTL. Without it,
+// a third of the TTL.
+func WithHeartbeat(d time.Duration) LeaseOption {
+	return func(o *leaseOptions) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: WithHeartbeat(%s): want a positive interval", ErrInvalidSettings, d)
+		}
+		o.heartbeat = d
+		return nil
+	}
+}
 
 // WithMaxWait bounds how far ahead of this process's clock the last
-// possible time of a worker it takes may lie (default twice the TTL, room
-// for a row deleted under a live holder and some clock skew): a worker
-// whose previous holder's clock ran ahead, or one whose row was deleted
-// while its holder lived, issues nothing until this clock passes that
-// time. Start prefers a worker usable at once; when every free worker is
-// further ahead than this, it takes none and returns ErrNoFreeWorker
-// saying when the nearest frees.
-func WithMaxWait(d time.Duration) LeaseOption { return func(o *leaseOptions) { o.maxWait = d } }
+// possible time of a worker it takes may lie: a worker whose previous
+// holder's clock ran ahead, or one whose row was deleted while its holder
+// lived, issues nothing until this clock passes that time. Start prefers
+// a worker usable at once; when every free worker is further ahead than
+// this, it takes none and returns ErrNoFreeWorker saying when the nearest
+// frees. d >= 0. Without it, twice the TTL (room for a row deleted under a
+// live holder and some clock skew).
+func WithMaxWait(d time.Duration) LeaseOption {
+	return func(o *leaseOptions) error {
+		if d < 0 {
+			return fmt.Errorf("%w: WithMaxWait(%s): want zero or more", ErrInvalidSettings, d)
+		}
+		o.maxWait = d
+		return nil
+	}
+}
 
-// WithHolder names the holder in the lease row (default host:pid).
-func WithHolder(name string) LeaseOption { return func(o *leaseOptions) { o.holder = name } }
+// WithHolder names the holder in the lease row; name must not be empty.
+// Without it, host:pid.
+func WithHolder(name string) LeaseOption {
+	return func(o *leaseOptions) error {
+		if name == "" {
+			return fmt.Errorf("%w: WithHolder(\"\"): want a name", ErrInvalidSettings)
+		}
+		o.holder = name
+		return nil
+	}
+}
 
-// WithLogger sets where renewal failures and lost leases are logged
-// (default nowhere).
-func WithLogger(l *slog.Logger) LeaseOption { return func(o *leaseOptions) { o.logger = l } }
+// WithLogger sets where renewal failures and lost leases are logged; l
+// must not be nil (to discard, pass slog.New(slog.DiscardHandler)).
+// Without it, slog.Default().
+func WithLogger(l *slog.Logger) LeaseOption {
+	return func(o *leaseOptions) error {
+		if l == nil {
+			return fmt.Errorf("%w: WithLogger(nil): want a logger (slog.New(slog.DiscardHandler) to discard)", ErrInvalidSettings)
+		}
+		o.logger = l
+		return nil
+	}
+}
 
 // leaseKeeper renews a generator's lease in the background, and takes a
 // new one when it is lost.
@@ -107,22 +154,24 @@ type leaseKeeper struct {
 //
 // Every generator leasing from one table must use the same layout.
 func Start(ctx context.Context, db DB, s Settings, opts ...LeaseOption) (*Generator, error) {
-	o := leaseOptions{ttl: DefaultTTL}
+	o := leaseOptions{ttl: DefaultTTL, maxWait: -1, logger: slog.Default()}
 	for _, opt := range opts {
-		opt(&o)
+		if opt == nil {
+			return nil, fmt.Errorf("%w: nil LeaseOption", ErrInvalidSettings)
+		}
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
 	}
 	if o.heartbeat == 0 {
 		o.heartbeat = o.ttl / 3
 	}
-	if o.maxWait == 0 {
+	if o.maxWait < 0 {
 		o.maxWait = 2 * o.ttl
 	}
 	if o.holder == "" {
 		host, _ := os.Hostname()
 		o.holder = host + ":" + strconv.Itoa(os.Getpid())
-	}
-	if o.logger == nil {
-		o.logger = slog.New(slog.DiscardHandler)
 	}
 	guard := o.ttl / 10
 	if o.ttl < 10*time.Millisecond || o.heartbeat <= 0 || o.heartbeat >= o.ttl-guard || o.maxWait < 0 {

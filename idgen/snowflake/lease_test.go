@@ -257,3 +257,21 @@ func TestLeaseBadOptions(t *testing.T) {
 	_, err := snowflake.Start(context.Background(), nil, snowflake.Settings{}, snowflake.WithTTL(time.Second), snowflake.WithHeartbeat(time.Second))
 	require.ErrorIs(t, err, snowflake.ErrInvalidSettings)
 }
+
+// A value an option cannot use fails Start, before it reads the table,
+// naming the option; WithLogger(nil) is one, as in every package
+// (shardmgr's doc.go). Failed before: WithLogger(nil) meant "nowhere" and
+// the errors named no option.
+func TestLeaseOptionsAreCheckedAndNamed(t *testing.T) {
+	for name, opt := range map[string]snowflake.LeaseOption{
+		"WithLogger(nil)":   snowflake.WithLogger(nil),
+		"WithTTL(1ms)":      snowflake.WithTTL(time.Millisecond),
+		"WithHeartbeat(0s)": snowflake.WithHeartbeat(0),
+		"WithMaxWait(-1s)":  snowflake.WithMaxWait(-time.Second),
+		`WithHolder("")`:    snowflake.WithHolder(""),
+	} {
+		_, err := snowflake.Start(context.Background(), nil, snowflake.Settings{}, opt)
+		require.ErrorIs(t, err, snowflake.ErrInvalidSettings, name)
+		require.ErrorContains(t, err, name+": want ")
+	}
+}

@@ -29,6 +29,10 @@ const DefaultConnsPerServer = 32
 // network refuses or times out, unless WithConnectRetry says.
 const DefaultConnectTries = 4
 
+// DefaultConnectBackoff is the wait before the second connect attempt
+// (each next one waits twice as long), unless WithConnectRetry says.
+const DefaultConnectBackoff = 250 * time.Millisecond
+
 var (
 	// ErrClosed is returned for work asked of a closed handle.
 	ErrClosed = errors.New("cluster handle closed")
@@ -37,7 +41,9 @@ var (
 	ErrBudgetTooSmall = errors.New("connection budget too small")
 )
 
-// Option adjusts Open. Options are checked when the handle is built.
+// Option adjusts Open. Options are checked when the handle is built:
+// Open returns the error of one given a value it cannot use, naming it
+// (the convention of every package of shardid: see shardmgr's doc.go).
 type Option func(*options) error
 
 type options struct {
@@ -59,23 +65,25 @@ const MaxConnsPerServer = 10000
 
 // WithApplicationName names the handle's sessions (application_name, at
 // most 63 bytes, as PostgreSQL keeps) unless a session kind or the DSN
-// names them.
+// names them. Without it, DefaultApplication (shardid).
 func WithApplicationName(name string) Option {
 	return func(o *options) error {
 		if name == "" || len(name) > 63 {
-			return fmt.Errorf("cluster: application name %q: want 1 to 63 bytes", name)
+			return fmt.Errorf("cluster: WithApplicationName(%q): want 1 to 63 bytes", name)
 		}
 		o.application = name
 		return nil
 	}
 }
 
-// WithLogger sends the handle's messages (retried connects) to log; the
-// default discards them.
+// WithLogger sends the handle's messages (retried connects, and the
+// lines of the work done with it that has no Logger of its own) to log;
+// log must not be nil (to discard, pass slog.New(slog.DiscardHandler)).
+// Without it, slog.Default().
 func WithLogger(log *slog.Logger) Option {
 	return func(o *options) error {
 		if log == nil {
-			return errors.New("cluster: WithLogger(nil)")
+			return errors.New("cluster: WithLogger(nil): want a logger (slog.New(slog.DiscardHandler) to discard)")
 		}
 		o.log = log
 		return nil
@@ -84,11 +92,12 @@ func WithLogger(log *slog.Logger) Option {
 
 // WithConnsPerServer bounds the connections the handle holds on one
 // server (host:port), all its databases, pools and single connections
-// together; 1 <= n <= MaxConnsPerServer.
+// together; 1 <= n <= MaxConnsPerServer. Without it,
+// DefaultConnsPerServer (32).
 func WithConnsPerServer(n int) Option {
 	return func(o *options) error {
 		if n < 1 || n > MaxConnsPerServer {
-			return fmt.Errorf("cluster: connections per server %d: want 1 to %d", n, MaxConnsPerServer)
+			return fmt.Errorf("cluster: WithConnsPerServer(%d): want 1 to %d", n, MaxConnsPerServer)
 		}
 		o.connsPerServer = n
 		return nil
@@ -97,11 +106,12 @@ func WithConnsPerServer(n int) Option {
 
 // WithConnectRetry makes a connect that the network refuses or times out
 // try tries times in all, waiting backoff, then twice that, and so on;
-// tries >= 1, backoff > 0.
+// tries >= 1, backoff > 0. Without it, DefaultConnectTries (4) and
+// DefaultConnectBackoff (250ms).
 func WithConnectRetry(tries int, backoff time.Duration) Option {
 	return func(o *options) error {
 		if tries < 1 || backoff <= 0 {
-			return fmt.Errorf("cluster: connect retry %d tries, backoff %s: want at least 1 try and a positive backoff", tries, backoff)
+			return fmt.Errorf("cluster: WithConnectRetry(%d, %s): want at least 1 try and a positive backoff", tries, backoff)
 		}
 		o.connectTries, o.backoff = tries, backoff
 		return nil
@@ -150,8 +160,11 @@ func Open(ctx context.Context, cfg *shardmgr.Config, opts ...Option) (*Cluster, 
 	if err := cfg.ValidateCluster(); err != nil {
 		return nil, err
 	}
-	o := options{log: slog.New(slog.DiscardHandler), connsPerServer: DefaultConnsPerServer, connectTries: DefaultConnectTries, backoff: 250 * time.Millisecond, application: DefaultApplication}
+	o := options{log: slog.Default(), connsPerServer: DefaultConnsPerServer, connectTries: DefaultConnectTries, backoff: DefaultConnectBackoff, application: DefaultApplication}
 	for _, opt := range opts {
+		if opt == nil {
+			return nil, errors.New("cluster: nil Option")
+		}
 		if err := opt(&o); err != nil {
 			return nil, err
 		}

@@ -36,15 +36,15 @@ type FailoverOptions struct {
 	To string
 	// Margin is added to the bound for the skew between the old
 	// primary's clock and the manager's, beyond the lead the catalog
-	// recorded. Zero means DefaultFailoverMargin.
+	// recorded. Zero means DefaultFailoverMargin (5s).
 	Margin time.Duration
 	// LockWait bounds each wait for a generator's lock. Zero means
-	// DefaultFailoverLockWait.
+	// DefaultFailoverLockWait (30s).
 	LockWait time.Duration
 	// LookupEnv resolves ${VAR} in To (and the rest of the cluster file,
-	// read again); nil means os.LookupEnv, as shardmgr.LoadConfig.
+	// read again). Zero means os.LookupEnv, as shardmgr.LoadConfig.
 	LookupEnv func(string) (string, bool)
-	// Now is the manager's clock. Nil means time.Now.
+	// Now is the manager's clock. Zero means time.Now.
 	Now func() time.Time
 	// NewServer accepts at To another server than the recorded one (a
 	// system identifier of its own: the host's database restored onto it

@@ -53,8 +53,8 @@ type Host struct {
 
 // ListOptions adjust List.
 type ListOptions struct {
-	// ProbeTimeout bounds each host's probe; zero means
-	// DefaultProbeTimeout.
+	// ProbeTimeout bounds each host's probe. Zero means
+	// DefaultProbeTimeout (20s).
 	ProbeTimeout time.Duration
 }
 

@@ -40,10 +40,11 @@ type SetDSNResult struct {
 // SetDSNOptions adjust SetDSN.
 type SetDSNOptions struct {
 	// ProbeTimeout bounds the connection to each of the new and the old
-	// address and the questions asked there; zero: DefaultProbeTimeout.
+	// address and the questions asked there. Zero means
+	// DefaultProbeTimeout (20s).
 	ProbeTimeout time.Duration
 	// LookupEnv resolves ${VAR} in the new DSN (and the rest of the
-	// cluster file, read again); nil means os.LookupEnv, as
+	// cluster file, read again). Zero means os.LookupEnv, as
 	// shardmgr.LoadConfig.
 	LookupEnv func(string) (string, bool)
 }

@@ -35,20 +35,20 @@ type InitOptions struct {
 	// serialised.
 	Progress func(done, total int)
 	// Workers is the number of connections per host that install shards
-	// in parallel. Zero means DefaultWorkers.
+	// in parallel. Zero means DefaultWorkers (4).
 	Workers int
-	// Logger receives progress messages. Nil means the handle's
-	// (cluster.WithLogger; it discards them unless told).
+	// Logger receives progress messages. Zero means the handle's logger
+	// (cluster.WithLogger).
 	Logger *slog.Logger
 	// Migrations, when set, brings every shard to the migration version
 	// of the others after installing (Shards), so that a shard Init
 	// created again gets the tables the rest have. Migrate adjusts that run
-	// (its Workers default to Workers).
+	// (its Workers, when zero, are Workers).
 	Migrations *shardmigrate.MigrationSet
 	Migrate    shardmigrate.Options
 	// LockWait bounds the wait for another init of the same catalog (the
 	// catalog's init lock): when it runs out Init gives up, naming the
-	// session that holds the lock. Zero means DefaultInitLockWait.
+	// session that holds the lock. Zero means DefaultInitLockWait (5m).
 	LockWait time.Duration
 }
 
@@ -280,7 +280,7 @@ func upgradeCatalog(ctx context.Context, c *cluster.Cluster, conn *pgx.Conn) (*S
 	if err != nil {
 		return nil, err
 	}
-	if err := migrations.UpConfig(ctx, mc, migrations.Catalog); err != nil {
+	if err := migrations.UpConfig(ctx, mc, migrations.Catalog, migrations.WithLogger(c.Logger())); err != nil {
 		return nil, err
 	}
 	if v.Have == 0 || v.Have == shardmgr.CatalogSchema {
@@ -388,7 +388,7 @@ func installHost(ctx context.Context, c *cluster.Cluster, m *shardmgr.ShardMap, 
 	if err != nil {
 		return err
 	}
-	if err := migrations.UpConfig(ctx, mc, migrations.Host); err != nil {
+	if err := migrations.UpConfig(ctx, mc, migrations.Host, migrations.WithLogger(c.Logger())); err != nil {
 		return pg.OnHost(h.Name, err)
 	}
 	cfg := c.Config()

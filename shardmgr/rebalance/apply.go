@@ -24,13 +24,13 @@ import (
 // online move at a time.
 type ApplyOptions struct {
 	Plan PlanOptions
-	// Parallel is how many moves run at once. Zero means 1.
+	// Parallel is how many moves run at once. Zero means one at a time.
 	Parallel int
 	// Move adjusts every move (mode, migrations, keep, progress).
 	Move MoveOptions
 	// Wait bounds how long Apply waits for another manager: another
 	// Apply of the same cluster, or a manager running one of the moves.
-	// Zero means DefaultApplyWait.
+	// Zero means DefaultApplyWait (1h).
 	Wait time.Duration
 	// BeforeChange, when set, is called once Apply holds its lock and its
 	// preflight has passed on the connections its moves use (the catalog

@@ -26,10 +26,13 @@ import (
 // fenced, before shardid rebalance cleanup drops it.
 const DefaultKeep = 24 * time.Hour
 
-// Defaults of MoveOptions' bounds on an online move's waits.
+// Defaults of MoveOptions' bounds on a move's waits.
 const (
 	DefaultWorkerStartTimeout = 30 * time.Second
 	DefaultCatchupTimeout     = 30 * time.Minute
+	DefaultCatchupDelay       = 100 * time.Millisecond
+	DefaultCutoverTimeout     = 30 * time.Second
+	DefaultLockTimeout        = time.Second
 )
 
 // MoveOptions adjust a move. The zero value moves online, keeps the old
@@ -52,28 +55,30 @@ type MoveOptions struct {
 	Migrations *shardmigrate.MigrationSet
 	// Keep is how long the source's old copy is kept, renamed
 	// shard_NNNN_moved_gG and fenced, before Cleanup drops it: zero (or
-	// less) drops it as soon as the move is done. Nil means DefaultKeep.
+	// less) drops it as soon as the move is done. Zero (nil) means
+	// DefaultKeep (24h).
 	Keep *time.Duration
 	// CatchupDelay is how quickly a change on the source must show up on
 	// the target before an online move cuts over: about how long the
-	// cut-over then refuses writes. Zero means 100ms.
+	// cut-over then refuses writes. Zero means DefaultCatchupDelay (100ms).
 	CatchupDelay time.Duration
 	// CutoverTimeout bounds the cut-over, while writes are refused: when
 	// the target has not received every change by then, the move gives up,
-	// lifts the fence and leaves the source serving. Zero means 30s.
+	// lifts the fence and leaves the source serving. Zero means
+	// DefaultCutoverTimeout (30s).
 	CutoverTimeout time.Duration
 	// WorkerStartTimeout bounds the wait for the target's server to start
 	// the apply worker of an online move's subscription: when none runs
 	// by then, the move fails naming the cause (and at once when the
 	// target's logical replication worker slots are all taken). Zero
-	// means DefaultWorkerStartTimeout.
+	// means DefaultWorkerStartTimeout (30s).
 	WorkerStartTimeout time.Duration
 	// CatchupTimeout bounds an online move's catch-up: the wait, before
 	// the fence, for the target to follow the source closely. Zero means
-	// DefaultCatchupTimeout.
+	// DefaultCatchupTimeout (30m).
 	CatchupTimeout time.Duration
 	// LockTimeout bounds each wait for a table lock when the fence goes up
-	// (the attempt is retried). Zero means 1s.
+	// (the attempt is retried). Zero means DefaultLockTimeout (1s).
 	LockTimeout time.Duration
 	// ConnInfo returns the libpq connection string the target's server
 	// uses to reach the source host for logical replication. Nil builds one
@@ -91,8 +96,8 @@ type MoveOptions struct {
 	// Progress, when set, is called as a move advances. Calls for one move
 	// are serialised; several moves may call it concurrently.
 	Progress func(MoveProgress)
-	// Logger receives a line per phase. Nil means the handle's
-	// (cluster.WithLogger; it discards them unless told).
+	// Logger receives a line per phase. Zero means the handle's logger
+	// (cluster.WithLogger).
 	Logger *slog.Logger
 
 	// hooks are the tests' levers (move_hooks.go); zero in every other use.
@@ -224,13 +229,13 @@ func newMover(ctx context.Context, c *cluster.Cluster, opts MoveOptions) (*mover
 		return nil, fmt.Errorf("move mode %q: want online, offline or auto", opts.Mode)
 	}
 	if opts.CatchupDelay <= 0 {
-		opts.CatchupDelay = 100 * time.Millisecond
+		opts.CatchupDelay = DefaultCatchupDelay
 	}
 	if opts.CutoverTimeout <= 0 {
-		opts.CutoverTimeout = 30 * time.Second
+		opts.CutoverTimeout = DefaultCutoverTimeout
 	}
 	if opts.LockTimeout <= 0 {
-		opts.LockTimeout = time.Second
+		opts.LockTimeout = DefaultLockTimeout
 	}
 	if opts.WorkerStartTimeout <= 0 {
 		opts.WorkerStartTimeout = DefaultWorkerStartTimeout

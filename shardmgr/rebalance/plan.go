@@ -39,7 +39,7 @@ type PlanOptions struct {
 	// per move.
 	Mode MoveMode
 	// Parallel is how many moves would run at once, for the preflight's
-	// count of slots and workers. Zero means 1.
+	// count of slots and workers. Zero means one at a time.
 	Parallel int
 	// Migrations are the shards' migrations: when given, the preflight
 	// also checks that they build each moving shard with the tables it

@@ -114,7 +114,7 @@ func createCatalog(ctx context.Context, c *cluster.Cluster, p *Plan) (int64, err
 	if err != nil {
 		return 0, err
 	}
-	if err := migrations.UpConfig(ctx, mc, migrations.Catalog); err != nil {
+	if err := migrations.UpConfig(ctx, mc, migrations.Catalog, migrations.WithLogger(c.Logger())); err != nil {
 		return 0, fmt.Errorf("catalog: %w", err)
 	}
 	// The secrets' hashes, read before the catalog's transaction: a host

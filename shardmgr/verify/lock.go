@@ -18,8 +18,10 @@ import (
 
 // Defaults of the bounds every verify statement runs under.
 const (
-	defaultVerifyLockTimeout      = 2 * time.Second
-	defaultVerifyStatementTimeout = 30 * time.Second
+	// DefaultLockTimeout is Options.LockTimeout when zero.
+	DefaultLockTimeout = 2 * time.Second
+	// DefaultStatementTimeout is Options.StatementTimeout when zero.
+	DefaultStatementTimeout = 30 * time.Second
 	// lockConfirmDelay is how long an exclusive generator lock seen while
 	// scanning a host must still be held by the same session before the
 	// shard is reported blocked without being probed: the pull-up and

@@ -79,28 +79,40 @@ const (
 	CheckCatalogStale = "catalog-stale"
 )
 
+// Defaults of Options.
+const (
+	// DefaultMaxClockSkew is Options.MaxClockSkew when zero.
+	DefaultMaxClockSkew = time.Second
+	// DefaultProbeIDs is Options.ProbeIDs when zero.
+	DefaultProbeIDs = 16
+	// DefaultWorkers is Options.Workers when zero.
+	DefaultWorkers = 4
+)
+
 // Options adjust Verify. The zero value is fine.
 type Options struct {
 	// Deep reads every id stored in a column whose DEFAULT is a shard
 	// generator (CheckStoredShard, CheckDuplicateID).
 	Deep bool
 	// MaxClockSkew is the largest clock difference tolerated between a
-	// host and the manager or two hosts. Zero means one second.
+	// host and the manager or two hosts. Zero means DefaultMaxClockSkew
+	// (1s).
 	MaxClockSkew time.Duration
 	// ProbeIDs is the number of ids the live probe draws from every shard,
-	// in two concurrent sessions. Zero means 16.
+	// in two concurrent sessions. Zero means DefaultProbeIDs (16).
 	ProbeIDs int
-	// Workers is the number of connections per host. Zero means 4.
+	// Workers is the number of connections per host. Zero means
+	// DefaultWorkers (4).
 	Workers int
-	// Now is the manager's clock. Nil means time.Now.
+	// Now is the manager's clock. Zero means time.Now.
 	Now func() time.Time
 	// LockTimeout bounds every wait of a verify statement for a lock, the
 	// generator's advisory lock included: a generator call that waits
 	// longer is reported (CheckLock) with the session holding the lock.
-	// Zero means 2 s.
+	// Zero means DefaultLockTimeout (2s).
 	LockTimeout time.Duration
 	// StatementTimeout bounds every statement verify runs but the reads of
-	// Deep. Zero means 30 s. Connecting is bounded by each DSN's
+	// Deep. Zero means DefaultStatementTimeout (30s). Connecting is bounded by each DSN's
 	// connect_timeout, 30 s (pg.DefaultConnectTimeout) when it has none.
 	StatementTimeout time.Duration
 
@@ -214,22 +226,22 @@ func Verify(ctx context.Context, c *cluster.Cluster, opts Options) (*Report, err
 	start := time.Now()
 	cfg := c.Config()
 	if opts.MaxClockSkew <= 0 {
-		opts.MaxClockSkew = time.Second
+		opts.MaxClockSkew = DefaultMaxClockSkew
 	}
 	if opts.ProbeIDs <= 0 {
-		opts.ProbeIDs = 16
+		opts.ProbeIDs = DefaultProbeIDs
 	}
 	if opts.Workers <= 0 {
-		opts.Workers = 4
+		opts.Workers = DefaultWorkers
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
 	if opts.LockTimeout <= 0 {
-		opts.LockTimeout = defaultVerifyLockTimeout
+		opts.LockTimeout = DefaultLockTimeout
 	}
 	if opts.StatementTimeout <= 0 {
-		opts.StatementTimeout = defaultVerifyStatementTimeout
+		opts.StatementTimeout = DefaultStatementTimeout
 	}
 	v := &verifier{c: c, cfg: cfg, opts: opts, rep: &Report{Problems: []Problem{}, Generators: []GeneratorCount{}}}
 	if err := checkCatalogVersion(ctx, v); err != nil {

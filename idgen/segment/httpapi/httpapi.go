@@ -58,28 +58,64 @@ type check struct {
 	f    func() error
 }
 
-// Option adjusts a Handler.
-type Option func(*Handler)
+// Option adjusts a Handler. Options are checked when New builds it: New
+// returns the error of one given a value it cannot use, naming it (the
+// convention of every package of shardid: see shardmgr's doc.go).
+type Option func(*Handler) error
 
-// WithRegistry registers the metrics in reg instead of a registry of the
-// handler's own (which also carries the Go and process collectors).
-func WithRegistry(reg *prometheus.Registry) Option { return func(h *Handler) { h.reg = reg } }
+// WithRegistry registers the metrics in reg, which must not be nil.
+// Without it, a registry of the handler's own (which also carries the Go
+// and process collectors).
+func WithRegistry(reg *prometheus.Registry) Option {
+	return func(h *Handler) error {
+		if reg == nil {
+			return errors.New("httpapi: WithRegistry(nil): want a registry")
+		}
+		h.reg = reg
+		return nil
+	}
+}
 
 // WithLogger sets where the handler logs requests that failed on our side
 // (503): a line when a tag starts failing, a summary at most every
 // WithFailureLogInterval while it goes on, a line when it serves again;
-// never a line per request. Default slog.Default().
-func WithLogger(l *slog.Logger) Option { return func(h *Handler) { h.logger = l } }
+// never a line per request. l must not be nil (to discard, pass
+// slog.New(slog.DiscardHandler)). Without it, slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return func(h *Handler) error {
+		if l == nil {
+			return errors.New("httpapi: WithLogger(nil): want a logger (slog.New(slog.DiscardHandler) to discard)")
+		}
+		h.logger = l
+		return nil
+	}
+}
 
 // WithFailureLogInterval sets how often, at most, a tag that keeps
-// failing gets a summary line. Default DefaultFailureLogInterval.
-func WithFailureLogInterval(d time.Duration) Option { return func(h *Handler) { h.logEvery = d } }
+// failing gets a summary line; d > 0. Without it,
+// DefaultFailureLogInterval (10s).
+func WithFailureLogInterval(d time.Duration) Option {
+	return func(h *Handler) error {
+		if d <= 0 {
+			return fmt.Errorf("httpapi: WithFailureLogInterval(%s): want a positive interval", d)
+		}
+		h.logEvery = d
+		return nil
+	}
+}
 
 // WithCheck adds a condition to /healthz: while f returns an error the
 // handler is not ready (503) and the error is listed under problems,
-// prefixed with name. serve adds the snowflake generator's this way.
+// prefixed with name. serve adds the snowflake generator's this way. f
+// must not be nil. Without it, readiness is the allocator's alone.
 func WithCheck(name string, f func() error) Option {
-	return func(h *Handler) { h.checks = append(h.checks, check{name, f}) }
+	return func(h *Handler) error {
+		if f == nil {
+			return fmt.Errorf("httpapi: WithCheck(%q, nil): want a function", name)
+		}
+		h.checks = append(h.checks, check{name, f})
+		return nil
+	}
 }
 
 // New returns the handler for alloc.
@@ -87,10 +123,12 @@ func New(alloc *segment.Allocator, opts ...Option) (*Handler, error) {
 	h := &Handler{alloc: alloc, logger: slog.Default(), logEvery: DefaultFailureLogInterval,
 		served: map[string]prometheus.Counter{}, codes: map[int]prometheus.Counter{}, fails: map[string]*failLog{}}
 	for _, o := range opts {
-		o(h)
-	}
-	if h.logEvery <= 0 {
-		return nil, fmt.Errorf("httpapi: the failure log interval must be positive")
+		if o == nil {
+			return nil, errors.New("httpapi: nil Option")
+		}
+		if err := o(h); err != nil {
+			return nil, err
+		}
 	}
 	if h.reg == nil {
 		h.reg = prometheus.NewRegistry()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,6 +23,11 @@ import (
 	"github.com/shardid/shardid/shardmgr/install"
 	"github.com/shardid/shardid/shardmgr/verify"
 )
+
+// quietHandle keeps the cluster handle's own lines (retried connects, the
+// phases of work given no Logger) off the command's output: it reports
+// what it did itself.
+var quietHandle = cluster.WithLogger(slog.New(slog.DiscardHandler))
 
 // Options of a demo run. Zero values mean 3 hosts, 64 shards, 8 sessions
 // and 200,000 rows.
@@ -104,7 +110,7 @@ func Run(ctx context.Context, w io.Writer, opts Options) (*Report, error) {
 		return nil, err
 	}
 
-	c, err := cluster.Open(ctx, cfg)
+	c, err := cluster.Open(ctx, cfg, quietHandle)
 	if err != nil {
 		return nil, err
 	}

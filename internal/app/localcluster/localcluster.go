@@ -18,6 +18,11 @@ import (
 	"github.com/shardid/shardid/shardmgr/install"
 )
 
+// quietHandle keeps the cluster handle's own lines (retried connects, the
+// phases of work given no Logger) off the command's output: it reports
+// what it did itself.
+var quietHandle = cluster.WithLogger(slog.New(slog.DiscardHandler))
+
 // Defaults for zero Options fields.
 const (
 	DefaultDir    = ".shardid"
@@ -240,7 +245,7 @@ func Up(ctx context.Context, opts Options) (*UpResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := cluster.Open(ctx, cfg)
+	c, err := cluster.Open(ctx, cfg, quietHandle)
 	if err != nil {
 		return nil, err
 	}
@@ -347,7 +352,7 @@ func AddHost(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := cluster.Open(ctx, cfg)
+	c, err := cluster.Open(ctx, cfg, quietHandle)
 	if err != nil {
 		return nil, err
 	}

@@ -52,7 +52,7 @@ func RemoveHost(ctx context.Context, opts Options, name string) (*RemoveResult, 
 		return nil, err
 	}
 	if _, inFile := cfg.Host(name); inFile {
-		c, err := cluster.Open(ctx, cfg)
+		c, err := cluster.Open(ctx, cfg, quietHandle)
 		if err != nil {
 			return nil, err
 		}
@@ -71,7 +71,7 @@ func RemoveHost(ctx context.Context, opts Options, name string) (*RemoveResult, 
 		// there) and nothing has changed.
 		without := *cfg
 		without.Hosts = slices.DeleteFunc(slices.Clone(cfg.Hosts), func(h shardmgr.Host) bool { return h.Name == name })
-		cw, err := cluster.Open(ctx, &without)
+		cw, err := cluster.Open(ctx, &without, quietHandle)
 		if err != nil {
 			return nil, err
 		}

@@ -46,8 +46,8 @@ type GeneratorOptions struct {
 	// Progress and Waiting are as in Options.
 	Progress func(HostProgress)
 	Waiting  func(LockWait)
-	// Logger receives a line per shard upgraded. Nil means the handle's
-	// (cluster.WithLogger; it discards them unless told).
+	// Logger receives a line per shard upgraded. Zero means the handle's logger
+	// (cluster.WithLogger).
 	Logger *slog.Logger
 }
 

@@ -88,8 +88,8 @@ type Options struct {
 	// Waiting, when set, is called when a shard is locked by another run
 	// and this one starts to wait for it. Calls are serialised.
 	Waiting func(LockWait)
-	// Logger receives a line per shard migrated. Nil means the handle's
-	// (cluster.WithLogger; it discards them unless told).
+	// Logger receives a line per shard migrated. Zero means the handle's logger
+	// (cluster.WithLogger).
 	Logger *slog.Logger
 }
 
