@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shardid/shardid/internal/app/genbench"
-	"github.com/shardid/shardid/internal/localpg"
 	"github.com/shardid/shardid/internal/pgsession"
 )
 
@@ -51,15 +50,12 @@ shard_0002 of that database: point it at a scratch database.`,
 				}
 			}
 			if dsn == "" {
-				server, err := localpg.Start(ctx, localpg.Options{})
+				scratch, stop, err := genbench.Scratch(ctx)
 				if err != nil {
 					return err
 				}
-				defer localpg.RemoveTemplates()
-				defer server.Stop()
-				if dsn, err = server.CreateDatabase(ctx, "bench"); err != nil {
-					return err
-				}
+				defer stop()
+				dsn = scratch
 			}
 			conn, err := pgsession.Connect(ctx, dsn)
 			if err != nil {

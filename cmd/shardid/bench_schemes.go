@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shardid/shardid/internal/app/genbench"
 	"github.com/shardid/shardid/internal/app/schemebench"
-	"github.com/shardid/shardid/internal/localpg"
 )
 
 func newBenchSchemesCmd() *cobra.Command {
@@ -40,15 +40,12 @@ stderr: a bar with the step and the case on a terminal, else a line per step.`,
 				return usagef("--rows, --rounds, --go-duration and --goroutines must be positive")
 			}
 			if dsn == "" {
-				server, err := localpg.Start(ctx, localpg.Options{})
+				scratch, stop, err := genbench.Scratch(ctx)
 				if err != nil {
 					return err
 				}
-				defer localpg.RemoveTemplates()
-				defer server.Stop()
-				if dsn, err = server.CreateDatabase(ctx, "bench"); err != nil {
-					return err
-				}
+				defer stop()
+				dsn = scratch
 			}
 			progress := newSchemesProgress(cmd.ErrOrStderr(), isTerminal(cmd.ErrOrStderr()))
 			opts.Progress = progress.step

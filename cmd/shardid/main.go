@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/shardid/shardid/internal/buildinfo"
+	"github.com/shardid/shardid/internal/app/buildinfo"
 )
 
 // usageError marks errors in how the command was called: exit code 2.

@@ -15,6 +15,7 @@ import (
 	"github.com/shardid/shardid/idgen/segment/httpapi"
 	"github.com/shardid/shardid/idgen/snowflake"
 	"github.com/shardid/shardid/internal/app/serveconfig"
+	"github.com/shardid/shardid/internal/app/snowflakeserve"
 	"github.com/shardid/shardid/internal/loopback"
 )
 
@@ -84,12 +85,12 @@ func serve(ctx context.Context, configPath, listen string, grace time.Duration, 
 	// Everything that needs a database starts in the background once the
 	// sections are known to be valid: serve listens at once, /healthz says
 	// what it waits for, and a signal stops it whatever it waits for.
-	var sf *snowflakeService
+	var sf *snowflakeserve.Service
 	if cfg.Snowflake != nil {
-		if sf, err = newSnowflakeService(configPath, cfg.Snowflake, logger); err != nil {
+		if sf, err = snowflakeserve.New(configPath, cfg.Snowflake, logger); err != nil {
 			return err
 		}
-		defer sf.stop()
+		defer sf.Stop()
 	}
 	var handler http.Handler
 	var tags []string
@@ -109,10 +110,10 @@ func serve(ctx context.Context, configPath, listen string, grace time.Duration, 
 		}
 		handler, tags = h, alloc.Tags()
 		if sf != nil {
-			handler = withSnowflake(sf, h)
+			handler = snowflakeserve.Route(sf, h)
 		}
 	} else {
-		handler = withSnowflake(sf, snowflakeHealth(sf))
+		handler = snowflakeserve.Route(sf, snowflakeserve.Health(sf))
 	}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {

@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/shardid/shardid/internal/buildinfo"
+	"github.com/shardid/shardid/internal/app/buildinfo"
 )
 
 func newVersionCmd() *cobra.Command {

@@ -47,7 +47,7 @@ func TestVersionStamped(t *testing.T) {
 	}
 	bin := filepath.Join(t.TempDir(), "shardid")
 	build := exec.Command("go", "build", "-trimpath", "-buildvcs=false",
-		"-ldflags", "-X github.com/shardid/shardid/internal/buildinfo.stamped=v1.2.3", "-o", bin, ".")
+		"-ldflags", "-X github.com/shardid/shardid/internal/app/buildinfo.stamped=v1.2.3", "-o", bin, ".")
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	out, err = exec.Command(bin, "--version").CombinedOutput()

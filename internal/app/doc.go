@@ -16,9 +16,13 @@
 //   - iddecode: ids taken apart as `shardid id decode` prints them, for
 //     the CLI and the console alike;
 //   - schematest: test tooling that brings a catalog to the schema states
-//     of the upgrade policy.
+//     of the upgrade policy;
+//   - snowflakeserve: the snowflake half of `shardid serve` (the lease
+//     taken in the background, GET /v1/snowflake);
+//   - buildinfo: which binary this is (`shardid version`), with the catalog
+//     schema and generator versions it writes.
 //
-// The foundations in internal/ (pgsession, pgdatabase, localpg, buildinfo, envvar)
+// The foundations in internal/ (pgsession, pgdatabase, localpg, envvar)
 // sit below: they never import these packages (package internal's test
 // holds that). This package itself has no code.
 package app

@@ -1,4 +1,11 @@
-package main
+// Package snowflakeserve is the snowflake half of `shardid serve`: GET
+// /v1/snowflake served from a worker id it leases in the background, the
+// lease database created and migrated first (not through a connection
+// pooler), and the /healthz of a file with no segments: section.
+//
+// It is one of the CLI's tools (internal/app), imported only by
+// cmd/shardid.
+package snowflakeserve
 
 import (
 	"context"
@@ -29,10 +36,10 @@ const (
 	leaseProbeTimeout    = 10 * time.Second
 )
 
-// snowflakeService serves GET /v1/snowflake from a worker it leases in the
+// Service serves GET /v1/snowflake from a worker it leases in the
 // background: it answers 503 (and Ready says why) until the lease database
 // is created and migrated and a worker is leased.
-type snowflakeService struct {
+type Service struct {
 	cfg    *snowflake.Config
 	logger *slog.Logger
 	pool   *pgxpool.Pool
@@ -45,9 +52,9 @@ type snowflakeService struct {
 	once   sync.Once
 }
 
-// newSnowflakeService checks the snowflake: section and starts leasing a
+// New checks the snowflake: section and starts leasing a
 // worker in the background; only a bad section is an error.
-func newSnowflakeService(configPath string, c *snowflake.Config, logger *slog.Logger) (*snowflakeService, error) {
+func New(configPath string, c *snowflake.Config, logger *slog.Logger) (*Service, error) {
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", configPath, err)
 	}
@@ -64,7 +71,7 @@ func newSnowflakeService(configPath string, c *snowflake.Config, logger *slog.Lo
 	if err != nil {
 		return nil, fmt.Errorf("%s: snowflake.leases: %w", configPath, err)
 	}
-	s := &snowflakeService{cfg: c, logger: logger, pool: pool, probe: probe, done: make(chan struct{})}
+	s := &Service{cfg: c, logger: logger, pool: pool, probe: probe, done: make(chan struct{})}
 	starting := errors.New("no worker id leased yet")
 	s.state.Store(&starting)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -75,7 +82,7 @@ func newSnowflakeService(configPath string, c *snowflake.Config, logger *slog.Lo
 
 // start prepares the lease database and leases a worker, retrying until
 // it succeeds or ctx ends.
-func (s *snowflakeService) start(ctx context.Context) {
+func (s *Service) start(ctx context.Context) {
 	defer close(s.done)
 	db := s.pool.Config().ConnConfig.Database
 	prepared := false
@@ -134,14 +141,14 @@ func (s *snowflakeService) start(ctx context.Context) {
 }
 
 // Ready is nil when GET /v1/snowflake can hand out an id now.
-func (s *snowflakeService) Ready() error {
+func (s *Service) Ready() error {
 	if g := s.g.Load(); g != nil {
 		return g.Ready()
 	}
 	return *s.state.Load()
 }
 
-func (s *snowflakeService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h := s.h.Load(); h != nil {
 		h.ServeHTTP(w, r)
 		return
@@ -152,8 +159,8 @@ func (s *snowflakeService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, "{\"error\":%q}\n", s.Ready().Error())
 }
 
-// stop ends the background start and releases the lease.
-func (s *snowflakeService) stop() {
+// Stop ends the background start and releases the lease.
+func (s *Service) Stop() {
 	s.once.Do(func() {
 		s.cancel()
 		<-s.done
@@ -170,8 +177,8 @@ func (s *snowflakeService) stop() {
 	})
 }
 
-// withSnowflake routes GET /v1/snowflake to sf and everything else to rest.
-func withSnowflake(sf http.Handler, rest http.Handler) http.Handler {
+// Route routes GET /v1/snowflake to sf and everything else to rest.
+func Route(sf http.Handler, rest http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == snowflake.Path {
 			sf.ServeHTTP(w, r)
@@ -181,10 +188,10 @@ func withSnowflake(sf http.Handler, rest http.Handler) http.Handler {
 	})
 }
 
-// snowflakeHealth is /healthz of a file with a snowflake: section and no
+// Health is /healthz of a file with a snowflake: section and no
 // segments: one: 200 {"status":"ok"} while an id can be handed out, 503
 // {"status":"not ready","problems":[...]} otherwise.
-func snowflakeHealth(sf *snowflakeService) http.Handler {
+func Health(sf *Service) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
