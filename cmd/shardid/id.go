@@ -27,10 +27,6 @@ The sign bit doubles as the top time bit, so ids run out on 2046-06-27.`,
 	return cmd
 }
 
-// decodedID is one line of `id decode --json` (package iddecode, which
-// the console serves too).
-type decodedID = iddecode.Parts
-
 func newIDDecodeCmd() *cobra.Command {
 	var asJSON bool
 	var epoch int64

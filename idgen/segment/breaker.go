@@ -54,8 +54,6 @@ func (b *breaker) store(s BreakerState) {
 
 func (b *breaker) allow() bool { return BreakerState(b.state.Load()) == Closed }
 
-func (b *breaker) current() BreakerState { return BreakerState(b.state.Load()) }
-
 func (b *breaker) success(now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -14,10 +14,9 @@ import (
 // fakeClock is a clock that moves only when told, or when the generator
 // sleeps on it.
 type fakeClock struct {
-	mu     sync.Mutex
-	t      time.Time
-	slept  []time.Duration
-	sleeps int
+	mu    sync.Mutex
+	t     time.Time
+	slept []time.Duration
 }
 
 func newFakeClock(t time.Time) *fakeClock { return &fakeClock{t: t} }

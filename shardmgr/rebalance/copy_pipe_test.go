@@ -134,5 +134,5 @@ func pipeGoroutines() bool {
 	buf := make([]byte, 1<<20)
 	buf = buf[:runtime.Stack(buf, true)]
 	s := string(buf)
-	return strings.Contains(s, "rebalance.pipeCopy") || strings.Contains(s, "rebalance.pipeCopy") || strings.Contains(s, "(*PgConn).CopyFrom")
+	return strings.Contains(s, "rebalance.pipeCopy") || strings.Contains(s, "rebalance.copyThrough") || strings.Contains(s, "(*PgConn).CopyFrom")
 }

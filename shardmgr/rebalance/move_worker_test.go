@@ -71,6 +71,7 @@ func TestMoveFailsAtOnceWithoutWorkerSlots(t *testing.T) {
 	require.Equal(t, PhaseCopy, res.Phase)
 	require.Zero(t, subscriptionsEnabled(t, cfg, "pg4"))
 	require.Equal(t, "pg2", clustertest.ClusterMap(t, cfg).Shards[1].Host)
+	require.Equal(t, want, likeIDs(t, cfg, 1), "the failed move left the source's rows as they were")
 	routeLikes(t, r, 1, 10) // the source serves
 	want = likeIDs(t, cfg, 1)
 

@@ -127,10 +127,9 @@ func BenchmarkRebalanceStock(b *testing.B) {
 // phaseClock records when each phase of a move started, from its
 // progress.
 type phaseClock struct {
-	mu    sync.Mutex
-	start time.Time
-	seen  []Phase
-	at    []time.Time
+	mu   sync.Mutex
+	seen []Phase
+	at   []time.Time
 }
 
 func (c *phaseClock) progress(p MoveProgress) {

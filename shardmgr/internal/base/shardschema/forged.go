@@ -64,8 +64,8 @@ func IDsBeyond(ctx context.Context, q pg.Querier, c IDColumn, floor, limit int64
 	return b, err
 }
 
-// MaxGenuineID is MaxStoredID without forged ids: the largest id in the
-// columns of schema whose DEFAULT is its generator whose time is at most
+// MaxGenuineID is the largest id, forged ids left out, in the columns of
+// schema whose DEFAULT is its generator: the largest whose time is at most
 // the host's clock plus marginMS (sql.AdvanceMarginMS; 0 when none). An
 // id beyond was not handed out by a generator (docs/uniqueness.md#forged-ids):
 // carrying a counter past it would burn the id space or exhaust it.

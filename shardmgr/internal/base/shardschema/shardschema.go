@@ -2,7 +2,6 @@ package shardschema
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -83,26 +82,6 @@ func MaxID(ctx context.Context, q pg.Querier, c IDColumn) (*int64, error) {
 	return m, err
 }
 
-// MaxStoredID is the largest id in the columns of schema whose DEFAULT is
-// its generator (0 when none).
-func MaxStoredID(ctx context.Context, q pg.Querier, schema string) (int64, error) {
-	cols, err := IDColumns(ctx, q, schema)
-	if err != nil {
-		return 0, err
-	}
-	var out int64
-	for _, c := range cols {
-		m, err := MaxID(ctx, q, c)
-		if err != nil {
-			return 0, err
-		}
-		if m != nil {
-			out = max(out, *m)
-		}
-	}
-	return out, nil
-}
-
 // ShardOf returns the logical shard an id carries (-1 for a negative id,
 // which no generator makes).
 func ShardOf(l idgen.Layout, id int64) int {
@@ -158,17 +137,6 @@ func RecordLocalShard(ctx context.Context, q pg.Execer, shard int, schema, state
 		ON CONFLICT (shard) DO UPDATE SET schema_name = EXCLUDED.schema_name, state = EXCLUDED.state, generation = EXCLUDED.generation`,
 		shard, schema, state, gen)
 	return err
-}
-
-// SchemaComment is the comment on schema (a move marks its incoming copy
-// with one), "" when it has none, and nil when there is no such schema.
-func SchemaComment(ctx context.Context, q pg.Querier, schema string) (*string, error) {
-	var comment *string
-	err := q.QueryRow(ctx, `SELECT coalesce(pg_catalog.obj_description(oid, 'pg_namespace'), '') FROM pg_catalog.pg_namespace WHERE nspname = $1`, schema).Scan(&comment)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	return comment, err
 }
 
 // GeneratorLockWait is the error of a wait that began at start for shard's
