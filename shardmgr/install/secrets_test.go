@@ -199,3 +199,65 @@ func TestInitWarnsWhenPublicMayConnectToCatalog(t *testing.T) {
 	require.NoError(t, err)
 	require.ElementsMatch(t, fallback, res.Warnings)
 }
+
+// A router opened from the catalog alone (OpenCatalog) reads the hosts'
+// DSNs the catalog records, whose password the cluster file wrote as a
+// ${VAR}: WithLookupEnv resolves it, and the router connects with what
+// the lookup gives. Without the option the router says which variable
+// it needs and where to give it; with a lookup that gives a wrong
+// password, the server refuses it (the lookup's value is the one used).
+func TestRouterFromCatalogResolvesDSNVariables(t *testing.T) {
+	s := passwordServer(t)
+	n := clustertest.DBCounter.Add(1)
+	const pwVar = "SHARDID_TEST_HOST_PASSWORD"
+	lookup := func(secret string) func(string) (string, bool) {
+		return func(name string) (string, bool) {
+			if name == pwVar {
+				return secret, true
+			}
+			return "", false
+		}
+	}
+	file := fmt.Sprintf(`cluster: c%[1]d
+shards: 4
+catalog: %[2]s
+hosts:
+  - name: pg1
+    dsn: postgres://shard_owner:${%[3]s}@127.0.0.1:%[4]d/pw%[1]d_app1?sslmode=disable
+  - name: pg2
+    dsn: host=127.0.0.1 port=%[4]d dbname=pw%[1]d_app2 user=shard_owner password=${%[3]s} sslmode=disable
+`, n, s.DSN(fmt.Sprintf("pw%d_catalog", n)), pwVar, s.Port)
+	cfg, err := shardmgr.ParseConfig([]byte(file), "test.yaml", lookup(hostSecret))
+	require.NoError(t, err)
+	_, err = Init(clustertest.Ctx(t), clustertest.Handle(t, cfg), InitOptions{})
+	require.NoError(t, err)
+	var recorded string
+	require.NoError(t, clustertest.Pool(t, cfg.Catalog).QueryRow(clustertest.Ctx(t),
+		`SELECT dsn FROM shardid.hosts WHERE name = 'pg1'`).Scan(&recorded))
+	require.Contains(t, recorded, "${"+pwVar+"}", "the catalog records the variable, not its value")
+	require.NotContains(t, recorded, hostSecret)
+
+	// route opens a router from the catalog with opts and runs a
+	// transaction on every shard; the first error, else nil.
+	route := func(opts ...shardmgr.RouterOption) error {
+		r, err := shardmgr.OpenCatalog(clustertest.Ctx(t), cfg.Catalog, append(opts, shardmgr.WithRefreshInterval(0))...)
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		for id := range cfg.Shards {
+			if err := r.Tx(clustertest.Ctx(t), id, func(ctx context.Context, tx pgx.Tx, _ shardmgr.Shard) error {
+				_, err := tx.Exec(ctx, `SELECT 1`)
+				return err
+			}); err != nil {
+				return fmt.Errorf("shard %d: %w", id, err)
+			}
+		}
+		return nil
+	}
+	err = route()
+	require.ErrorContains(t, err, "DSN needs ${"+pwVar+"} (see WithLookupEnv)")
+	err = route(shardmgr.WithLookupEnv(lookup("not-the-password")))
+	require.ErrorContains(t, err, "password authentication failed")
+	require.NoError(t, route(shardmgr.WithLookupEnv(lookup(hostSecret))))
+}
