@@ -54,10 +54,15 @@ var (
 	ErrClusterMismatch = errors.New("cluster file does not match the catalog")
 	// ErrClosed: the router was closed.
 	ErrClosed = errors.New("router closed")
-	// ErrMapStale: the router could not confirm its map with the catalog
-	// for longer than WithMaxStaleness allows, so it refuses writes; reads
-	// go on.
-	ErrMapStale = errors.New("shard map is stale: the catalog has been unreachable too long")
+	// ErrMapUnconfirmed: the router could not confirm its map with the
+	// catalog for longer than WithMaxUnconfirmed allows, so it refuses
+	// writes; reads go on.
+	ErrMapUnconfirmed = errors.New("shard map unconfirmed: the catalog has been unreachable too long")
+	// ErrMapStale is ErrMapUnconfirmed.
+	//
+	// Deprecated: use ErrMapUnconfirmed ("stale" is kept for a catalog
+	// older than the hosts' records, ErrCatalogStale).
+	ErrMapStale = ErrMapUnconfirmed
 	// ErrCatalogStale: the catalog is older than what the hosts record
 	// of themselves (restored from an older backup): it places shards
 	// where the hosts say they are not, or is behind a generation a host

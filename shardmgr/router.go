@@ -25,7 +25,7 @@ import (
 // The catalog is not on the data path: when a refresh fails the router
 // keeps serving from the last map it read, retries in the background with
 // backoff, and refuses writes only once the map has gone unconfirmed for
-// longer than WithMaxStaleness (ErrMapStale). The fences on the hosts, not
+// longer than WithMaxUnconfirmed (ErrMapUnconfirmed). The fences on the hosts, not
 // the catalog, keep a moving shard's writes safe meanwhile.
 //
 // Keys map to shards by key mod shards (the key taken as an unsigned
@@ -141,7 +141,7 @@ func (r *Router) Close() {
 // catalog changed, and closing the pools of hosts that left the catalog
 // or whose DSN changed (once their work in flight is done). It reports whether the map
 // changed. It tries at once, whatever the backoff after failed refreshes;
-// its failure (unless ctx ended) counts as one (see Staleness).
+// its failure (unless ctx ended) counts as one (see UnconfirmedFor).
 func (r *Router) Reload(ctx context.Context) (bool, error) {
 	r.reloadMu.Lock()
 	defer r.reloadMu.Unlock()
@@ -393,7 +393,7 @@ func (r *Router) Shard(id int) (Shard, error) {
 
 // route refreshes the map when due and returns the shard and its host's
 // pool; write refuses shards that are read-only or moving, and every shard
-// once the map is older than the staleness bound.
+// once the map has gone unconfirmed longer than its bound.
 func (r *Router) route(ctx context.Context, id int, write bool) (Shard, *pgxpool.Pool, error) {
 	r.refresh(ctx)
 	s, err := r.Shard(id)
@@ -423,7 +423,7 @@ func (r *Router) route(ctx context.Context, id int, write bool) (Shard, *pgxpool
 		return s, nil, err
 	}
 	if write {
-		if err := r.refuseStale(s); err != nil {
+		if err := r.refuseUnconfirmed(s); err != nil {
 			return s, nil, err
 		}
 	}
@@ -464,8 +464,8 @@ func (r *Router) Acquire(ctx context.Context, id int) (*pgxpool.Conn, Shard, err
 // Tx runs fn in a read-write transaction on the host of shard id and
 // commits when fn returns nil. It refuses a shard that is read-only
 // (ErrShardReadOnly) or moving (ErrShardMoving) with a *ShardError, and
-// every shard with ErrMapStale once the catalog has been unreachable for
-// longer than WithMaxStaleness. A state change reaches the router within
+// every shard with ErrMapUnconfirmed once the catalog has been unreachable
+// for longer than WithMaxUnconfirmed. A state change reaches the router within
 // the refresh interval, and the end of a move's refusal (the shard active
 // again) within tens of milliseconds, as long as writes come: the router
 // asks the catalog more often while it refuses a moving shard. Until

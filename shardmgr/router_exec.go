@@ -10,7 +10,7 @@ import (
 // Exec runs one statement on the host of shard id outside a transaction
 // (autocommit): one round trip, where Tx takes three (BEGIN, the
 // statement, COMMIT). It is a write, refused as Tx refuses one: a
-// read-only or moving shard, a map past WithMaxStaleness, a shard the
+// read-only or moving shard, a map unconfirmed past WithMaxUnconfirmed, a shard the
 // hosts show the catalog to place wrongly; a statement that reaches a
 // fenced copy, or the host a shard moved away from, is ErrShardMoving and
 // the map is reloaded. WithRetryMoving applies: a statement the fence

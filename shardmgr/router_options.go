@@ -33,7 +33,7 @@ type routerOptions struct {
 
 // newRouterOptions applies opts over the defaults.
 func newRouterOptions(opts []RouterOption) (routerOptions, error) {
-	o := routerOptions{refresh: DefaultRefreshInterval, maxUnconfirmed: DefaultMaxStaleness, log: slog.Default()}
+	o := routerOptions{refresh: DefaultRefreshInterval, maxUnconfirmed: DefaultMaxUnconfirmed, log: slog.Default()}
 	for _, opt := range opts {
 		if opt == nil {
 			return o, errors.New("shardmgr: nil RouterOption")
@@ -84,14 +84,20 @@ func WithLookupEnv(lookup func(string) (string, bool)) RouterOption {
 	}
 }
 
-// WithMaxStaleness sets how long the router keeps taking writes while it
-// cannot reach the catalog. Past it, Tx refuses with ErrMapStale (reads go
-// on). Zero refuses writes from the first failed refresh; a negative
+// WithMaxUnconfirmed sets how long the router keeps taking writes on a
+// map it cannot confirm, the catalog unreachable. Past it, Tx refuses with
+// ErrMapUnconfirmed (reads go on). Zero refuses writes from the first failed refresh; a negative
 // bound never refuses (the hosts' fences alone keep a moving shard safe).
-// Without it, DefaultMaxStaleness (5m).
-func WithMaxStaleness(d time.Duration) RouterOption {
+// Without it, DefaultMaxUnconfirmed (5m).
+func WithMaxUnconfirmed(d time.Duration) RouterOption {
 	return func(o *routerOptions) error { o.maxUnconfirmed = d; return nil }
 }
+
+// WithMaxStaleness is WithMaxUnconfirmed. Without it,
+// DefaultMaxUnconfirmed (5m).
+//
+// Deprecated: use WithMaxUnconfirmed.
+func WithMaxStaleness(d time.Duration) RouterOption { return WithMaxUnconfirmed(d) }
 
 // WithLogger sets where the router reports the catalog going away and
 // coming back; l must not be nil (to discard, pass

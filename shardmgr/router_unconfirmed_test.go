@@ -39,7 +39,7 @@ func requireHostSaid(t testing.TB, err error, shard int, host, code string) {
 	require.Equal(t, code, pe.Code, "%v", err)
 }
 
-func TestStaleRouterAfterMoveGetsErrShardMoving(t *testing.T) {
+func TestOutdatedRouterAfterMoveGetsErrShardMoving(t *testing.T) {
 	t.Parallel()
 	cfg := initCluster(t, 4)
 	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
@@ -195,7 +195,7 @@ func TestRouterServesThroughCatalogOutage(t *testing.T) {
 	// hammer it.
 	patient := openRouter(t, cfg, shardmgr.WithRefreshInterval(0), shardmgr.WithLogger(log))
 	const bound = 300 * time.Millisecond
-	strict := openRouter(t, cfg, shardmgr.WithRefreshInterval(0), shardmgr.WithMaxStaleness(bound), shardmgr.WithLogger(log))
+	strict := openRouter(t, cfg, shardmgr.WithRefreshInterval(0), shardmgr.WithMaxUnconfirmed(bound), shardmgr.WithLogger(log))
 
 	insert := func(ctx context.Context, tx pgx.Tx, s shardmgr.Shard) error {
 		_, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (user_id, post_id) VALUES (1, 1)`, s.Table("likes")))
@@ -209,8 +209,8 @@ func TestRouterServesThroughCatalogOutage(t *testing.T) {
 		require.NoError(t, patient.Tx(ctx(t), id, insert))
 		require.NoError(t, strict.Tx(ctx(t), id, insert))
 	}
-	require.Zero(t, patient.Staleness())
-	require.Zero(t, strict.Staleness())
+	require.Zero(t, patient.UnconfirmedFor())
+	require.Zero(t, strict.UnconfirmedFor())
 
 	require.NoError(t, cat.Halt())
 	checksBefore := shardmgr.CatalogChecks(patient)
@@ -221,22 +221,24 @@ func TestRouterServesThroughCatalogOutage(t *testing.T) {
 			require.NoError(t, patient.Tx(ctx(t), id, insert), "writes to healthy hosts go on")
 			require.NoError(t, patient.ReadTx(ctx(t), id, count))
 			require.NoError(t, strict.ReadTx(ctx(t), id, count), "reads go on past the bound")
-			stale := strict.Staleness() > bound
+			unconfirmed := strict.UnconfirmedFor() > bound
 			err := strict.Tx(ctx(t), id, insert)
-			if stale {
-				require.ErrorIs(t, err, shardmgr.ErrMapStale)
+			if unconfirmed {
+				require.ErrorIs(t, err, shardmgr.ErrMapUnconfirmed)
+				require.ErrorIs(t, err, shardmgr.ErrMapStale, "the deprecated name still matches")
+				require.ErrorContains(t, err, "shard map unconfirmed: ")
 				var se *shardmgr.ShardError
 				require.True(t, errors.As(err, &se), "%v", err)
 				require.Equal(t, id, se.Shard)
 				refused++
 			} else if err != nil {
-				require.ErrorIs(t, err, shardmgr.ErrMapStale)
+				require.ErrorIs(t, err, shardmgr.ErrMapUnconfirmed)
 			}
 			calls += 4
 		}
 	}
 	require.Greater(t, refused, 0, "writes past the bound were refused")
-	require.Greater(t, patient.Staleness(), 2*time.Second)
+	require.Greater(t, patient.UnconfirmedFor(), 2*time.Second)
 	checks := shardmgr.CatalogChecks(patient) - checksBefore
 	t.Logf("%d calls, %d catalog checks by one router, %d writes refused by the strict one", calls, checks, refused)
 	require.Less(t, checks, int64(15), "retries back off instead of following every call")
@@ -246,7 +248,7 @@ func TestRouterServesThroughCatalogOutage(t *testing.T) {
 	require.NoError(t, cat.Restart(ctx(t)))
 	for _, r := range []*shardmgr.Router{patient, strict} {
 		require.Eventually(t, func() bool {
-			return r.ReadTx(ctx(t), 0, count) == nil && r.Staleness() == 0
+			return r.ReadTx(ctx(t), 0, count) == nil && r.UnconfirmedFor() == 0
 		}, 2*time.Minute, 20*time.Millisecond, "the map is confirmed once the catalog is back")
 		for id := range shards {
 			require.NoError(t, r.Tx(ctx(t), id, insert))

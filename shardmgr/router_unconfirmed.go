@@ -12,14 +12,23 @@ import (
 )
 
 // What a router does when its map may be out of date: the catalog is
-// unreachable (it keeps serving from the last map it read), or a host
-// answered for a copy of a shard that has moved on (it says ErrShardMoving
-// and reloads the map so the caller's retry goes to the new host).
+// unreachable (it keeps serving from the last map it read, unconfirmed),
+// or a host answered for a copy of a shard that has moved on (it says
+// ErrShardMoving and reloads the map so the caller's retry goes to the new
+// host).
+//
+// Words: an unconfirmed map is one the router could not check with the
+// catalog lately; "stale" is kept for a catalog older than the hosts'
+// records (ErrCatalogStale, router_hostcheck.go).
 
 const (
-	// DefaultMaxStaleness is how long a router keeps taking writes on a
-	// map it cannot confirm with the catalog (see WithMaxStaleness).
-	DefaultMaxStaleness = 5 * time.Minute
+	// DefaultMaxUnconfirmed is how long a router keeps taking writes on
+	// a map it cannot confirm with the catalog (see WithMaxUnconfirmed).
+	DefaultMaxUnconfirmed = 5 * time.Minute
+	// DefaultMaxStaleness is DefaultMaxUnconfirmed.
+	//
+	// Deprecated: use DefaultMaxUnconfirmed.
+	DefaultMaxStaleness = DefaultMaxUnconfirmed
 	// catalogCheckTimeout bounds one refresh a call waits for, so that a
 	// catalog that stopped answering (rather than refusing) delays a call
 	// by at most this once before the router serves from its last map.
@@ -39,24 +48,29 @@ const (
 // catalogHealth is what the router knows of its last refreshes. Guarded by
 // Router.mu; checked (the last success) lives beside the map it confirms.
 type catalogHealth struct {
-	err         error         // last refresh's error; nil while the catalog answers
-	since       time.Time     // first failure of the current outage
-	backoff     time.Duration // current wait between retries
-	nextTry     time.Time     // no retry before this
-	warnedStale bool          // the refusal of writes was logged in this outage
+	err               error         // last refresh's error; nil while the catalog answers
+	since             time.Time     // first failure of the current outage
+	backoff           time.Duration // current wait between retries
+	nextTry           time.Time     // no retry before this
+	warnedUnconfirmed bool          // the refusal of writes was logged in this outage
 }
 
-// Staleness reports how long the router has been serving a map it could
+// UnconfirmedFor reports how long the router has been serving a map it could
 // not confirm: zero while its last refresh succeeded, else the time since
 // the last one that did. Writes are refused once it passes the bound set
-// by WithMaxStaleness.
-func (r *Router) Staleness() time.Duration {
+// by WithMaxUnconfirmed.
+func (r *Router) UnconfirmedFor() time.Duration {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return r.stalenessLocked(time.Now())
+	return r.unconfirmedForLocked(time.Now())
 }
 
-func (r *Router) stalenessLocked(now time.Time) time.Duration {
+// Staleness is UnconfirmedFor.
+//
+// Deprecated: use UnconfirmedFor.
+func (r *Router) Staleness() time.Duration { return r.UnconfirmedFor() }
+
+func (r *Router) unconfirmedForLocked(now time.Time) time.Duration {
 	if r.health.err == nil {
 		return 0
 	}
@@ -198,7 +212,7 @@ func (r *Router) noteFailure(err error) {
 	if r.m != nil {
 		gen = r.m.Generation
 	}
-	age := r.stalenessLocked(now)
+	age := r.unconfirmedForLocked(now)
 	r.mu.Unlock()
 	if first {
 		r.opts.log.Warn("shardid router: catalog unreachable; serving from the last map",
@@ -206,19 +220,19 @@ func (r *Router) noteFailure(err error) {
 		return
 	}
 	r.opts.log.Debug("shardid router: catalog still unreachable",
-		"generation", gen, "staleness", age.Round(time.Millisecond), "err", err, "retry_in", wait.Round(time.Millisecond))
+		"generation", gen, "unconfirmed_for", age.Round(time.Millisecond), "err", err, "retry_in", wait.Round(time.Millisecond))
 }
 
-// refuseStale returns ErrMapStale (in a *ShardError) when the map is older
-// than the caller's bound, nil otherwise.
-func (r *Router) refuseStale(s Shard) error {
+// refuseUnconfirmed returns ErrMapUnconfirmed (in a *ShardError) when the
+// map has gone unconfirmed longer than the router's bound, nil otherwise.
+func (r *Router) refuseUnconfirmed(s Shard) error {
 	bound := r.opts.maxUnconfirmed
 	if bound < 0 {
 		return nil
 	}
 	r.mu.RLock()
-	age := r.stalenessLocked(time.Now())
-	cause, warned := r.health.err, r.health.warnedStale
+	age := r.unconfirmedForLocked(time.Now())
+	cause, warned := r.health.err, r.health.warnedUnconfirmed
 	r.mu.RUnlock()
 	if cause == nil || age <= bound {
 		return nil
@@ -226,14 +240,14 @@ func (r *Router) refuseStale(s Shard) error {
 	warn := false
 	if !warned {
 		r.mu.Lock()
-		warn, r.health.warnedStale = !r.health.warnedStale, true
+		warn, r.health.warnedUnconfirmed = !r.health.warnedUnconfirmed, true
 		r.mu.Unlock()
 	}
 	if warn {
-		r.opts.log.Error("shardid router: map older than the staleness bound; refusing writes until the catalog answers",
-			"generation", s.Generation, "staleness", age.Round(time.Millisecond), "bound", bound, "err", cause)
+		r.opts.log.Error("shardid router: map unconfirmed longer than its bound; refusing writes until the catalog answers",
+			"generation", s.Generation, "unconfirmed_for", age.Round(time.Millisecond), "bound", bound, "err", cause)
 	}
-	return &ShardError{Shard: s.ID, Host: s.Host, Err: &refusal{kind: ErrMapStale, cause: cause,
+	return &ShardError{Shard: s.ID, Host: s.Host, Err: &refusal{kind: ErrMapUnconfirmed, cause: cause,
 		detail: fmt.Sprintf("map of generation %d unconfirmed for %s, bound %s; catalog: %s", s.Generation, age.Round(time.Millisecond), bound, pg.OneLine(cause))}}
 }
 
