@@ -1,5 +1,4 @@
-// Package pgdatabase creates the database a DSN names when it is missing,
-// and digs the server's own error out of a failed connection attempt.
+// Package pgdatabase creates the database a DSN names when it is missing.
 //
 // init creates the cluster's databases and serve its segment sources'; both
 // need the same few steps: connect, and on invalid_catalog_name connect to
@@ -22,8 +21,8 @@ import (
 // Ensure connects to dsn and, when its database does not exist, creates it
 // through the postgres database of the same server. It reports whether it
 // created the database. Losing a race with another creator is not an
-// error. A failed connection's error puts the server's message first (see
-// Explain).
+// error. A failed connection's error puts the server's reason first
+// (pgsession.ServerFirst).
 func Ensure(ctx context.Context, dsn string) (created bool, err error) {
 	cfg, err := pgsession.ParseConfig(dsn)
 	if err != nil {
@@ -42,13 +41,13 @@ func EnsureConfig(ctx context.Context, cfg *pgx.ConnConfig) (created bool, err e
 	}
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) || pe.Code != pgerrcode.InvalidCatalogName {
-		return false, fmt.Errorf("connect to %s: %w", cfg.Database, Explain(err))
+		return false, fmt.Errorf("connect to %s: %w", cfg.Database, pgsession.ServerFirst(err))
 	}
 	admin := cfg.Copy()
 	admin.Database = "postgres"
 	conn, err = pgx.ConnectConfig(ctx, admin)
 	if err != nil {
-		return false, fmt.Errorf("database %s is missing and the postgres database is unreachable to create it: %w", cfg.Database, Explain(err))
+		return false, fmt.Errorf("database %s is missing and the postgres database is unreachable to create it: %w", cfg.Database, pgsession.ServerFirst(err))
 	}
 	defer conn.Close(ctx)
 	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{cfg.Database}.Sanitize())
@@ -64,28 +63,3 @@ func EnsureConfig(ctx context.Context, cfg *pgx.ConnConfig) (created bool, err e
 	}
 	return true, nil
 }
-
-// Explain returns err with the server's own message first when err holds
-// one. With sslmode=prefer (libpq's default, and pgx's) a failed
-// connection's text starts with the first attempt's "tls error: server
-// refused TLS connection", and the reason that matters (database "seg"
-// does not exist, password authentication failed) comes last, if it is
-// read at all. The returned error wraps err.
-func Explain(err error) error {
-	var pe *pgconn.PgError
-	if err == nil || !errors.As(err, &pe) {
-		return err
-	}
-	return &explained{cause: pe, err: err}
-}
-
-type explained struct {
-	cause *pgconn.PgError
-	err   error
-}
-
-func (e *explained) Error() string {
-	return fmt.Sprintf("%s (SQLSTATE %s); in full: %v", e.cause.Message, e.cause.Code, e.err)
-}
-
-func (e *explained) Unwrap() error { return e.err }

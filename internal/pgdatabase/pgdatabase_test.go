@@ -51,14 +51,15 @@ func TestEnsureCreatesOnceUnderConcurrency(t *testing.T) {
 	require.False(t, c, "an existing database is left alone")
 }
 
-func TestExplainPutsTheServersMessageFirst(t *testing.T) {
-	_, err := pgx.Connect(context.Background(), missingDSN(t))
+// Ensure's failed connection names the database, with the server's
+// reason first when the server gave one (pgsession.ServerFirst), else the
+// error as it was.
+func TestEnsureSaysWhyItCannotConnect(t *testing.T) {
+	s := pgtest.Servers(t, 1)[0]
+	_, err := pgdatabase.Ensure(context.Background(), fmt.Sprintf("postgres://no_such_role_%d@127.0.0.1:%d/x", time.Now().UnixNano(), s.Port))
 	require.Error(t, err)
-	require.Contains(t, err.Error(), "tls error", "the message this package is for")
-	got := pgdatabase.Explain(err)
-	require.True(t, strings.HasPrefix(got.Error(), `database "missing_`), got.Error())
-	require.Contains(t, got.Error(), "does not exist (SQLSTATE 3D000)")
-	require.ErrorIs(t, got, err)
+	require.True(t, strings.HasPrefix(err.Error(), "connect to x: FATAL: role "), err.Error())
+	require.Contains(t, err.Error(), "does not exist (SQLSTATE 28000)")
 
 	_, err = pgdatabase.Ensure(context.Background(), "postgres://postgres@127.0.0.1:1/x?connect_timeout=2")
 	require.ErrorContains(t, err, "connect to x", "no server message: the error as it was")

@@ -92,7 +92,7 @@ func OpenAllocator(ctx context.Context, cfg *segment.Config, logger *slog.Logger
 			err := migrations.Up(ctx, cfg.Sources[i], migrations.Segment, migrations.WithPoolerCheck(),
 				migrations.WithLockWait(migrationLockWait), migrations.WithLogger(logger.With("source", i)))
 			if err != nil {
-				return pgdatabase.Explain(err)
+				return pgsession.ServerFirst(err)
 			}
 			// Named as the config names it and as the allocator's other
 			// lines do: several sources often share a database name.

@@ -81,7 +81,7 @@ func closeDatabase(ctx context.Context, cc *pgx.ConnConfig) (string, error) {
 	}
 	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
-		return "", pgdatabase.Explain(err)
+		return "", pgsession.ServerFirst(err)
 	}
 	defer conn.Close(ctx)
 	open, err := pgdatabase.PublicCanConnect(ctx, conn, cc.Database)

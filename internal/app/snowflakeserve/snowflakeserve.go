@@ -105,7 +105,7 @@ func (s *Service) start(ctx context.Context) {
 				}
 				if err := migrations.Up(actx, s.cfg.Leases, migrations.Snowflake, migrations.WithPoolerCheck(),
 					migrations.WithLockWait(leaseLockWait), migrations.WithLogger(s.logger)); err != nil {
-					return pgdatabase.Explain(err)
+					return pgsession.ServerFirst(err)
 				}
 				cc := s.pool.Config().ConnConfig
 				httpapi.WarnPublicConnect(actx, s.logger.With("source", fmt.Sprintf("%s:%d/%s", cc.Host, cc.Port, db), "config", "snowflake.leases"),
