@@ -56,8 +56,8 @@ const (
 	layerBase     = iota // shardmgr/internal/base/...: pg, limits, fence, grants, shardschema, ternsplit
 	layerRoot            // shardmgr: the router and the types every layer above uses
 	layerHandle          // shardmgr/cluster: the operator's handle
-	layerEngine          // shardmgr/internal/engine/... and the migration engine (shardmigrate)
-	layerOperator        // install, verify, migrate, rebalance, hosts, repair, audit
+	layerEngine          // shardmgr/internal/engine/... and the migration engine, shardmgr/migrate
+	layerOperator        // install, verify, rebalance, hosts, repair, audit
 	layerTestkit         // shardmgr/internal/testkit/...: fixtures, for _test.go files only
 )
 
@@ -77,9 +77,9 @@ func layerOf(path string) (layer int, ok bool) {
 		return layerBase, true
 	case under("cluster"):
 		return layerHandle, true
-	// The migration engine is engine wherever it lies (it may leave
-	// shardmgr/internal for a package of its own).
-	case under("internal/engine"), rel == "shardmigrate" || strings.HasSuffix(rel, "/shardmigrate"):
+	// The migration engine is public, shardmgr/migrate: its types are in
+	// the options of install and rebalance, which run it (issue 31, item 3).
+	case under("internal/engine"), rel == "migrate":
 		return layerEngine, true
 	case under("internal/testkit"):
 		return layerTestkit, true
@@ -135,24 +135,25 @@ func TestLayers(t *testing.T) {
 	require.Contains(t, seen[layerRoot], "shardmgr")
 	require.Contains(t, seen[layerHandle], "shardmgr/cluster")
 	require.Contains(t, seen[layerEngine], "shardmgr/internal/engine/catalog")
-	require.True(t, slices.ContainsFunc(seen[layerEngine], func(p string) bool { return strings.HasSuffix(p, "/shardmigrate") }), "the migration engine: %v", seen[layerEngine])
+	require.Contains(t, seen[layerEngine], "shardmgr/migrate")
 	require.Contains(t, seen[layerOperator], "shardmgr/install")
 	require.Contains(t, seen[layerTestkit], "shardmgr/internal/testkit/clustertest")
 	// ... and it reads imports: the root imports the base, the engine the root.
 	require.Contains(t, pkgs[shardmgrPath].Imports, shardmgrPath+"/internal/base/pg")
 	require.Contains(t, pkgs[shardmgrPath+"/internal/engine/catalog"].Imports, shardmgrPath)
+	require.Contains(t, pkgs[shardmgrPath+"/install"].Imports, shardmgrPath+"/migrate")
 }
 
-// TestOperatorSiblingsImportNoSibling: install, verify, migrate,
-// rebalance, hosts and repair share the layers below them (the engine,
-// shardmgr/internal/engine/..., the handle, the root and the base), never
-// one another, so that each can change without the others (issue 19,
-// item 4). Test files may import a sibling to set a cluster up; only the
-// packages themselves are checked.
+// TestOperatorSiblingsImportNoSibling: install, verify, rebalance, hosts
+// and repair share the layers below them (the engine, shardmgr/migrate
+// and shardmgr/internal/engine/..., the handle, the root and the base),
+// never one another, so that each can change without the others (issue
+// 19, item 4). Test files may import a sibling to set a cluster up; only
+// the packages themselves are checked.
 func TestOperatorSiblingsImportNoSibling(t *testing.T) {
 	const mod = shardmgrPath + "/"
-	siblings := []string{mod + "install", mod + "verify", mod + "migrate", mod + "rebalance", mod + "hosts", mod + "repair"}
-	seen := listShardmgr(t, "./install", "./verify", "./migrate", "./rebalance", "./hosts", "./repair")
+	siblings := []string{mod + "install", mod + "verify", mod + "rebalance", mod + "hosts", mod + "repair"}
+	seen := listShardmgr(t, "./install", "./verify", "./rebalance", "./hosts", "./repair")
 	require.Len(t, seen, len(siblings))
 	for _, pkg := range siblings {
 		p, ok := seen[pkg]

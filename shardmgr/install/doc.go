@@ -14,7 +14,7 @@
 // Init is idempotent: run again, it finishes what is missing and changes
 // nothing that is right. On every shard whose generator it finds it runs
 // this release's install SQL again (repairing privileges changed by hand)
-// and upgrades an older generator version (shardmigrate.UpgradeGenerators), so
+// and upgrades an older generator version (migrate.UpgradeGenerators), so
 // that after init every shard has this release's generator. Before it
 // records anything it asks the servers whether two hosts are one database
 // or a host belongs elsewhere, and it refuses a catalog older than the

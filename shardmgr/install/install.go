@@ -20,7 +20,7 @@ import (
 	"github.com/shardid/shardid/shardmgr/internal/base/pg"
 	"github.com/shardid/shardid/shardmgr/internal/base/shardschema"
 	"github.com/shardid/shardid/shardmgr/internal/engine/catalog"
-	"github.com/shardid/shardid/shardmgr/internal/shardmigrate"
+	"github.com/shardid/shardid/shardmgr/migrate"
 	shsql "github.com/shardid/shardid/sql"
 )
 
@@ -44,8 +44,8 @@ type InitOptions struct {
 	// of the others after installing (Shards), so that a shard Init
 	// created again gets the tables the rest have. Migrate adjusts that run
 	// (its Workers, when zero, are Workers).
-	Migrations *shardmigrate.MigrationSet
-	Migrate    shardmigrate.Options
+	Migrations *migrate.MigrationSet
+	Migrate    migrate.Options
 	// LockWait bounds the wait for another init of the same catalog (the
 	// catalog's init lock): when it runs out Init gives up, naming the
 	// session that holds the lock. Zero means DefaultInitLockWait (5m).
@@ -58,6 +58,8 @@ const DefaultInitLockWait = 5 * time.Minute
 
 // InitResult is what Init did.
 type InitResult struct {
+	// Cluster is the cluster's name; Generation the catalog's generation
+	// after the run.
 	Cluster    string `json:"cluster"`
 	Generation int64  `json:"generation"`
 	// CreatedDatabases lists the databases Init created, as host:port/name.
@@ -76,7 +78,7 @@ type InitResult struct {
 	// Elapsed is the run's wall time (JSON: seconds).
 	Elapsed time.Duration `json:"-"`
 	// Migrated is the migration run, when InitOptions.Migrations was set.
-	Migrated *shardmigrate.Result `json:"migrations,omitempty"`
+	Migrated *migrate.Result `json:"migrations,omitempty"`
 	// Warnings are what Init found unsafe but left as it was, one line
 	// each: a catalog database that every role may connect to.
 	Warnings []string `json:"warnings"`
@@ -116,7 +118,7 @@ func (r *InitResult) Changed() bool {
 // runs this release's install SQL again (which re-applies the generator's
 // privileges, repairing any changed by hand) and upgrades an older
 // generator version to this release's, carrying the counter past the ids
-// stored (shardmigrate.UpgradeGenerators). It never replaces a generator whose
+// stored (migrate.UpgradeGenerators). It never replaces a generator whose
 // marker names another variant, shard, epoch or layout, nor a newer
 // version, and it refuses a cluster
 // file that contradicts the catalog on what is fixed once initialised
@@ -244,7 +246,7 @@ func Init(ctx context.Context, c *cluster.Cluster, opts InitOptions) (*InitResul
 		if opts.Migrate.Workers == 0 {
 			opts.Migrate.Workers = opts.Workers
 		}
-		res.Migrated, err = shardmigrate.Shards(ctx, c, opts.Migrations, nil, opts.Migrate)
+		res.Migrated, err = migrate.Shards(ctx, c, opts.Migrations, nil, opts.Migrate)
 	}
 	res.Elapsed = time.Since(start)
 	return res, err
@@ -516,10 +518,10 @@ func olderVersionOf(marker, want string) error {
 		wantP, _, _ := shsql.ParseMarker(want)
 		switch {
 		case haveVersion > shsql.Version:
-			return fmt.Errorf("%w: generator v%d (marker %q); this binary writes v%d", shardmigrate.ErrGeneratorTooNew, haveVersion, marker, shsql.Version)
+			return fmt.Errorf("%w: generator v%d (marker %q); this binary writes v%d", migrate.ErrGeneratorTooNew, haveVersion, marker, shsql.Version)
 		case have == wantP && haveVersion < shsql.Version:
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: a different generator is already installed (marker %q, want %q); init does not replace it", shardmigrate.ErrForeignGenerator, marker, want)
+	return fmt.Errorf("%w: a different generator is already installed (marker %q, want %q); init does not replace it", migrate.ErrForeignGenerator, marker, want)
 }

@@ -17,10 +17,11 @@
 // The runs take the operator's handle (shardmgr/cluster): one pool per
 // host, connections within its per-server budget.
 //
-// The engine itself is shardmgr/internal/shardmigrate, below this package:
+// This package is the migration engine itself, of the engine layer
+// (shardmgr/internal/engine's doc.go says what that layer may import),
+// below the operator packages that run migrations as part of their work:
 // install (the generator upgrade, bringing new shards to the cluster's
-// version) and rebalance (building a moved shard at its old version) use
-// it without importing this package, so the operator packages never
-// import one another. The names here are the engine's (type aliases and
-// one-line forwards), so a value of one is a value of the other.
+// version, InitOptions.Migrations) and rebalance (building a moved shard
+// at its old version, MoveOptions.Migrations) import it; it imports no
+// operator package (shardmgr/layers_test.go holds that).
 package migrate

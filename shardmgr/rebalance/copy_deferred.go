@@ -9,7 +9,7 @@ import (
 
 	"github.com/shardid/shardid/shardmgr/internal/base/fence"
 	"github.com/shardid/shardid/shardmgr/internal/base/pg"
-	"github.com/shardid/shardid/shardmgr/internal/shardmigrate"
+	"github.com/shardid/shardid/shardmgr/migrate"
 )
 
 // A move copies rows into tables that carry neither the shard's foreign
@@ -63,7 +63,7 @@ type deferredObjects struct {
 // every name in them is qualified.
 func readDeferred(ctx context.Context, src *pgxpool.Pool, schema string) (*deferredObjects, error) {
 	d := &deferredObjects{schema: schema}
-	skip := []string{shardmigrate.VersionTable, shardmigrate.FailureTable}
+	skip := []string{migrate.VersionTable, migrate.FailureTable}
 	err := pgx.BeginFunc(ctx, src, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SET LOCAL search_path = pg_catalog, pg_temp`); err != nil {
 			return err

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/shardid/shardid/shardmgr"
-	"github.com/shardid/shardid/shardmgr/internal/shardmigrate"
+	"github.com/shardid/shardid/shardmgr/migrate"
 )
 
 // A shard's partitioned tables move whole. A partitioned table holds no
@@ -57,7 +57,7 @@ func rowTables(ctx context.Context, q shardmgr.Querier, schema string) ([]string
 	}
 	rows, err := q.Query(ctx, `SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 		WHERE n.nspname = $1 AND c.relkind = 'r' AND c.relname <> ALL($2)
-		ORDER BY c.relname COLLATE "C"`, schema, []string{shardmigrate.VersionTable, shardmigrate.FailureTable})
+		ORDER BY c.relname COLLATE "C"`, schema, []string{migrate.VersionTable, migrate.FailureTable})
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +156,7 @@ func sameKeys(ctx context.Context, src, dst shardmgr.Querier, schema string) err
 		WHERE n.nspname = $1 AND c.relname <> ALL($2)`
 	type index struct{ valid, key bool }
 	read := func(db shardmgr.Querier) (map[string]index, error) {
-		rows, err := db.Query(ctx, q, schema, []string{shardmigrate.VersionTable, shardmigrate.FailureTable})
+		rows, err := db.Query(ctx, q, schema, []string{migrate.VersionTable, migrate.FailureTable})
 		if err != nil {
 			return nil, err
 		}

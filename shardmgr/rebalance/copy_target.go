@@ -18,7 +18,7 @@ import (
 	"github.com/shardid/shardid/shardmgr/internal/base/pg"
 	"github.com/shardid/shardid/shardmgr/internal/base/shardschema"
 	"github.com/shardid/shardid/shardmgr/internal/engine/catalog"
-	"github.com/shardid/shardid/shardmgr/internal/shardmigrate"
+	"github.com/shardid/shardid/shardmgr/migrate"
 	shsql "github.com/shardid/shardid/sql"
 )
 
@@ -61,7 +61,7 @@ func dataTables(ctx context.Context, q shardmgr.Querier, schema string) ([]strin
 	if err != nil {
 		return nil, err
 	}
-	return slices.DeleteFunc(all, func(t string) bool { return t == shardmigrate.VersionTable || t == shardmigrate.FailureTable }), nil
+	return slices.DeleteFunc(all, func(t string) bool { return t == migrate.VersionTable || t == migrate.FailureTable }), nil
 }
 
 // buildTarget creates the shard's schema on the target: generator,
@@ -124,9 +124,9 @@ func (mo *mover) checkSource(ctx context.Context, mv *move) (version int, counte
 		return 0, 0, fmt.Errorf("source %s: %w", mv.From, err)
 	}
 	if !srcHas {
-		return 0, 0, fmt.Errorf("source %s: %w: no schema %s", mv.From, shardmigrate.ErrShardSchemaMissing, schema)
+		return 0, 0, fmt.Errorf("source %s: %w: no schema %s", mv.From, migrate.ErrShardSchemaMissing, schema)
 	}
-	version, failure, err := shardmigrate.ReadShardVersion(ctx, src, schema)
+	version, failure, err := migrate.ReadShardVersion(ctx, src, schema)
 	if err != nil {
 		return 0, 0, fmt.Errorf("source %s: read migration version: %w", mv.From, err)
 	}
@@ -199,14 +199,14 @@ func (mo *mover) createTarget(ctx context.Context, mv *move, version int) error 
 		if err != nil {
 			return fmt.Errorf("target %s: %w", mv.To, err)
 		}
-		_, err = shardmigrate.ShardOn(ctx, conn.Conn(), mv.To, mo.opts.Migrations,
-			shardmgr.Shard{ID: mv.Shard, Schema: schema, Host: mv.To, State: shardmgr.StateMoving}, shardmigrate.Options{To: version})
+		_, err = migrate.ShardOn(ctx, conn.Conn(), mv.To, mo.opts.Migrations,
+			shardmgr.Shard{ID: mv.Shard, Schema: schema, Host: mv.To, State: shardmgr.StateMoving}, migrate.Options{To: version})
 		conn.Release()
 		if err != nil {
 			return fmt.Errorf("target %s: build the schema at version %d: %w", mv.To, version, err)
 		}
 	}
-	got, _, err := shardmigrate.ReadShardVersion(ctx, dst, schema)
+	got, _, err := migrate.ReadShardVersion(ctx, dst, schema)
 	if err != nil {
 		return fmt.Errorf("target %s: %w", mv.To, err)
 	}

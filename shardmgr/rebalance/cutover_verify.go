@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/shardid/shardid/shardmgr/internal/base/pg"
-	"github.com/shardid/shardid/shardmgr/internal/shardmigrate"
+	"github.com/shardid/shardid/shardmgr/migrate"
 )
 
 // verifyCopy makes sure the target has every change (online: the slot
@@ -64,7 +64,7 @@ func (mo *mover) verifyCopy(ctx context.Context, mv *move) error {
 	if err := mo.carryCounter(ctx, src, dst, mv.MoveRecord); err != nil {
 		return err
 	}
-	sv, _, err := shardmigrate.ReadShardVersion(ctx, src, mv.Schema)
+	sv, _, err := migrate.ReadShardVersion(ctx, src, mv.Schema)
 	if err != nil {
 		return fmt.Errorf("source %s: %w", mv.From, err)
 	}

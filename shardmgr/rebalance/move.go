@@ -19,7 +19,7 @@ import (
 	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/internal/base/pg"
 	"github.com/shardid/shardid/shardmgr/internal/engine/catalog"
-	"github.com/shardid/shardid/shardmgr/internal/shardmigrate"
+	"github.com/shardid/shardid/shardmgr/migrate"
 )
 
 // DefaultKeep is how long a moved shard's old copy is kept, renamed and
@@ -52,7 +52,7 @@ type MoveOptions struct {
 	// Migrations is the directory of the shard's tern migrations: the
 	// target's schema is built by running them up to the source's version.
 	// Needed when that version is above 0.
-	Migrations *shardmigrate.MigrationSet
+	Migrations *migrate.MigrationSet
 	// Keep is how long the source's old copy is kept, renamed
 	// shard_NNNN_moved_gG and fenced, before Cleanup drops it: zero (or
 	// less) drops it as soon as the move is done. Zero (nil) means

@@ -15,7 +15,7 @@ import (
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/internal/base/pg"
-	"github.com/shardid/shardid/shardmgr/internal/shardmigrate"
+	"github.com/shardid/shardid/shardmgr/migrate"
 )
 
 // PlanBy says what a rebalance evens out.
@@ -33,6 +33,7 @@ const (
 // PlanOptions adjust PlanRebalance. The zero value balances counts and
 // checks the hosts for online moves, one at a time.
 type PlanOptions struct {
+	// By is what the plan evens out: ByCount (when empty) or BySize.
 	By PlanBy
 	// Mode is the mode the moves would run in (MoveOnline when empty):
 	// the preflight checks the hosts for it, and MoveAuto picks a mode
@@ -44,7 +45,7 @@ type PlanOptions struct {
 	// Migrations are the shards' migrations: when given, the preflight
 	// also checks that they build each moving shard with the tables it
 	// has (Apply and MoveShard always check, with their own).
-	Migrations *shardmigrate.MigrationSet
+	Migrations *migrate.MigrationSet
 	// Only, when set, limits the plan to emptying these hosts, each of
 	// which the cluster file marks drain: all their shards move (by count
 	// to the hosts below their share, by size to the least loaded), and

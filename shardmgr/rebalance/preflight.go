@@ -17,7 +17,7 @@ import (
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/internal/base/pg"
-	"github.com/shardid/shardid/shardmgr/internal/shardmigrate"
+	"github.com/shardid/shardid/shardmgr/migrate"
 )
 
 // The preflight: before a plan, an apply or a move changes anything (the
@@ -255,7 +255,7 @@ func tablesWithoutIdentity(ctx context.Context, q shardmgr.Querier, schemas, onl
 		  AND NOT (c.relreplident = 'f'
 		   OR (c.relreplident = 'd' AND EXISTS (SELECT FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid AND i.indisprimary))
 		   OR (c.relreplident = 'i' AND EXISTS (SELECT FROM pg_catalog.pg_index i WHERE i.indrelid = c.oid AND i.indisreplident)))
-		ORDER BY 1, 2`, schemas, only, []string{shardmigrate.VersionTable, shardmigrate.FailureTable})
+		ORDER BY 1, 2`, schemas, only, []string{migrate.VersionTable, migrate.FailureTable})
 	if err != nil {
 		return nil, err
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/engine/catalog"
-	"github.com/shardid/shardid/shardmgr/internal/shardmigrate"
+	"github.com/shardid/shardid/shardmgr/migrate"
 	shsql "github.com/shardid/shardid/sql"
 )
 
@@ -84,7 +84,7 @@ func schemaMoves(m *shardmgr.ShardMap, planned []PlannedMove, open []*MoveRecord
 // table the source has. It reads the source's version and tables, and
 // runs the migrations up to that version in a scratch schema of the
 // source's database, in a transaction it rolls back.
-func schemaChecks(ctx context.Context, m *shardmgr.ShardMap, poolOf func(context.Context, string) (*pgxpool.Pool, error), moves []schemaMove, set *shardmigrate.MigrationSet) ([]Check, error) {
+func schemaChecks(ctx context.Context, m *shardmgr.ShardMap, poolOf func(context.Context, string) (*pgxpool.Pool, error), moves []schemaMove, set *migrate.MigrationSet) ([]Check, error) {
 	if len(moves) == 0 {
 		return nil, nil
 	}
@@ -112,7 +112,7 @@ func schemaChecks(ctx context.Context, m *shardmgr.ShardMap, poolOf func(context
 
 // schemaCheckResults turns the facts into checks: per source host one
 // migrations check (when a shard there was migrated) and one tables check.
-func schemaCheckResults(facts []schemaFacts, set *shardmigrate.MigrationSet) []Check {
+func schemaCheckResults(facts []schemaFacts, set *migrate.MigrationSet) []Check {
 	var sources []string
 	bySource := map[string][]schemaFacts{}
 	for _, f := range facts {
@@ -187,13 +187,13 @@ func schemaCheckResults(facts []schemaFacts, set *shardmigrate.MigrationSet) []C
 // readSchemaFacts reads one move's source: its migration version and
 // tables, against the tables set makes up to that version (none at
 // version 0; unknown, so not compared, when set is nil above version 0).
-func readSchemaFacts(ctx context.Context, m *shardmgr.ShardMap, poolOf func(context.Context, string) (*pgxpool.Pool, error), mv schemaMove, set *shardmigrate.MigrationSet) (schemaFacts, error) {
+func readSchemaFacts(ctx context.Context, m *shardmgr.ShardMap, poolOf func(context.Context, string) (*pgxpool.Pool, error), mv schemaMove, set *migrate.MigrationSet) (schemaFacts, error) {
 	f := schemaFacts{move: mv}
 	src, err := poolOf(ctx, mv.From)
 	if err != nil {
 		return f, err
 	}
-	version, _, err := shardmigrate.ReadShardVersion(ctx, src, mv.Schema)
+	version, _, err := migrate.ReadShardVersion(ctx, src, mv.Schema)
 	if err != nil {
 		// A missing schema or a failed migration is the move's own
 		// check, with its own error; the preflight leaves it there.
@@ -242,7 +242,7 @@ var errNoTxMigration = errors.New("a migration runs outside a transaction")
 // version in a scratch schema of db, in a transaction that is rolled back
 // (with the shard's generator there, as its migrations expect), and
 // returns the tables they made, as dataTables names them.
-func tablesMigrationsMake(ctx context.Context, db *pgxpool.Pool, m *shardmgr.ShardMap, mv schemaMove, set *shardmigrate.MigrationSet, version int) ([]string, error) {
+func tablesMigrationsMake(ctx context.Context, db *pgxpool.Pool, m *shardmgr.ShardMap, mv schemaMove, set *migrate.MigrationSet, version int) ([]string, error) {
 	suffix := make([]byte, 6)
 	if _, err := rand.Read(suffix); err != nil {
 		return nil, err

@@ -2,11 +2,12 @@
 // package and the handle: the packages under shardmgr/internal/engine
 // write the catalog (catalog: its one writer), edit a cluster file in
 // place (clusterfile) and read and prove each host's own record of itself
-// (hostidentity). The migration engine (shardmgr/internal/shardmigrate)
-// belongs to this layer too. This folder holds no code of its own; this
-// file says what its packages may import.
+// (hostidentity). The migration engine belongs to this layer too, but is
+// public, shardmgr/migrate: its types are in the options of install and
+// rebalance. This folder holds no code of its own; this file says what its
+// packages (and shardmgr/migrate) may import.
 //
-// Who may import them: the operator packages (install, verify, migrate,
+// Who may import them: the operator packages (install, verify,
 // rebalance, hosts, repair, audit), the test fixtures and tests. Never
 // the root package or the handle: both lie below, and the engine imports
 // them.

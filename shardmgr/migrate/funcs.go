@@ -1,4 +1,4 @@
-package shardmigrate
+package migrate
 
 import (
 	"errors"

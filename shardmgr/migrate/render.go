@@ -1,4 +1,4 @@
-package shardmigrate
+package migrate
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 	"sync"
 	"text/template"
 
-	"github.com/jackc/tern/v2/migrate"
+	tern "github.com/jackc/tern/v2/migrate"
 
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/base/limits"
@@ -69,7 +69,7 @@ type MigrationSet struct {
 // inside it, where os.DirFS follows symbolic links anywhere.
 func LoadMigrationSet(fsys fs.FS) (*MigrationSet, error) {
 	fsys = limitFS{fsys, MaxMigrationFileSize}
-	names, err := migrate.FindMigrations(fsys)
+	names, err := tern.FindMigrations(fsys)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%w: directory not found", ErrMigrationSet)
@@ -195,10 +195,14 @@ func (s *MigrationSet) Name(v int) string {
 
 // RenderedMigration is one migration as one shard runs it.
 type RenderedMigration struct {
+	// Version is the version the shard is at once the migration ran up.
 	Version int
-	Name    string // file name, e.g. 001_create_likes.sql
-	Up      string
-	Down    string // empty: irreversible
+	// Name is the file name, e.g. 001_create_likes.sql.
+	Name string
+	// Up and Down are the two halves' SQL for this shard; Down is empty
+	// when the migration is irreversible.
+	Up   string
+	Down string
 	// UpNoTx and DownNoTx are set when the half carries
 	// `---- tern: disable-tx ----`: its statements run one by one outside
 	// a transaction.
@@ -225,7 +229,7 @@ func (s *MigrationSet) Render(shard int, schema string) ([]RenderedMigration, er
 	}
 	for i := range out {
 		if !containsSQL(out[i].Up) {
-			return nil, fmt.Errorf("%w: shard %d: %s: %w", ErrMigrationSet, shard, out[i].Name, migrate.ErrNoFwMigration)
+			return nil, fmt.Errorf("%w: shard %d: %s: %w", ErrMigrationSet, shard, out[i].Name, tern.ErrNoFwMigration)
 		}
 	}
 	return out, nil

@@ -1,4 +1,4 @@
-package shardmigrate
+package migrate
 
 import (
 	"context"
@@ -14,7 +14,6 @@ import (
 
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/cluster"
-	"github.com/shardid/shardid/shardmgr/internal/base/shardschema"
 )
 
 // Direction of a migration run.
@@ -31,11 +30,11 @@ const (
 	// VersionTable is tern's version table, <schema>.schema_version
 	// (version int4 not null, one row), so the plain tern CLI agrees on
 	// the version: tern migrate --version-table shard_0005.schema_version.
-	VersionTable = shardschema.VersionTable
+	VersionTable = "schema_version"
 	// FailureTable holds at most one row: the last migration that failed
 	// on the shard, or a disable-tx migration that is running or was
 	// interrupted. A successful step removes it.
-	FailureTable = shardschema.FailureTable
+	FailureTable = "schema_version_failure"
 )
 
 // migrateLockClass is the first key of the session advisory lock that a
@@ -79,7 +78,7 @@ type Options struct {
 	LockTimeout time.Duration
 	// LockWait bounds the wait for another session holding a shard's
 	// migration lock (another run migrating it): when it runs out the
-	// shard fails with a *pg.LockWaitError (shardmgr.ErrLockWait) naming
+	// shard fails with an error that wraps shardmgr.ErrLockWait and names
 	// the holder. Zero means DefaultShardLockWait.
 	LockWait time.Duration
 	// Progress, when set, is called after each shard with its host's
@@ -95,35 +94,45 @@ type Options struct {
 
 // HostProgress is how far a run is on one host.
 type HostProgress struct {
-	Host   string
-	Done   int // shards finished, failed ones included
+	// Host is the host's name in the cluster file.
+	Host string
+	// Done counts the shards finished, failed ones included, of Total on
+	// the host; Failed those that failed.
+	Done   int
 	Total  int
 	Failed int
 }
 
 // LockWait says that a run waits for another one holding a shard's lock.
 type LockWait struct {
-	Shard     int
-	Host      string
-	HolderPID int // the backend holding the lock, 0 when unknown
+	// Shard is the logical shard whose lock the run waits for; Host the
+	// host that holds it.
+	Shard int
+	Host  string
+	// HolderPID is the backend holding the lock, 0 when unknown.
+	HolderPID int
 }
 
 // Result is what a run did, per shard.
 type Result struct {
+	// Direction is the run's: Up or Down.
 	Direction Direction `json:"direction"`
 	// Target is the version the run brought shards to, TargetName its
 	// file ("" for version 0).
 	Target     int    `json:"target"`
 	TargetName string `json:"target_name,omitempty"`
 	// Latest is the number of migrations in the directory.
-	Latest int              `json:"latest"`
-	Shards []ShardMigration `json:"shards"` // ascending by id
+	Latest int `json:"latest"`
+	// Shards holds one entry per shard the run was asked for, ascending by
+	// id.
+	Shards []ShardMigration `json:"shards"`
 	// Elapsed is the wall time of the run.
 	Elapsed time.Duration `json:"-"`
 }
 
 // ShardMigration is what a run did on one shard.
 type ShardMigration struct {
+	// ID is the logical shard; Host the host it ran on.
 	ID   int    `json:"id"`
 	Host string `json:"host"`
 	// From and To are the shard's versions before and after the run; -1
@@ -160,6 +169,7 @@ func (r *Result) Counts() (changed, unchanged, failed, stopped int) {
 // MigrationError is one shard's failure: where it stopped, which
 // migration failed and the database's error.
 type MigrationError struct {
+	// Shard is the logical shard that failed; Host the host that holds it.
 	Shard int    `json:"shard"`
 	Host  string `json:"host"`
 	// Version is the version the shard stays at, -1 when unknown (the
@@ -167,16 +177,26 @@ type MigrationError struct {
 	Version int `json:"version"`
 	// Migration is the file that failed; empty when the shard failed
 	// before any migration ran (connection, lock, version table).
-	Migration string    `json:"migration,omitempty"`
+	Migration string `json:"migration,omitempty"`
+	// Direction is the half of Migration that failed.
 	Direction Direction `json:"direction,omitempty"`
-	SQLState  string    `json:"sqlstate,omitempty"`
-	Message   string    `json:"message"`
+	// SQLState is PostgreSQL's error code, when the server refused a
+	// statement.
+	SQLState string `json:"sqlstate,omitempty"`
+	// Message is the error on one line (PostgreSQL's with its severity,
+	// detail and position), after the failed statement's number in a
+	// disable-tx migration.
+	Message string `json:"message"`
 	// Partial is set when the migration ran without a transaction
 	// (disable-tx) and some of its statements may have committed.
-	Partial bool  `json:"partial,omitempty"`
-	Err     error `json:"-"`
+	Partial bool `json:"partial,omitempty"`
+	// Err is the error itself (errors.Is and errors.As reach it through
+	// Unwrap).
+	Err error `json:"-"`
 }
 
+// Error says which shard on which host stopped at which version, in which
+// migration, and why.
 func (e *MigrationError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "shard %d on %s ", e.Shard, e.Host)
@@ -199,6 +219,7 @@ func (e *MigrationError) Error() string {
 	return b.String()
 }
 
+// Unwrap returns Err.
 func (e *MigrationError) Unwrap() error { return e.Err }
 
 // Migrate runs set on the logical shards of the cluster (opts.Shards, or

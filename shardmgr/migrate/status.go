@@ -1,4 +1,4 @@
-package shardmigrate
+package migrate
 
 import (
 	"context"
@@ -27,15 +27,21 @@ import (
 // A shard with a recorded failure also carries "failure"; a shard whose
 // version could not be read has version -1 and "error".
 type MigrationStatus struct {
-	Latest int            `json:"latest"`
-	Shards []ShardVersion `json:"shards"` // ascending by id
+	// Latest is the number of migrations in the set.
+	Latest int `json:"latest"`
+	// Shards holds one entry per shard read, ascending by id.
+	Shards []ShardVersion `json:"shards"`
 }
 
 // ShardVersion is one shard's migration state on its host.
 type ShardVersion struct {
-	ID      int               `json:"id"`
-	Host    string            `json:"host"`
-	Version int               `json:"version"` // -1: could not be read
+	// ID is the logical shard; Host the host that holds it.
+	ID   int    `json:"id"`
+	Host string `json:"host"`
+	// Version is the shard's version: the number of migrations applied,
+	// -1 when it could not be read.
+	Version int `json:"version"`
+	// Failure is the failure the shard recorded, nil when none.
 	Failure *MigrationFailure `json:"failure,omitempty"`
 	// Err is why the version could not be read (JSON: its message,
 	// "error").
@@ -56,7 +62,8 @@ func (v ShardVersion) MarshalJSON() ([]byte, error) {
 // or was interrupted.
 type MigrationFailure struct {
 	// Version is the version the shard is at: Migration did not finish.
-	Version   int       `json:"version"`
+	Version int `json:"version"`
+	// Migration is the file that failed, Direction the half.
 	Migration string    `json:"migration"`
 	Direction Direction `json:"direction"`
 	// State is "failed", "running" (a run holds the shard's lock) or
@@ -64,14 +71,17 @@ type MigrationFailure struct {
 	// holds the lock).
 	State string `json:"state"`
 	// Partial: statements of the migration may have committed.
-	Partial  bool      `json:"partial"`
-	SQLState string    `json:"sqlstate,omitempty"`
-	Message  string    `json:"message"`
-	At       time.Time `json:"at"`
+	Partial bool `json:"partial"`
+	// SQLState and Message are as in MigrationError.
+	SQLState string `json:"sqlstate,omitempty"`
+	Message  string `json:"message"`
+	// At is when the failure was recorded (the host's clock).
+	At time.Time `json:"at"`
 }
 
 // MigrationSummary groups a status for people.
 type MigrationSummary struct {
+	// Latest is the number of migrations in the set.
 	Latest int
 	// AtVersion counts shards per version (readable shards only).
 	AtVersion map[int]int

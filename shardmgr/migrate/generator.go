@@ -1,4 +1,4 @@
-package shardmigrate
+package migrate
 
 import (
 	"context"
@@ -53,12 +53,15 @@ type GeneratorOptions struct {
 
 // GeneratorResult is what UpgradeGenerators did, per shard.
 type GeneratorResult struct {
-	Shards  []GeneratorUpgrade `json:"shards"` // ascending by id
-	Elapsed time.Duration      `json:"-"`
+	// Shards holds one entry per shard, ascending by id.
+	Shards []GeneratorUpgrade `json:"shards"`
+	// Elapsed is the wall time of the upgrade.
+	Elapsed time.Duration `json:"-"`
 }
 
 // GeneratorUpgrade is one shard's generator before and after.
 type GeneratorUpgrade struct {
+	// ID is the logical shard; Host the host that holds it.
 	ID   int    `json:"id"`
 	Host string `json:"host"`
 	// From is the marker found; To the marker of this release's generator.
