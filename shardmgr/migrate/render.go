@@ -20,7 +20,7 @@ import (
 	shsql "github.com/shardid/shardid/sql"
 )
 
-// Formats that RenderedMigrations.Write can write.
+// Formats that WriteRendered can write.
 const (
 	// FormatTern writes NNN_name.sql files: up SQL, the tern separator,
 	// down SQL. The plain tern CLI applies them with
