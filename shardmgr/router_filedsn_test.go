@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/shardid/shardid/internal/logbuf"
 	"github.com/shardid/shardid/shardmgr"
 )
 
@@ -33,7 +34,7 @@ func TestRouterLogsAFileDSNItDoesNotUse(t *testing.T) {
 	u.Host = net.JoinHostPort(u.Hostname(), strconv.Itoa(dead))
 	cfg.Hosts[1].DSN = u.String()
 
-	var logs logBuffer
+	var logs logbuf.Buffer
 	r := openRouter(t, cfg, shardmgr.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	m := clusterMap(t, cfg)
 	for range 2 {
@@ -69,7 +70,7 @@ func TestRouterLogsToTheDefaultLoggerWithoutWithLogger(t *testing.T) {
 	u.Host = net.JoinHostPort(u.Hostname(), strconv.Itoa(dead))
 	cfg.Hosts[1].DSN = u.String()
 
-	var logs logBuffer
+	var logs logbuf.Buffer
 	was := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(&logs, nil)))
 	t.Cleanup(func() { slog.SetDefault(was) })

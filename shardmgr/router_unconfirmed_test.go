@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 
 	"github.com/shardid/shardid/internal/localpg"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
+	"github.com/shardid/shardid/internal/logbuf"
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/install"
 	"github.com/shardid/shardid/shardmgr/internal/base/fence"
@@ -165,31 +164,13 @@ func ownCatalogCluster(t testing.TB, shards int) (*shardmgr.Config, *localpg.Ser
 	return cfg, cat
 }
 
-// logBuffer collects log lines from many goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 func TestRouterServesThroughCatalogOutage(t *testing.T) {
 	t.Parallel()
 	const shards = 6
 	cfg, cat := ownCatalogCluster(t, shards)
 	_, err := migrate.Migrate(ctx(t), clustertest.Handle(t, cfg), sampleSet(t), migrate.Options{})
 	require.NoError(t, err)
-	var logs logBuffer
+	var logs logbuf.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	// Both check the catalog on every call: the most a router could
 	// hammer it.

@@ -17,6 +17,7 @@ import (
 	"github.com/shardid/shardid/internal/app/localcluster"
 	"github.com/shardid/shardid/internal/app/serveconfig"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
+	"github.com/shardid/shardid/internal/logbuf"
 	"github.com/shardid/shardid/internal/pgdatabase"
 	"github.com/shardid/shardid/shardmgr"
 	shsql "github.com/shardid/shardid/sql"
@@ -67,7 +68,7 @@ func TestLocalUpClosesItsDatabasesToPublic(t *testing.T) {
 	require.NotContains(t, stderr, "warning")
 
 	// serve's segment sources: no warning either.
-	var log syncBuffer
+	var log logbuf.Buffer
 	_, closeAll, err := httpapi.OpenAllocator(ctx, sec.Segments, slog.New(slog.NewTextHandler(&log, nil)))
 	require.NoError(t, err)
 	defer closeAll()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/shardid/shardid/internal/localpg"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
+	"github.com/shardid/shardid/internal/logbuf"
 	"github.com/shardid/shardid/migrations"
 	"github.com/shardid/shardid/migrations/migrationstest"
 )
@@ -25,7 +26,7 @@ import (
 // launchServe starts `shardid serve` with args and does not wait for it.
 func launchServe(t *testing.T, bin string, args ...string) *serveProc {
 	t.Helper()
-	p := &serveProc{addr: freeAddr(t), log: new(syncBuffer)}
+	p := &serveProc{addr: freeAddr(t), log: new(logbuf.Buffer)}
 	p.cmd = exec.Command(bin, append([]string{"serve", "--listen", p.addr}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	require.NoError(t, p.cmd.Start())

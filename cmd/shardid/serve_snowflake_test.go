@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/shardid/shardid/idgen/snowflake"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
+	"github.com/shardid/shardid/internal/logbuf"
 )
 
 // buildShardid compiles this command into a temporary directory, for
@@ -46,31 +46,12 @@ func freeAddr(t *testing.T) string {
 type serveProc struct {
 	cmd  *exec.Cmd
 	addr string
-	log  *syncBuffer
-}
-
-// syncBuffer is the output of a process, read by the test while os/exec
-// copies into it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	log  *logbuf.Buffer
 }
 
 func startServe(t *testing.T, bin, config string) *serveProc {
 	t.Helper()
-	p := &serveProc{addr: freeAddr(t), log: new(syncBuffer)}
+	p := &serveProc{addr: freeAddr(t), log: new(logbuf.Buffer)}
 	p.cmd = exec.Command(bin, "serve", "--config", config, "--listen", p.addr)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	require.NoError(t, p.cmd.Start())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardid/shardid/internal/localpg/pgtest"
+	"github.com/shardid/shardid/internal/logbuf"
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/cluster"
 	"github.com/shardid/shardid/shardmgr/internal/testkit/clustertest"
@@ -137,8 +139,8 @@ func TestSlowConnectRetried(t *testing.T) {
 	})
 	cfg.Hosts[0].DSN = strings.Replace(cfg.Hosts[0].DSN, fmt.Sprintf(":%d/", s.Port), fmt.Sprintf(":%d/", port), 1)
 
-	var logged strings.Builder
-	c, err := cluster.Open(ctx, cfg, cluster.WithConnectRetry(8, 200*time.Millisecond), cluster.WithLogger(newLogger(&logged)))
+	var logged logbuf.Buffer
+	c, err := cluster.Open(ctx, cfg, cluster.WithConnectRetry(8, 200*time.Millisecond), cluster.WithLogger(slog.New(slog.NewTextHandler(&logged, nil))))
 	require.NoError(t, err)
 	defer c.Close()
 	p, err := c.HostPool(ctx, "pg1", cluster.Session{})

@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -20,31 +19,8 @@ import (
 	"github.com/shardid/shardid/idgen/segment/httpapi"
 	"github.com/shardid/shardid/internal/localpg"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
+	"github.com/shardid/shardid/internal/logbuf"
 )
-
-// logBuffer collects log lines from several goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) lines(level string) []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []string
-	for _, l := range strings.Split(b.buf.String(), "\n") {
-		if strings.Contains(l, "level="+level) {
-			out = append(out, l)
-		}
-	}
-	return out
-}
 
 // sourceFailuresMetric scrapes shardid_segment_source_failures_total of
 // source 0.
@@ -72,7 +48,7 @@ func sourceFailuresMetric(t *testing.T, url string) uint64 {
 func TestOutageIsLoggedOnceAndCountedOnce(t *testing.T) {
 	t.Parallel()
 	own := pgtest.Own(t, localpg.Options{})
-	var logs logBuffer
+	var logs logbuf.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	a := newAllocator(t, []*localpg.Server{own}, map[string]segment.TagConfig{"payment": {MinStep: 100, MaxStep: 100}},
 		segment.WithBreaker(1, 10*time.Millisecond), segment.WithLogger(logger))
@@ -104,7 +80,7 @@ func TestOutageIsLoggedOnceAndCountedOnce(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	warns := logs.lines("WARN")
+	warns := logs.Lines("level=WARN")
 	require.LessOrEqual(t, len(warns), 4, "%d failed requests logged as:\n%s", failed.Load(), strings.Join(warns, "\n"))
 	require.Len(t, linesWith(warns, "cannot serve ids"), 1)
 
@@ -122,11 +98,11 @@ func TestOutageIsLoggedOnceAndCountedOnce(t *testing.T) {
 		var body any
 		return get(t, srv.URL+"/v1/ids/payment", &body) == 200
 	}, 30*time.Second, 20*time.Millisecond)
-	back := linesWith(logs.lines("INFO"), "serving ids again")
+	back := linesWith(logs.Lines("level=INFO"), "serving ids again")
 	require.Len(t, back, 1)
 	require.Contains(t, back[0], "tag=payment")
 	require.Contains(t, back[0], "failed_requests=")
-	require.Len(t, linesWith(logs.lines("INFO"), "segment source is back"), 1)
+	require.Len(t, linesWith(logs.Lines("level=INFO"), "segment source is back"), 1)
 }
 
 func linesWith(lines []string, s string) []string {

@@ -1,12 +1,10 @@
 package httpapi_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,26 +14,8 @@ import (
 	"github.com/shardid/shardid/idgen/segment"
 	"github.com/shardid/shardid/idgen/segment/httpapi"
 	"github.com/shardid/shardid/internal/localpg/pgtest"
+	"github.com/shardid/shardid/internal/logbuf"
 )
-
-// lockedBuffer is a log written by the allocator's goroutines and read by
-// the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // serve warns once per source that PUBLIC may connect to, naming the
 // source (its address and its place in the config): not once per source
@@ -54,7 +34,7 @@ func TestServeWarnsAboutPublicConnectOncePerSourceNamed(t *testing.T) {
 		"REVOKE CONNECT ON DATABASE "+pgx.Identifier{closed.Database}.Sanitize()+" FROM PUBLIC")
 	require.NoError(t, err)
 
-	var log lockedBuffer
+	var log logbuf.Buffer
 	logger := slog.New(slog.NewTextHandler(&log, nil))
 	alloc, closeAll, err := httpapi.OpenAllocator(context.Background(), &segment.Config{Sources: sources,
 		Tags: map[string]segment.TagConfig{"payment": {}}}, logger)
