@@ -267,7 +267,7 @@ func (mo *mover) copyAtSnapshot(ctx context.Context, mv *move, slot *snapshotSlo
 			case <-gctx.Done():
 				return gctx.Err()
 			}
-			n, err := mo.copyTableAt(gctx, mv, p.table, slot, p.where, counter)
+			n, err := mo.copyTableAt(gctx, mv, tableCopy{table: p.table, where: p.where, slot: slot, counter: counter})
 			if err != nil {
 				return fmt.Errorf("copy %s: %w", pgx.Identifier{mv.Schema, p.table}.Sanitize(), err)
 			}
@@ -476,14 +476,27 @@ func copyRangesOf(ctx context.Context, q shardmgr.Querier, schema, table string,
 	return ranges, nil
 }
 
-// copyTableAt streams one table of mv from its source, read at the
-// slot's snapshot, into its target with binary COPY, on connections of
-// its own (a copy never waits for a pool another move's copy holds),
-// taken from the handle's budget together (a copy holding its source
-// never waits for its target), the target's side in one transaction past
-// the fence, the rows counted into counter as they go.
-// where, when not empty, limits the copy to one range of the table's key.
-func (mo *mover) copyTableAt(ctx context.Context, mv *move, table string, slot *snapshotSlot, where string, counter *copyCounter) (int64, error) {
+// tableCopy is one piece of an online move's copy at the slot's
+// snapshot, as copyTableAt runs it.
+type tableCopy struct {
+	// table is the table's name in the shard's schema.
+	table string
+	// where, when not empty, limits the copy to one range of the table's
+	// key (copyRangesOf).
+	where string
+	// slot is the replication slot at whose snapshot the source is read.
+	slot *snapshotSlot
+	// counter counts the rows as they are sent (the move's progress).
+	counter *copyCounter
+}
+
+// copyTableAt streams piece p of mv from its source, read at the slot's
+// snapshot, into its target with binary COPY, on connections of its own
+// (a copy never waits for a pool another move's copy holds), taken from
+// the handle's budget together (a copy holding its source never waits
+// for its target), the target's side in one transaction past the fence,
+// the rows counted into p.counter as they go.
+func (mo *mover) copyTableAt(ctx context.Context, mv *move, p tableCopy) (int64, error) {
 	c, from, to, schema := mo.c, mv.From, mv.To, mv.Schema
 	srcCfg, err := c.HostConnConfig(from, cluster.Session{})
 	if err != nil {
@@ -509,7 +522,7 @@ func (mo *mover) copyTableAt(ctx context.Context, mv *move, table string, slot *
 	}
 	defer dst.Close(context.WithoutCancel(ctx))
 	release()
-	cs, err := copyStatements(ctx, src, schema, table, where)
+	cs, err := copyStatements(ctx, src, schema, p.table, p.where)
 	if err != nil {
 		return 0, fmt.Errorf("source: %w", err)
 	}
@@ -521,8 +534,8 @@ func (mo *mover) copyTableAt(ctx context.Context, mv *move, table string, slot *
 	if mo.opts.beforeSnapshot != nil {
 		mo.opts.beforeSnapshot()
 	}
-	if _, err := stx.Exec(ctx, `SET TRANSACTION SNAPSHOT `+pg.QuoteLiteral(slot.snapshot)); err != nil {
-		return 0, fmt.Errorf("source: take the slot's snapshot: %w", slot.explain(ctx, err))
+	if _, err := stx.Exec(ctx, `SET TRANSACTION SNAPSHOT `+pg.QuoteLiteral(p.slot.snapshot)); err != nil {
+		return 0, fmt.Errorf("source: take the slot's snapshot: %w", p.slot.explain(ctx, err))
 	}
 	if err := cs.apply(ctx, stx); err != nil {
 		return 0, fmt.Errorf("source: %w", err)
@@ -535,7 +548,7 @@ func (mo *mover) copyTableAt(ctx context.Context, mv *move, table string, slot *
 		if err := cs.apply(ctx, dtx); err != nil {
 			return err
 		}
-		n, err = pipeCopy(ctx, src.PgConn(), dst.PgConn(), cs.out, cs.in, counter)
+		n, err = pipeCopy(ctx, src.PgConn(), dst.PgConn(), cs.out, cs.in, p.counter)
 		return err
 	})
 	return n, err
