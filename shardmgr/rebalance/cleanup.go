@@ -99,7 +99,7 @@ func Cleanup(ctx context.Context, c *cluster.Cluster, opts CleanupOptions) (*Cle
 		if _, err := src.Exec(ctx, `DROP SCHEMA IF EXISTS `+pgx.Identifier{rec.Retired}.Sanitize()+` CASCADE`); err != nil {
 			return res, fmt.Errorf("host %s: drop %s: %w", rec.From, rec.Retired, err)
 		}
-		if _, err := mo.catalog.Exec(ctx, `UPDATE shardid.moves SET retired_dropped_at = pg_catalog.clock_timestamp() WHERE id = $1`, rec.ID); err != nil {
+		if err := catalog.JournalRetiredDropped(ctx, mo.catalog, rec.ID); err != nil {
 			return res, fmt.Errorf("move %d: %w", rec.ID, err)
 		}
 		res.Dropped = append(res.Dropped, RetiredCopy{MoveID: rec.ID, Shard: rec.Shard, Host: rec.From, Schema: rec.Retired})
@@ -159,10 +159,6 @@ func (mo *mover) cleanup(ctx context.Context, mv *move) error {
 	if err != nil {
 		return fmt.Errorf("source %s: retire %s: %w", mv.From, mv.Schema, err)
 	}
-	extra := `retired_schema = $3, finished_at = pg_catalog.clock_timestamp(), keep_until = pg_catalog.clock_timestamp() + $4 * interval '1 millisecond'`
-	if drop {
-		extra += `, retired_dropped_at = pg_catalog.clock_timestamp()`
-	}
 	mv.Retired = retired
-	return setPhase(ctx, mo.catalog, mv.MoveRecord, PhaseCleaned, extra, retired, max(mv.keep.Milliseconds(), 0))
+	return setPhaseBy(mv.MoveRecord, PhaseCleaned, func(s catalog.Step) error { return catalog.JournalCleaned(ctx, mo.catalog, s, retired, mv.keep) })
 }

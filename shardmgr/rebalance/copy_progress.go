@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/shardid/shardid/shardmgr/internal/engine/catalog"
 )
 
 // A table's COPY reports its row count only when it ends, and a move of a
@@ -84,7 +86,7 @@ func (mo *mover) reportCopy(ctx context.Context, mv *move, tables int, done int6
 				continue
 			}
 			wctx, cancel := context.WithTimeout(ctx, max(every, 5*time.Second))
-			_, err := mo.catalog.Exec(wctx, `UPDATE shardid.moves SET rows_copied = $2, updated_at = pg_catalog.clock_timestamp() WHERE id = $1`, mv.ID, n)
+			err := catalog.JournalRows(wctx, mo.catalog, mv.ID, n)
 			cancel()
 			if err != nil {
 				mo.log.Warn("journal the rows copied so far", "id", mv.ID, "err", err)

@@ -111,7 +111,8 @@ func (mo *mover) buildTarget(ctx context.Context, mv *move) error {
 		return fmt.Errorf("source %s: %w", mv.From, err)
 	}
 	mv.Bytes, mv.Version, mv.counterMax = sizes, version, &counterMax
-	return setPhase(ctx, mo.catalog, mv.MoveRecord, PhaseSchema, "version = $3, counter_max = coalesce(counter_max, $4), bytes = $5", version, counterMax, sizes)
+	built := catalog.SchemaBuilt{Version: version, CounterMax: counterMax, Bytes: sizes}
+	return setPhaseBy(mv.MoveRecord, PhaseSchema, func(s catalog.Step) error { return catalog.JournalSchema(ctx, mo.catalog, s, built) })
 }
 
 // checkSource reads what the source's copy of the shard is: its
@@ -360,7 +361,7 @@ func (mo *mover) copyOffline(ctx context.Context, mv *move) error {
 	mo.log.Info("copied from the fenced source", "id", mv.ID, "tables", len(tables), "rows", rows,
 		"copy", t1.Sub(t0), "indexes", len(indexes), "build", time.Since(t1))
 	mv.Rows = rows
-	return setPhase(ctx, mo.catalog, mv.MoveRecord, PhaseCopy, "rows_copied = $3", rows)
+	return setPhaseBy(mv.MoveRecord, PhaseCopy, func(s catalog.Step) error { return catalog.JournalCopied(ctx, mo.catalog, s, rows) })
 }
 
 // copyTable streams one table from the source into the target with COPY

@@ -83,16 +83,7 @@ func (mo *mover) fence(ctx context.Context, mv *move) error {
 		}
 	}
 	_, err := catalog.Change(ctx, mo.catalog, 0, fmt.Sprintf("move %d: shard %d moving %s -> %s", mv.ID, mv.Shard, mv.From, mv.To), func(tx pgx.Tx, gen int64) error {
-		tag, err := tx.Exec(ctx, `UPDATE shardid.shards SET state = 'moving', changed_generation = $3
-			WHERE id = $1 AND host = $2 AND state IN ('active', 'moving')`, mv.Shard, mv.From, gen)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() != 1 {
-			return fmt.Errorf("shard %d is no longer active on %s in the catalog", mv.Shard, mv.From)
-		}
-		_, err = tx.Exec(ctx, `UPDATE shardid.moves SET fenced_at = coalesce(fenced_at, pg_catalog.clock_timestamp()) WHERE id = $1`, mv.ID)
-		return err
+		return catalog.FenceShard(ctx, tx, gen, mv.key())
 	})
 	if err != nil {
 		mo.dropDeltas(ctx, mv.MoveRecord)
@@ -114,7 +105,7 @@ func (mo *mover) fence(ctx context.Context, mv *move) error {
 		mv.Phase = PhaseFenced
 		return fmt.Errorf("source %s: %w", mv.From, err)
 	}
-	if err := setPhase(ctx, mo.catalog, mv.MoveRecord, PhaseFenced, ""); err != nil {
+	if err := setPhase(ctx, mo.catalog, mv.MoveRecord, PhaseFenced); err != nil {
 		return err
 	}
 	if mo.opts.afterFence != nil {
@@ -152,21 +143,13 @@ func (mo *mover) flip(ctx context.Context, mv *move) error {
 				return err
 			}
 		}
-		tag, err := tx.Exec(fctx, `UPDATE shardid.shards SET host = $2, state = 'active', changed_generation = $4
-			WHERE id = $1 AND host = $3 AND state = 'moving'`, mv.Shard, mv.To, mv.From, gen)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() != 1 {
-			return fmt.Errorf("shard %d is no longer moving from %s in the catalog", mv.Shard, mv.From)
-		}
 		// The point of no return, recorded in the transaction that flips.
 		// The refused window so far too: a flip whose target is opened
 		// only by a later run has a figure meanwhile; openTarget adds the
 		// rest.
-		return tx.QueryRow(ctx, `UPDATE shardid.moves SET phase = $3, flip_generation = $2, error = '', updated_at = pg_catalog.clock_timestamp(),
-				`+countRefused(true)+`
-			WHERE id = $1 AND phase = $4 RETURNING coalesce(refused_ms, 0)`, mv.ID, gen, string(PointOfNoReturn), string(PhaseVerified)).Scan(&refused)
+		var err error
+		refused, err = catalog.FlipShard(fctx, tx, gen, mv.key())
+		return err
 	})
 	if err != nil {
 		return err
@@ -239,34 +222,12 @@ func (mo *mover) openTarget(ctx context.Context, mv *move) error {
 	return nil
 }
 
-// The journal's refused window: fenced_at is the start of the part of
-// the window not yet counted in refused_ms (set by the fence, NULL while
-// the shard takes writes), and refused_ms what has been counted, from the
-// fence to the target's opening or to the source's give-back, adding up
-// every fence of a move that was given back and fenced again. Whatever
-// happens between the fence and its end (a failed catch-up, a flip that
-// waits for the catalog, a crash and a later run) is inside the window.
-
-// countRefused is the SET clause that adds the uncounted part of the
-// window to refused_ms and, with more, starts the next uncounted part now
-// (the window goes on), else ends it.
-func countRefused(more bool) string {
-	next := "NULL"
-	if more {
-		next = "CASE WHEN fenced_at IS NOT NULL THEN pg_catalog.clock_timestamp() END"
-	}
-	return `refused_ms = CASE WHEN fenced_at IS NULL THEN refused_ms
-			ELSE coalesce(refused_ms, 0) + (extract(epoch FROM pg_catalog.clock_timestamp() - fenced_at) * 1000)::bigint END,
-		fenced_at = ` + next
-}
-
 // endRefused ends move rec's refused window in the journal (q: the catalog,
 // or the transaction that lets the shard's writes through) and records it
 // in rec. A window the journal could not end is counted on by the next
 // end.
 func endRefused(ctx context.Context, q pg.Querier, rec *MoveRecord) error {
-	var refused *int64
-	err := q.QueryRow(ctx, `UPDATE shardid.moves SET `+countRefused(false)+` WHERE id = $1 RETURNING refused_ms`, rec.ID).Scan(&refused)
+	refused, err := catalog.JournalRefusedEnd(ctx, q, rec.ID)
 	if err != nil {
 		return fmt.Errorf("move %d: journal the refused window: %w", rec.ID, err)
 	}

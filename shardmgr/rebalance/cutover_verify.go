@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/shardid/shardid/shardmgr/internal/base/pg"
+	"github.com/shardid/shardid/shardmgr/internal/engine/catalog"
 	"github.com/shardid/shardid/shardmgr/migrate"
 )
 
@@ -99,7 +100,7 @@ func (mo *mover) verifyCopy(ctx context.Context, mv *move) error {
 	mo.log.Info("checked", "id", mv.ID, "tables", len(tables), "rows", rows, "from", how, "took", time.Since(t0))
 	mv.Rows = rows
 	mo.progress(mv.MoveRecord, MoveProgress{Phase: PhaseVerified, Tables: len(tables), Rows: rows, Lag: 0})
-	return setPhase(ctx, mo.catalog, mv.MoveRecord, PhaseVerified, "rows_copied = $3", rows)
+	return setPhaseBy(mv.MoveRecord, PhaseVerified, func(s catalog.Step) error { return catalog.JournalCopied(ctx, mo.catalog, s, rows) })
 }
 
 // tableSum is a table's row count and order-independent checksum.

@@ -439,7 +439,9 @@ func (mo *mover) journal(ctx context.Context, moves []PlannedMove) ([]*MoveRecor
 			if mode == MoveAuto {
 				return &shardmgr.ShardError{Shard: pm.Shard, Err: errors.New("no mode chosen for the move (preflight)")}
 			}
-			rec, err := journalMove(ctx, tx, pm.Shard, pm.From, pm.To, mode, s.Schema, pm.Bytes, keepOf(mo.opts))
+			rec, err := journalMove(ctx, tx, catalog.NewMove{
+				Shard: pm.Shard, From: pm.From, To: pm.To, Mode: string(mode), Schema: s.Schema, Bytes: pm.Bytes, Keep: keepOf(mo.opts),
+			})
 			if err != nil {
 				return err
 			}

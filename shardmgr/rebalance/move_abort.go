@@ -143,15 +143,12 @@ func (mo *mover) abort(ctx context.Context, rec *MoveRecord) error {
 		return fmt.Errorf("source %s: lift the fence: %w", rec.From, err)
 	}
 	gen, err := catalog.Change(ctx, mo.catalog, 0, fmt.Sprintf("abort move %d: shard %d stays on %s", rec.ID, rec.Shard, rec.From), func(tx pgx.Tx, gen int64) error {
-		if _, err := tx.Exec(ctx, `UPDATE shardid.shards SET state = 'active', changed_generation = $3
-			WHERE id = $1 AND host = $2 AND state = 'moving'`, rec.Shard, rec.From, gen); err != nil {
+		if err := catalog.GiveBackShard(ctx, tx, gen, rec.key()); err != nil {
 			return err
 		}
 		// A fenced move's refused window ends here, with the catalog's
 		// word that the shard takes writes again.
-		_, err := tx.Exec(ctx, `UPDATE shardid.moves SET phase = $2, finished_at = pg_catalog.clock_timestamp(),
-			updated_at = pg_catalog.clock_timestamp(), `+countRefused(false)+` WHERE id = $1`, rec.ID, string(PhaseAborted))
-		return err
+		return catalog.JournalAborted(ctx, tx, rec.ID)
 	})
 	if err != nil {
 		return err
@@ -201,13 +198,8 @@ func (mo *mover) unfenceSource(ctx context.Context, mv *move) error {
 		return err
 	}
 	// fenced_at stays: the window goes on until the catalog says active.
-	tag, err := mo.catalog.Exec(ctx, `UPDATE shardid.moves SET phase = $2, updated_at = pg_catalog.clock_timestamp()
-		WHERE id = $1 AND phase IN ($2, $3)`, mv.ID, string(back), string(mv.Phase))
-	if err != nil {
-		return fmt.Errorf("move %d: journal phase %s: %w", mv.ID, back, err)
-	}
-	if tag.RowsAffected() != 1 {
-		return fmt.Errorf("move %d: journal phase %s: the move is no longer in phase %s (another manager?)", mv.ID, back, mv.Phase)
+	if err := phaseErr(mv.MoveRecord, back, catalog.JournalPhaseBack(ctx, mo.catalog, catalog.Step{ID: mv.ID, From: mv.Phase, To: back})); err != nil {
+		return err
 	}
 	mv.Phase = back
 	src := mv.src
@@ -216,9 +208,7 @@ func (mo *mover) unfenceSource(ctx context.Context, mv *move) error {
 	}
 	mo.dropDeltas(ctx, mv.MoveRecord)
 	gen, err := catalog.ChangeWithin(ctx, mo.catalog, 0, giveBackWait, fmt.Sprintf("move %d: shard %d back to active on %s", mv.ID, mv.Shard, mv.From), func(tx pgx.Tx, gen int64) error {
-		_, err := tx.Exec(ctx, `UPDATE shardid.shards SET state = 'active', changed_generation = $3
-			WHERE id = $1 AND host = $2 AND state = 'moving'`, mv.Shard, mv.From, gen)
-		if err != nil {
+		if err := catalog.GiveBackShard(ctx, tx, gen, mv.key()); err != nil {
 			return err
 		}
 		// The refused window ends with the catalog's word.

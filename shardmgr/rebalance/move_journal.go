@@ -2,8 +2,7 @@ package rebalance
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
 
@@ -110,6 +109,12 @@ func scanMove(row pgx.CollectableRow) (*MoveRecord, error) {
 	return &r, err
 }
 
+// key names the move's journal row and the map row it changes, for the
+// catalog's writes.
+func (r *MoveRecord) key() catalog.MoveKey {
+	return catalog.MoveKey{ID: r.ID, Shard: r.Shard, From: r.From, To: r.To}
+}
+
 // readMoves reads journal rows matching where (a SQL condition on
 // shardid.moves, with args), oldest first.
 func readMoves(ctx context.Context, q shardmgr.Querier, where string, args ...any) ([]*MoveRecord, error) {
@@ -137,31 +142,15 @@ func Moves(ctx context.Context, c *cluster.Cluster, all bool) ([]*MoveRecord, er
 	return readMoves(ctx, pool, catalog.OpenMoves)
 }
 
-// journalMove records a new move of shard in phase planned. It fails with
-// ErrMoveOpen when the shard already has an open move.
-func journalMove(ctx context.Context, tx pgx.Tx, shard int, from, to string, mode MoveMode, schema string, bytes int64, keep time.Duration) (*MoveRecord, error) {
-	var b [4]byte
-	var token [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return nil, err
-	}
-	if _, err := rand.Read(token[:]); err != nil {
-		return nil, err
-	}
-	var id int64
-	err := tx.QueryRow(ctx, `INSERT INTO shardid.moves (shard, from_host, to_host, mode, repl_name, schema_name, bytes, keep_ms, target_token)
-		VALUES ($1, $2, $3, $4, 'pending-' || gen_random_uuid(), $5, $6, $7, $8) RETURNING id`,
-		shard, from, to, string(mode), schema, bytes, keepMS(keep), hex.EncodeToString(token[:])).Scan(&id)
+// journalMove records move m (its Mode resolved) in phase planned,
+// inside the transaction that plans it. It fails with ErrMoveOpen when
+// the shard already has an open move.
+func journalMove(ctx context.Context, tx pgx.Tx, m catalog.NewMove) (*MoveRecord, error) {
+	id, err := catalog.JournalMove(ctx, tx, m)
 	if err != nil {
 		if pg.IsUniqueViolation(err) {
-			return nil, &shardmgr.ShardError{Shard: shard, Err: ErrMoveOpen}
+			return nil, &shardmgr.ShardError{Shard: m.Shard, Err: ErrMoveOpen}
 		}
-		return nil, err
-	}
-	// Replication slots are per server and several clusters (or tests)
-	// may share one: the name carries a random part.
-	repl := fmt.Sprintf("shardid_m%d_%s", id, hex.EncodeToString(b[:]))
-	if _, err := tx.Exec(ctx, `UPDATE shardid.moves SET repl_name = $2 WHERE id = $1`, id, repl); err != nil {
 		return nil, err
 	}
 	rows, err := tx.Query(ctx, `SELECT `+moveColumns+` FROM shardid.moves WHERE id = $1`, id)
@@ -171,31 +160,34 @@ func journalMove(ctx context.Context, tx pgx.Tx, shard int, from, to string, mod
 	return pgx.CollectExactlyOneRow(rows, scanMove)
 }
 
-// keepMS is keep as the journal records it: -1 for "drop at once".
-func keepMS(keep time.Duration) int64 {
-	if keep <= 0 {
-		return -1 // the journal's mark for "drop at once"
-	}
-	return keep.Milliseconds()
+// setPhase records that move mv completed phase next (from its current
+// phase), the phase alone.
+func setPhase(ctx context.Context, q pg.Execer, mv *MoveRecord, next Phase) error {
+	return setPhaseBy(mv, next, func(s catalog.Step) error { return catalog.JournalPhase(ctx, q, s) })
 }
 
-// setPhase records that move mv completed phase next (from its current
-// phase), with extra assignments ("bytes = $3", args) in the same update.
-func setPhase(ctx context.Context, q pg.Execer, mv *MoveRecord, next Phase, extra string, args ...any) error {
-	sql := `UPDATE shardid.moves SET phase = $2, error = '', updated_at = pg_catalog.clock_timestamp()`
-	if extra != "" {
-		sql += ", " + extra
-	}
-	sql += fmt.Sprintf(` WHERE id = $1 AND phase = $%d`, len(args)+3)
-	tag, err := q.Exec(ctx, sql, append(append([]any{mv.ID, string(next)}, args...), string(mv.Phase))...)
-	if err != nil {
-		return fmt.Errorf("move %d: journal phase %s: %w", mv.ID, next, err)
-	}
-	if tag.RowsAffected() != 1 {
-		return fmt.Errorf("move %d: journal phase %s: the move is no longer in phase %s (another manager?)", mv.ID, next, mv.Phase)
+// setPhaseBy records that move mv completed phase next (from its current
+// phase) through journal, the catalog's write of the step with what the
+// phase records beside it (catalog.JournalCopied, JournalSchema,
+// JournalCleaned).
+func setPhaseBy(mv *MoveRecord, next Phase, journal func(catalog.Step) error) error {
+	if err := phaseErr(mv, next, journal(catalog.Step{ID: mv.ID, From: mv.Phase, To: next})); err != nil {
+		return err
 	}
 	mv.Phase = next
 	mv.Error = "" // as the journal now says: the error was an earlier step's
+	return nil
+}
+
+// phaseErr is err, the error of the journal's write of move mv's phase
+// next, naming both.
+func phaseErr(mv *MoveRecord, next Phase, err error) error {
+	switch {
+	case errors.Is(err, catalog.ErrPhaseChanged):
+		return fmt.Errorf("move %d: journal phase %s: the move is no longer in phase %s (another manager?)", mv.ID, next, mv.Phase)
+	case err != nil:
+		return fmt.Errorf("move %d: journal phase %s: %w", mv.ID, next, err)
+	}
 	return nil
 }
 
@@ -204,5 +196,5 @@ func recordError(ctx context.Context, pool *pgxpool.Pool, mv *MoveRecord, err er
 	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	mv.Error = pg.OneLine(err)
-	_, _ = pool.Exec(c, `UPDATE shardid.moves SET error = $2, updated_at = pg_catalog.clock_timestamp() WHERE id = $1`, mv.ID, mv.Error)
+	_ = catalog.JournalError(c, pool, mv.ID, mv.Error)
 }

@@ -37,7 +37,7 @@ func (mo *mover) startReplication(ctx context.Context, mv *move) error {
 		if err := enableSubscription(ctx, mv.dst, repl); err != nil {
 			return fmt.Errorf("target %s: %w", mv.To, err)
 		}
-		return setPhase(ctx, mo.catalog, mv.MoveRecord, PhaseCopy, "")
+		return setPhase(ctx, mo.catalog, mv.MoveRecord, PhaseCopy)
 	}
 	if repl != mv.replName {
 		if err := dropBatch(ctx, mv.src, mv.dst, repl); err != nil {
@@ -440,7 +440,7 @@ func (mo *mover) catchUp(ctx context.Context, mv *move) error {
 				return err
 			}
 			if near {
-				return setPhase(ctx, mo.catalog, mv.MoveRecord, PhaseCatchup, "")
+				return setPhase(ctx, mo.catalog, mv.MoveRecord, PhaseCatchup)
 			}
 		}
 		if waited := time.Since(start); waited > mo.opts.CatchupTimeout {

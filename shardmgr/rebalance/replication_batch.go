@@ -13,6 +13,7 @@ import (
 
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/base/pg"
+	"github.com/shardid/shardid/shardmgr/internal/engine/catalog"
 )
 
 // batch is the online moves of one source to one target that share a
@@ -115,7 +116,7 @@ func (mo *mover) subscribe(ctx context.Context, dst *pgxpool.Pool, to string, ba
 func (b *batch) recordCopied(ctx context.Context, mo *mover) error {
 	for i, mv := range b.moves {
 		mv.Rows = b.rows[i]
-		if err := setPhase(ctx, mo.catalog, mv.MoveRecord, PhaseCopy, "rows_copied = $3", b.rows[i]); err != nil {
+		if err := setPhaseBy(mv.MoveRecord, PhaseCopy, func(s catalog.Step) error { return catalog.JournalCopied(ctx, mo.catalog, s, mv.Rows) }); err != nil {
 			return err
 		}
 	}

@@ -192,15 +192,12 @@ func change(ctx context.Context, c *cluster.Cluster, p *Plan) (int64, error) {
 			}
 		}
 		for _, s := range p.Shards {
-			if _, err := tx.Exec(ctx, `UPDATE shardid.shards SET host = $2, schema_name = $3, state = $4, changed_generation = $5 WHERE id = $1`,
-				s.Shard, s.To, s.Schema, s.State, gen); err != nil {
+			if err := catalog.PlaceShard(ctx, tx, gen, shardmgr.Shard{ID: s.Shard, Host: s.To, Schema: s.Schema, State: shardmgr.State(s.State)}); err != nil {
 				return fmt.Errorf("shard %d: %w", s.Shard, err)
 			}
 		}
 		if len(p.CloseMoves) > 0 {
-			if _, err := tx.Exec(ctx, `UPDATE shardid.moves SET phase = $2, error = $3, finished_at = pg_catalog.clock_timestamp(),
-				updated_at = pg_catalog.clock_timestamp() WHERE id = ANY ($1) AND `+catalog.OpenMoves,
-				p.CloseMoves, string(catalog.PhaseAborted), "closed by shardid catalog repair --from-hosts: the hosts' records place the shard"); err != nil {
+			if err := catalog.JournalClosed(ctx, tx, p.CloseMoves, "closed by shardid catalog repair --from-hosts: the hosts' records place the shard"); err != nil {
 				return fmt.Errorf("close moves: %w", err)
 			}
 		}

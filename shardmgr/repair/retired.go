@@ -2,6 +2,7 @@ package repair
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -85,8 +86,11 @@ func journalRetired(ctx context.Context, tx pgx.Tx, rs []RetiredCopy) error {
 			continue
 		}
 		schema, _, _ := strings.Cut(r.Schema, "_moved_g")
-		if err := catalog.JournalRetired(ctx, tx, r.Shard, schema, r.Schema, r.Host, r.To, max(retiredGeneration(r.Schema), 0),
-			"journaled by shardid catalog repair --from-hosts: a retired copy the restored journal did not list"); err != nil {
+		if err := catalog.JournalRetired(ctx, tx, catalog.LostRetired{
+			Shard: r.Shard, Schema: schema, Retired: r.Schema, From: r.Host, To: r.To,
+			FlipGeneration: max(retiredGeneration(r.Schema), 0),
+			Why:            "journaled by shardid catalog repair --from-hosts: a retired copy the restored journal did not list",
+		}); err != nil {
 			return fmt.Errorf("journal retired copy %s on %s: %w", r.Schema, r.Host, err)
 		}
 	}
@@ -159,21 +163,15 @@ func claimRetired(fs []FinishedMove, rs []RetiredCopy) []RetiredCopy {
 // catalog change.
 func finishMoves(ctx context.Context, tx pgx.Tx, fs []FinishedMove) error {
 	for _, f := range fs {
-		var retired *string
-		if f.Retired != "" {
-			retired = &f.Retired
+		err := catalog.JournalFinished(ctx, tx, catalog.FinishedMove{
+			ID: f.Move, Retired: f.Retired, FlipGeneration: f.FlipGeneration,
+			Why: "finished after the backup the catalog was restored from (its shard lives on the target): journaled by shardid catalog repair --from-hosts",
+		})
+		if errors.Is(err, catalog.ErrMoveNotOpen) {
+			return fmt.Errorf("move %d: %w (it is no longer open)", f.Move, ErrChangedSincePlan)
 		}
-		tag, err := tx.Exec(ctx, `UPDATE shardid.moves SET phase = $2, retired_schema = $3, flip_generation = coalesce(flip_generation, $4),
-				finished_at = pg_catalog.clock_timestamp(), updated_at = pg_catalog.clock_timestamp(),
-				keep_until = pg_catalog.clock_timestamp() + GREATEST(keep_ms, 0) * interval '1 millisecond', error = $5
-			WHERE id = $1 AND `+catalog.OpenMoves,
-			f.Move, string(catalog.PhaseCleaned), retired, f.FlipGeneration,
-			"finished after the backup the catalog was restored from (its shard lives on the target): journaled by shardid catalog repair --from-hosts")
 		if err != nil {
 			return fmt.Errorf("finish move %d: %w", f.Move, err)
-		}
-		if tag.RowsAffected() == 0 {
-			return fmt.Errorf("move %d: %w (it is no longer open)", f.Move, ErrChangedSincePlan)
 		}
 	}
 	return nil

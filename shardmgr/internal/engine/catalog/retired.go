@@ -30,16 +30,32 @@ func JournaledRetired(ctx context.Context, q pg.Querier) (map[string]map[string]
 	return out, err
 }
 
-// JournalRetired records, inside a catalog change, a retired copy
-// (retired, of shard's schema, kept on host from since the flip at
-// generation flipGen) that the journal lost, as a finished move from
-// from to to (the shard's home now) whose keep period is over: so that
-// rebalance cleanup drops it and host removal waits for it, as for any
-// move's retired copy. why goes into the move's error column.
-func JournalRetired(ctx context.Context, tx pgx.Tx, shard int, schema, retired, from, to string, flipGen int64, why string) error {
+// LostRetired is a retired copy on a host that the journal lost (a
+// catalog restored from an older backup), as JournalRetired records it.
+type LostRetired struct {
+	// Shard is the shard whose copy it is, and Schema the shard's schema
+	// (the live copy's name).
+	Shard  int
+	Schema string
+	// Retired is the retired copy's schema, kept on From.
+	Retired string
+	// From is the host that keeps the retired copy; To the shard's home
+	// now.
+	From, To string
+	// FlipGeneration is the generation of the flip that retired it.
+	FlipGeneration int64
+	// Why goes into the move's error column.
+	Why string
+}
+
+// JournalRetired records r, inside a catalog change, as a finished move
+// from r.From to r.To whose keep period is over: so that rebalance
+// cleanup drops the copy and host removal waits for it, as for any
+// move's retired copy.
+func JournalRetired(ctx context.Context, tx pgx.Tx, r LostRetired) error {
 	_, err := tx.Exec(ctx, `INSERT INTO shardid.moves (shard, from_host, to_host, mode, phase, repl_name, schema_name, retired_schema,
 			flip_generation, keep_until, finished_at, error)
 		VALUES ($1, $2, $3, 'offline', $4, $5, $6, $7, $8, pg_catalog.clock_timestamp(), pg_catalog.clock_timestamp(), $9)`,
-		shard, from, to, string(PhaseCleaned), fmt.Sprintf("shardid_journaled_%s_%s", from, retired), schema, retired, flipGen, why)
+		r.Shard, r.From, r.To, string(PhaseCleaned), fmt.Sprintf("shardid_journaled_%s_%s", r.From, r.Retired), r.Schema, r.Retired, r.FlipGeneration, r.Why)
 	return err
 }
