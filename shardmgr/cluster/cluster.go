@@ -15,9 +15,9 @@ import (
 
 	"github.com/shardid/shardid/internal/pgsession"
 	"github.com/shardid/shardid/internal/pgtrust"
-	"github.com/shardid/shardid/migrations"
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/base/pg"
+	"github.com/shardid/shardid/shardmgr/internal/base/shardschema"
 )
 
 // DefaultConnsPerServer is the connection budget per PostgreSQL server
@@ -286,7 +286,7 @@ func (c *Cluster) Host(ctx context.Context, name string, use shardmgr.SchemaUse)
 	if use == shardmgr.UseWrite {
 		// Before the version is read: a view planted in its place would
 		// run its functions as the reader.
-		if err := pgtrust.Check(ctx, p, migrations.Schema); err != nil {
+		if err := pgtrust.Check(ctx, p, shardschema.ToolkitSchema); err != nil {
 			return nil, pg.ServerFirst(fmt.Errorf("host %s: %w", name, err))
 		}
 	}

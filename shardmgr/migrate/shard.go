@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/shardid/shardid/internal/pgsession"
 	"github.com/shardid/shardid/shardmgr"
 	"github.com/shardid/shardid/shardmgr/internal/base/fence"
 	"github.com/shardid/shardid/shardmgr/internal/base/pg"
@@ -314,9 +313,9 @@ func applyStep(ctx context.Context, conn *pgx.Conn, st step) error {
 	// A migration may SET search_path or other settings; the version
 	// update must not depend on them (tern resets them too), nor the
 	// pooled session's next user (the session's own timeouts stay:
-	// pgsession.ResetAll). The finishing statements travel with COMMIT in
+	// pg.ResetAll). The finishing statements travel with COMMIT in
 	// one round trip.
-	finish := fmt.Sprintf(`%s; UPDATE %s SET version = %d; DELETE FROM %s`, pgsession.ResetAll(conn.PgConn(), &conn.Config().Config), vt, st.next, ft)
+	finish := fmt.Sprintf(`%s; UPDATE %s SET version = %d; DELETE FROM %s`, pg.ResetAll(conn.PgConn(), &conn.Config().Config), vt, st.next, ft)
 	if st.noTx {
 		// One simple query is one implicit transaction: atomic.
 		_, err := conn.Exec(ctx, finish)

@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/shardid/shardid/internal/pgtrust"
-	"github.com/shardid/shardid/migrations"
 	"github.com/shardid/shardid/shardmgr/internal/base/shardschema"
 )
 
@@ -23,7 +22,7 @@ const CheckTrust = "trust"
 // schema shardid, every object in it, and, given shard schemas, each
 // one's owner and version tables.
 func trustFindings(ctx context.Context, q pgtrust.Querier, shardSchemas []string) ([]pgtrust.Finding, error) {
-	found, err := pgtrust.Findings(ctx, q, []string{migrations.Schema}, nil)
+	found, err := pgtrust.Findings(ctx, q, []string{shardschema.ToolkitSchema}, nil)
 	if err != nil || len(shardSchemas) == 0 {
 		return found, err
 	}

@@ -127,6 +127,10 @@ func IsUndefinedTable(err error) bool {
 	return errors.As(err, &pe) && (pe.Code == pgerrcode.UndefinedTable || pe.Code == pgerrcode.InvalidSchemaName)
 }
 
+// ResetAll is the SQL that resets a session's settings while keeping
+// the timeouts the toolkit pinned (pgsession.ResetAll).
+func ResetAll(pc *pgconn.PgConn, cfg *pgconn.Config) string { return pgsession.ResetAll(pc, cfg) }
+
 // Connect opens one connection on dsn, with the session settings the
 // toolkit relies on pinned (package pgsession).
 func Connect(ctx context.Context, dsn string) (*pgx.Conn, error) { return pgsession.Connect(ctx, dsn) }

@@ -13,6 +13,10 @@ import (
 	shsql "github.com/shardid/shardid/sql"
 )
 
+// ToolkitSchema is the schema of the toolkit's own tables on every host
+// and in the catalog database (migrations.Schema; a test holds them equal).
+const ToolkitSchema = "shardid"
+
 // Tables a migrated shard keeps in its own schema.
 const (
 	// VersionTable is tern's version table, <schema>.schema_version
