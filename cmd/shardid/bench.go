@@ -22,11 +22,11 @@ func newBenchCmd() *cobra.Command {
 		svg    string
 	)
 	cmd := &cobra.Command{
-		Use:   "bench [--dsn DSN] [--ids N] [--rounds R] [--clients 8,16] [--insert-for D] [--json] [--svg FILE]",
+		Use:   "bench [--dsn DSN] [--ids N] [--rounds R] [--workers 8,16] [--insert-for D] [--json] [--svg FILE]",
 		Short: "Measure the safe generator against Instagram's function, nextval and bigserial",
 		Long: `Runs each case in one session, round after round, on one server and prints
 the medians side by side with the ratios the project's goals are stated in.
-Then, for each --clients count, that many sessions make single-row INSERTs
+Then, for each --workers count, that many sessions make single-row INSERTs
 (one transaction each, as pgbench does) for --insert-for into the bigserial
 table and into the safe generator's, alternating, with the simple protocol
 (pgbench's default) and with prepared statements (pgx's default).
@@ -41,7 +41,7 @@ shard_0002 of that database: point it at a scratch database.`,
 			}
 			for _, c := range opts.Clients {
 				if c < 1 {
-					return usagef("--clients must list positive numbers of sessions")
+					return usagef("--workers must list positive numbers of sessions")
 				}
 			}
 			if svg != "" {
@@ -94,7 +94,8 @@ shard_0002 of that database: point it at a scratch database.`,
 	cmd.Flags().StringVar(&dsn, "dsn", "", "scratch database to measure on (default: a local server started for the run)")
 	cmd.Flags().IntVar(&opts.IDs, "ids", 1_000_000, "ids per case")
 	cmd.Flags().IntVar(&opts.Rounds, "rounds", 3, "rounds (each case reports its median)")
-	cmd.Flags().IntSliceVar(&opts.Clients, "clients", []int{8, 16}, "sessions of the single-row INSERT cases (empty: skip them)")
+	cmd.Flags().IntSliceVar(&opts.Clients, "workers", []int{8, 16}, "sessions of the single-row INSERT cases, one case per number (empty: skip them)")
+	deprecatedAlias(cmd, cmd.Flags(), "workers", "clients")
 	cmd.Flags().DurationVar(&opts.InsertFor, "insert-for", 5*time.Second, "how long each single-row INSERT case runs per round")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	cmd.AddCommand(newBenchSchemesCmd())

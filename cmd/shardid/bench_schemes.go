@@ -37,7 +37,7 @@ stderr: a bar with the step and the case on a terminal, else a line per step.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			if opts.Rows < 1 || opts.Rounds < 1 || opts.GoDuration <= 0 || opts.Goroutines < 1 {
-				return usagef("--rows, --rounds, --go-duration and --goroutines must be positive")
+				return usagef("--rows, --rounds, --go-duration and --workers must be positive")
 			}
 			if dsn == "" {
 				scratch, stop, err := genbench.Scratch(ctx)
@@ -80,7 +80,8 @@ stderr: a bar with the step and the case on a terminal, else a line per step.`,
 	cmd.Flags().IntVar(&opts.Rows, "rows", 1_000_000, "ids per PostgreSQL case and rows per INSERT")
 	cmd.Flags().IntVar(&opts.Rounds, "rounds", 3, "rounds (each case reports its median)")
 	cmd.Flags().DurationVar(&opts.GoDuration, "go-duration", time.Second, "how long each Go case runs per round")
-	cmd.Flags().IntVar(&opts.Goroutines, "goroutines", 2, "goroutines of each Go case")
+	cmd.Flags().IntVar(&opts.Goroutines, "workers", 2, "goroutines of each Go case")
+	deprecatedAlias(cmd, cmd.Flags(), "workers", "goroutines")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	return cmd
 }

@@ -21,18 +21,20 @@ duplicates found (0), runs verify --deep, and removes everything.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.Hosts < 0 || opts.Shards < 0 || opts.Sessions < 0 || opts.Rows < 0 {
-				return usagef("--hosts, --shards, --sessions and --rows must not be negative")
+				return usagef("--hosts, --shard-count, --workers and --rows must not be negative")
 			}
 			if opts.Shards > 8192 {
-				return usagef("--shards must be at most 8192")
+				return usagef("--shard-count must be at most 8192")
 			}
 			_, err := demo.Run(cmd.Context(), cmd.OutOrStdout(), opts)
 			return err
 		},
 	}
 	cmd.Flags().IntVar(&opts.Hosts, "hosts", 3, "local PostgreSQL servers to start")
-	cmd.Flags().IntVar(&opts.Shards, "shards", 64, "logical shards to spread over them")
-	cmd.Flags().IntVar(&opts.Sessions, "sessions", 8, "goroutines inserting through the router")
+	cmd.Flags().IntVar(&opts.Shards, "shard-count", 64, "logical shards to spread over them")
+	cmd.Flags().IntVar(&opts.Sessions, "workers", 8, "goroutines inserting through the router")
+	deprecatedAlias(cmd, cmd.Flags(), "shard-count", "shards")
+	deprecatedAlias(cmd, cmd.Flags(), "workers", "sessions")
 	cmd.Flags().IntVar(&opts.Rows, "rows", 200_000, "rows to insert in all")
 	return cmd
 }

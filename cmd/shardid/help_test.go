@@ -21,7 +21,7 @@ func TestHelpNamesTheNextStep(t *testing.T) {
 		{[]string{"init", "--help"}, []string{"docs/shardmgr.md", "'shardid local up' writes one"}},
 		{[]string{"migrate", "--help"}, []string{"--dir shard-migrations", "the repository's own\nmigrations/ holds shardid's catalog"}},
 		{[]string{"migrate", "up", "--help"}, []string{"--shards", "target version (default: the latest in --dir)"}},
-		{[]string{"migrate", "down", "--help"}, []string{"--shards", "target version, required: undo every migration above it (0: all of them)", "migrate down --to 0 --dir shard-migrations --shards 5"}},
+		{[]string{"migrate", "down", "--help"}, []string{"--shards", "target version, required: undo every migration above it (0: all of them)", "migrate down --to-version 0 --dir shard-migrations --shards 5"}},
 		{[]string{"migrate", "status", "--help"}, []string{"--shards 5,7,10-20"}},
 		{[]string{"migrate", "render", "--help"}, []string{"no cluster file is needed", "--schema"}},
 		{[]string{"rebalance", "--help"}, []string{"shardid local add-host", "shardid status"}},
@@ -36,7 +36,7 @@ func TestHelpNamesTheNextStep(t *testing.T) {
 			require.Contains(t, out, w, "%v", tc.args)
 		}
 	}
-	// --to of down no longer describes up's default.
+	// --to-version of down no longer describes up's default.
 	out, err := runShardid(t, "migrate", "down", "--help")
 	require.NoError(t, err)
 	require.NotContains(t, out, "up: default the latest")

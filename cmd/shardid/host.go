@@ -25,7 +25,7 @@ routers follow at their next refresh. See docs/operations.md.
 
   shardid host list                  # shards, state, server, role, replication lag
   shardid host set-dsn pg2 'postgres://app@10.0.0.7:5432/app'
-  shardid host failover pg1 --to 'postgres://app@10.0.0.6:5432/app'   # a promoted standby
+  shardid host failover pg1 --to-dsn 'postgres://app@10.0.0.6:5432/app'   # a promoted standby
   shardid host drain pg3             # mark it drain, move every shard away
   shardid host remove pg3            # once it holds nothing`,
 		Args: cobra.NoArgs,
@@ -181,7 +181,7 @@ servers say: the database there records itself as host NAME of this cluster
 (shardid.host_info), the server is not in recovery, it has the system
 identifier and timeline the catalog recorded for the host (a promoted standby,
 on a newer timeline, is refused: its counters may lack ids the old primary
-handed out; shardid host failover NAME --to DSN advances them first), and, when
+handed out; shardid host failover NAME --to-dsn DSN advances them first), and, when
 the old address still answers, both report the same database, and the old
 one, if it still accepts writes, is the very database DSN reaches. Anything else is
 refused and nothing changes. Running routers connect to the new address at
@@ -252,7 +252,7 @@ func newHostDrainCmd() *cobra.Command {
 		af     applyFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "drain NAME [--dry-run] [--by count|size] [--parallel K] [--mode online|offline|auto] [--dir DIR] [--keep DURATION] [--json]",
+		Use:   "drain NAME [--dry-run] [--by count|size] [--workers K] [--mode online|offline|auto] [--dir DIR] [--keep DURATION] [--json]",
 		Short: "Mark a host drain and move every shard away from it",
 		Long: `Marks host NAME drain in the catalog and the cluster file (as drain: true
 under it and shardid init would), then plans the moves of every one of its

@@ -16,10 +16,10 @@ func newHostFailoverCmd() *cobra.Command {
 		opts   hosts.FailoverOptions
 	)
 	cmd := &cobra.Command{
-		Use:   "failover NAME --to DSN [--new-server] [--margin DUR] [--config FILE] [--json]",
+		Use:   "failover NAME --to-dsn DSN [--new-server] [--margin DUR] [--config FILE] [--json]",
 		Short: "Point a host at its promoted standby, first carrying every shard's counter past the old primary's ids",
 		Long: `After the host's primary is lost and its streaming standby promoted: checks
-that the server at --to is that standby, promoted (the system identifier init
+that the server at --to-dsn is that standby, promoted (the system identifier init
 recorded, out of recovery, a newer timeline, its database recording this
 cluster and host) and that no move of the host's shards is unfinished; then
 advances every shard's counter on it past the last time the old primary can
@@ -32,7 +32,7 @@ a counter back. docs/operations.md#failover, docs/uniqueness.md#failover.
 
 --new-server: the host's database was restored (pg_dump, pg_restore) onto
 another server, with a system identifier of its own. Instead of the standby's
-checks: the server at --to is out of recovery, its system identifier is not
+checks: the server at --to-dsn is out of recovery, its system identifier is not
 the recorded one, its database records this cluster and host, and the server
 at the host's old DSN does not answer or is in recovery (refused while it
 still accepts writes: two primaries). The counters are advanced past the same
@@ -49,13 +49,14 @@ identity is recorded with the DSN. docs/operations.md#a-hosts-database-restored-
 	}
 	configPath := addClusterFlags(cmd)
 	cmd.ValidArgsFunction = firstArgHostName(configPath)
-	cmd.Flags().StringVar(&opts.To, "to", "", "DSN of the promoted standby, as the cluster file is to hold it")
+	cmd.Flags().StringVar(&opts.To, "to-dsn", "", "DSN of the promoted standby, as the cluster file is to hold it")
+	deprecatedAlias(cmd, cmd.Flags(), "to-dsn", "to")
 	cmd.Flags().BoolVar(&opts.NewServer, "new-server", false, "the host's database was restored onto another server (its own system identifier)")
 	cmd.Flags().DurationVar(&opts.Margin, "margin", hosts.DefaultFailoverMargin, "clock skew allowed between the old primary and this machine")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		if opts.To == "" {
-			return usagef("--to DSN is required: the promoted standby's DSN")
+			return usagef("--to-dsn DSN is required: the promoted standby's DSN")
 		}
 		if opts.Margin <= 0 {
 			return usagef("--margin must be positive")

@@ -39,7 +39,7 @@ func TestHostFailoverCommand(t *testing.T) {
 	require.NoError(t, primary.WaitReplayed(ctx, standby, 2*time.Minute))
 	standbyDSN := standby.DSN("app")
 
-	_, stderr, code := runClusterCmdStderr(t, "host", "failover", "pg1", "--to", standbyDSN, "--config", path)
+	_, stderr, code := runClusterCmdStderr(t, "host", "failover", "pg1", "--to-dsn", standbyDSN, "--config", path)
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr, "the new server is still in recovery")
 	require.Contains(t, stderr, "promote the standby first")
@@ -56,9 +56,9 @@ func TestHostFailoverCommand(t *testing.T) {
 	out, code = runClusterCmd(t, "verify", "--config", path)
 	require.Equal(t, 1, code, out)
 	require.Contains(t, out, "FAIL failover on pg1: the host's server is on timeline 2, the catalog recorded 1")
-	require.Contains(t, out, "(repair: shardid host failover pg1 --to DSN")
+	require.Contains(t, out, "(repair: shardid host failover pg1 --to-dsn DSN")
 
-	out, code = runClusterCmd(t, "host", "failover", "pg1", "--to", standbyDSN, "--config", path)
+	out, code = runClusterCmd(t, "host", "failover", "pg1", "--to-dsn", standbyDSN, "--config", path)
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "host pg1: failed over to "+standbyDSN+" (timeline 2")
 	require.Contains(t, out, "advanced 2 shards by up to")
@@ -72,7 +72,7 @@ func TestHostFailoverCommand(t *testing.T) {
 	require.Equal(t, 0, code, out)
 
 	// Again: the server is already recorded, timeline 2 is not newer.
-	_, stderr, code = runClusterCmdStderr(t, "host", "failover", "pg1", "--to", standbyDSN, "--config", path)
+	_, stderr, code = runClusterCmdStderr(t, "host", "failover", "pg1", "--to-dsn", standbyDSN, "--config", path)
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr, "not newer than the host's server's 2")
 	require.Equal(t, 1, strings.Count(strings.TrimSpace(stderr), "\n")+1, stderr)
@@ -80,5 +80,5 @@ func TestHostFailoverCommand(t *testing.T) {
 	// --json, its shape golden (the record put back to the old timeline).
 	_, err = pgtest.Pool(t, catalog).Exec(ctx, `UPDATE shardid.hosts SET timeline = 1`)
 	require.NoError(t, err)
-	checkGolden(t, "host-failover.json.shape", jsonShape(t, goldenCmd(t, 0, "host", "failover", "pg1", "--to", standbyDSN, "--config", path, "--json")))
+	checkGolden(t, "host-failover.json.shape", jsonShape(t, goldenCmd(t, 0, "host", "failover", "pg1", "--to-dsn", standbyDSN, "--config", path, "--json")))
 }

@@ -34,7 +34,8 @@ The servers are for trying shardid out: they run with fsync off.`,
 		Args: cobra.NoArgs,
 	}
 	cmd.PersistentFlags().StringVar(&opts.Dir, "dir", localcluster.DefaultDir, "directory holding the servers' data and logs")
-	cmd.PersistentFlags().StringVar(&opts.Config, "config", "", "cluster file to write (default shardid.yaml, or the one up wrote)")
+	cmd.PersistentFlags().StringVar(&opts.Config, "write-config", "", "cluster file local writes and keeps (default shardid.yaml, or the one up wrote)")
+	deprecatedAlias(cmd, cmd.PersistentFlags(), "write-config", "config")
 	asJSON := cmd.PersistentFlags().Bool("json", false, "print the result as JSON")
 	cmd.AddCommand(newLocalUpCmd(&opts, asJSON), newLocalAddHostCmd(&opts, asJSON),
 		newLocalRemoveHostCmd(&opts, asJSON), newLocalStatusCmd(&opts, asJSON), newLocalDownCmd(&opts, asJSON))
@@ -43,20 +44,20 @@ The servers are for trying shardid out: they run with fsync off.`,
 
 func newLocalUpCmd(opts *localcluster.Options, asJSON *bool) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "up [--hosts N] [--shards N] [--dir DIR] [--config FILE]",
+		Use:   "up [--hosts N] [--shard-count N] [--dir DIR] [--write-config FILE]",
 		Short: "Start the local servers, initialise the cluster, write the cluster file",
 		Long: `The first run starts --hosts servers, writes the cluster file (catalog on pg1,
 an app database per host, a segments: section with a seg database per host) and
-runs init for --shards logical shards. It creates the catalog and seg databases
+runs init for --shard-count logical shards. It creates the catalog and seg databases
 itself and revokes CONNECT on them from PUBLIC (the servers' superuser is the
 cluster's only role), so that init and serve have nothing to warn about; grant
 CONNECT to a role you add. Later runs find the servers, start those that
-stopped, and change nothing else (--hosts and --shards apply to a new cluster
+stopped, and change nothing else (--hosts and --shard-count apply to a new cluster
 only). It never overwrites a cluster file it did not write.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.Hosts < 1 || opts.Shards < 1 || opts.Shards > 8192 {
-				return usagef("--hosts must be at least 1 and --shards between 1 and 8192")
+				return usagef("--hosts must be at least 1 and --shard-count between 1 and 8192")
 			}
 			opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 			res, err := localcluster.Up(cmd.Context(), *opts)
@@ -95,7 +96,8 @@ only). It never overwrites a cluster file it did not write.`,
 		},
 	}
 	cmd.Flags().IntVar(&opts.Hosts, "hosts", localcluster.DefaultHosts, "servers to start for a new cluster")
-	cmd.Flags().IntVar(&opts.Shards, "shards", localcluster.DefaultShards, "logical shards of a new cluster")
+	cmd.Flags().IntVar(&opts.Shards, "shard-count", localcluster.DefaultShards, "logical shards of a new cluster")
+	deprecatedAlias(cmd, cmd.Flags(), "shard-count", "shards")
 	return cmd
 }
 

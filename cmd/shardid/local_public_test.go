@@ -31,10 +31,10 @@ import (
 func TestLocalUpClosesItsDatabasesToPublic(t *testing.T) {
 	base := pgtest.ReachableTempDir(t)
 	dir, config := filepath.Join(base, ".shardid"), filepath.Join(base, "shardid.yaml")
-	flags := []string{"--dir", dir, "--config", config}
+	flags := []string{"--dir", dir, "--write-config", config}
 	t.Cleanup(func() { localcluster.Down(context.Background(), localcluster.Options{Dir: dir}, true) })
 
-	out, code := runClusterCmd(t, append([]string{"local", "up", "--hosts", "2", "--shards", "4", "--json"}, flags...)...)
+	out, code := runClusterCmd(t, append([]string{"local", "up", "--hosts", "2", "--shard-count", "4", "--json"}, flags...)...)
 	require.Equal(t, 0, code, out)
 	var res localcluster.UpResult
 	require.NoError(t, json.Unmarshal([]byte(out), &res), out)

@@ -22,7 +22,7 @@ func TestLocalRemoveHost(t *testing.T) {
 	t.Parallel()
 	base := pgtest.ReachableTempDir(t)
 	dir, config := filepath.Join(base, ".shardid"), filepath.Join(base, "shardid.yaml")
-	flags := []string{"--dir", dir, "--config", config}
+	flags := []string{"--dir", dir, "--write-config", config}
 	opts := localcluster.Options{Dir: dir}
 	t.Cleanup(func() { localcluster.Down(context.Background(), opts, true) })
 	run := func(code int, args ...string) string {
@@ -31,7 +31,7 @@ func TestLocalRemoveHost(t *testing.T) {
 		require.Equal(t, code, got, "shardid %v: %s", args, out)
 		return out
 	}
-	run(0, append([]string{"local", "up", "--hosts", "2", "--shards", "4"}, flags...)...)
+	run(0, append([]string{"local", "up", "--hosts", "2", "--shard-count", "4"}, flags...)...)
 	run(0, append([]string{"local", "add-host"}, flags...)...)
 	c, err := localcluster.Status(opts)
 	require.NoError(t, err)

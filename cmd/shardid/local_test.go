@@ -56,12 +56,12 @@ func TestLocalClusterOutlivesItsCommandAndComesBack(t *testing.T) {
 	}
 	base := pgtest.ReachableTempDir(t)
 	dir, config := filepath.Join(base, ".shardid"), filepath.Join(base, "shardid.yaml")
-	flags := []string{"--dir", dir, "--config", config}
+	flags := []string{"--dir", dir, "--write-config", config}
 	opts := localcluster.Options{Dir: dir}
 	t.Cleanup(func() { localcluster.Down(context.Background(), opts, true) })
 
 	// Started by a process that then exits: the servers stay up.
-	out := runChild(t, append([]string{"local", "up", "--hosts", "2", "--shards", "8"}, flags...)...)
+	out := runChild(t, append([]string{"local", "up", "--hosts", "2", "--shard-count", "8"}, flags...)...)
 	require.Contains(t, out, "wrote "+config)
 	require.Contains(t, out, "shardid local down")
 	c, err := localcluster.Status(opts)
@@ -122,7 +122,7 @@ func TestLocalUpLeavesSomeoneElsesClusterFileAlone(t *testing.T) {
 	base := t.TempDir()
 	config := filepath.Join(base, "shardid.yaml")
 	require.NoError(t, os.WriteFile(config, []byte("cluster: mine\n"), 0o600))
-	out, code := runClusterCmd(t, "local", "up", "--dir", filepath.Join(base, ".shardid"), "--config", config)
+	out, code := runClusterCmd(t, "local", "up", "--dir", filepath.Join(base, ".shardid"), "--write-config", config)
 	require.Equal(t, 1, code, out)
 	require.Contains(t, out, "is not this local cluster's")
 	b, err := os.ReadFile(config)

@@ -124,7 +124,7 @@ func newMigrateRunCmd(dir migrate.Direction) *cobra.Command {
 	)
 	cmd := &cobra.Command{Args: cobra.NoArgs}
 	if dir == migrate.Up {
-		cmd.Use = "up --dir DIR [--to N] [--shards LIST] [--fail-fast] [--workers N] [--lock-timeout D] [--json]"
+		cmd.Use = "up --dir DIR [--to-version N] [--shards LIST] [--fail-fast] [--workers N] [--lock-timeout D] [--json]"
 		cmd.Short = "Apply migrations to every shard, up to the latest or to version N"
 		cmd.Long = `Brings every logical shard on every host up to version N (default: the latest
 in --dir). Hosts run in parallel, and on each host --workers shards at a time,
@@ -145,23 +145,24 @@ others are left as they are, and 'shardid migrate status' shows who is behind.
 behind a long transaction, holding every writer of the table behind it) fail
 on its shard after 5s instead; run up again later.`
 	} else {
-		cmd.Use = "down --to N --dir DIR [--shards LIST] [--fail-fast] [--workers N] [--lock-timeout D] [--json]"
+		cmd.Use = "down --to-version N --dir DIR [--shards LIST] [--fail-fast] [--workers N] [--lock-timeout D] [--json]"
 		cmd.Short = "Undo migrations on every shard down to version N"
 		cmd.Long = `Runs the down SQL of every migration above N on every logical shard, newest
-first, with the same locking, transactions and failure handling as up. --to is
-required (0 undoes everything). Shards already at or below N are left alone.
+first, with the same locking, transactions and failure handling as up.
+--to-version is required (0 undoes everything). Shards already at or below N are left alone.
 --shards 5,7,10-20 undoes migrations on those shards only.
 
-  shardid migrate down --to 1 --dir shard-migrations             # undo what came after version 1
-  shardid migrate down --to 0 --dir shard-migrations --shards 5  # shard 5 back to empty`
+  shardid migrate down --to-version 1 --dir shard-migrations             # undo what came after version 1
+  shardid migrate down --to-version 0 --dir shard-migrations --shards 5  # shard 5 back to empty`
 	}
 	dirPath := migrateDirFlag(cmd)
 	configPath := addClusterFlags(cmd)
 	if dir == migrate.Up {
-		cmd.Flags().IntVar(&to, "to", 0, "target version (default: the latest in --dir)")
+		cmd.Flags().IntVar(&to, "to-version", 0, "target version (default: the latest in --dir)")
 	} else {
-		cmd.Flags().IntVar(&to, "to", 0, "target version, required: undo every migration above it (0: all of them)")
+		cmd.Flags().IntVar(&to, "to-version", 0, "target version, required: undo every migration above it (0: all of them)")
 	}
+	deprecatedAlias(cmd, cmd.Flags(), "to-version", "to")
 	shardList := migrateShardsFlag(cmd)
 	cmd.Flags().IntVar(&workers, "workers", migrate.DefaultMigrateWorkers, "connections per host migrating shards in parallel")
 	cmd.Flags().BoolVar(&failFast, "fail-fast", false, "stop at the first failure instead of carrying on with the other shards")
@@ -171,11 +172,11 @@ required (0 undoes everything). Shards already at or below N are left alone.
 		if lockTimeout < 0 {
 			return usagef("--lock-timeout must not be negative")
 		}
-		if dir == migrate.Down && !cmd.Flags().Changed("to") {
-			return usagef("--to is required for down (0 undoes every migration)")
+		if dir == migrate.Down && !cmd.Flags().Changed("to-version") {
+			return usagef("--to-version is required for down (0 undoes every migration)")
 		}
 		if to < 0 {
-			return usagef("--to must not be negative")
+			return usagef("--to-version must not be negative")
 		}
 		if workers < 1 {
 			return usagef("--workers must be at least 1")
@@ -185,7 +186,7 @@ required (0 undoes everything). Shards already at or below N are left alone.
 			return err
 		}
 		if to > set.Latest() {
-			return usagef("--to %d: %s has %d migrations", to, dirName, set.Latest())
+			return usagef("--to-version %d: %s has %d migrations", to, dirName, set.Latest())
 		}
 		c, err := openCluster(cmd, *configPath)
 		if err != nil {

@@ -100,7 +100,7 @@ func TestMigrateCLI(t *testing.T) {
 	require.Equal(t, 3, res.Shards[4].To)
 	require.Equal(t, 0, res.Shards[3].Applied)
 
-	out, code = runClusterCmd(t, "migrate", "down", "--config", cfg, "--dir", fixed, "--to", "1")
+	out, code = runClusterCmd(t, "migrate", "down", "--config", cfg, "--dir", fixed, "--to-version", "1")
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "migrate down to version 1 (001_create_likes.sql): 6 shards")
 
@@ -117,12 +117,12 @@ func TestMigrateCLIBadInput(t *testing.T) {
 		args []string
 		code int
 	}{
-		{[]string{"migrate", "up", "--config", cfg}, 2},                                                // --dir missing
-		{[]string{"migrate", "down", "--config", cfg, "--dir", sampleMigrations}, 2},                   // --to missing
-		{[]string{"migrate", "up", "--config", cfg, "--dir", sampleMigrations, "--to", "9"}, 2},        // beyond the directory
-		{[]string{"migrate", "up", "--config", cfg, "--dir", filepath.Join(t.TempDir(), "x")}, 1},      // no such directory
-		{[]string{"migrate", "render", "--config", cfg, "--dir", sampleMigrations}, 2},                 // --shard missing
-		{[]string{"migrate", "render", "--config", cfg, "--dir", sampleMigrations, "--shard", "6"}, 1}, // unknown shard
+		{[]string{"migrate", "up", "--config", cfg}, 2},                                                 // --dir missing
+		{[]string{"migrate", "down", "--config", cfg, "--dir", sampleMigrations}, 2},                    // --to missing
+		{[]string{"migrate", "up", "--config", cfg, "--dir", sampleMigrations, "--to-version", "9"}, 2}, // beyond the directory
+		{[]string{"migrate", "up", "--config", cfg, "--dir", filepath.Join(t.TempDir(), "x")}, 1},       // no such directory
+		{[]string{"migrate", "render", "--config", cfg, "--dir", sampleMigrations}, 2},                  // --shard missing
+		{[]string{"migrate", "render", "--config", cfg, "--dir", sampleMigrations, "--shard", "6"}, 1},  // unknown shard
 		{[]string{"migrate", "render", "--config", cfg, "--dir", sampleMigrations, "--shard", "1", "--format", "x"}, 2},
 		{[]string{"migrate", "up", "--config", cfg, "--dir", writeMigrations(t, map[string]string{"001_a.sql": "SELECT {{.nope}};"})}, 1},
 	} {
@@ -247,7 +247,7 @@ func TestMigrateCLIShards(t *testing.T) {
 			require.Contains(t, out, "--shards: ", list)
 		}
 	}
-	out, code = runClusterCmd(t, "migrate", "down", "--config", cfg, "--dir", sampleMigrations, "--to", "0", "--shards", "3-2")
+	out, code = runClusterCmd(t, "migrate", "down", "--config", cfg, "--dir", sampleMigrations, "--to-version", "0", "--shards", "3-2")
 	require.Equal(t, 2, code, out)
 	require.Contains(t, out, `--shards: bad shard list: "3-2": the range ends below its start`)
 	out, code = runClusterCmd(t, "migrate", "status", "--config", cfg, "--dir", sampleMigrations)
@@ -279,7 +279,7 @@ func TestMigrateCLIShards(t *testing.T) {
 	require.Contains(t, out, "latest version 2 (002_add_likes_post_index.sql); 2 shards on 2 hosts")
 	require.Contains(t, out, "every shard is at version 2")
 
-	out, code = runClusterCmd(t, "migrate", "down", "--config", cfg, "--dir", sampleMigrations, "--to", "0", "--shards", "4")
+	out, code = runClusterCmd(t, "migrate", "down", "--config", cfg, "--dir", sampleMigrations, "--to-version", "0", "--shards", "4")
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "migrate down to version 0: 1 shards")
 	out, code = runClusterCmd(t, "migrate", "status", "--config", cfg, "--dir", sampleMigrations, "--json")

@@ -215,9 +215,9 @@ func readmeChecks(t *testing.T, home string) map[string][]walkCheck {
 		return func(t *testing.T, out string) { require.Regexp(t, re, out) }
 	}
 	return map[string][]walkCheck{
-		"shardid local up --shards 16": {contains("wrote "+filepath.Join(home, "shardid.yaml"), "shardid local down")},
-		"shardid local status":         {matches(`(?m)^pg3\s+\d+\s+running`)},
-		"shardid init":                 {contains("nothing to do"), contains("host pg4: drain true")},
+		"shardid local up --shard-count 16": {contains("wrote "+filepath.Join(home, "shardid.yaml"), "shardid local down")},
+		"shardid local status":              {matches(`(?m)^pg3\s+\d+\s+running`)},
+		"shardid init":                      {contains("nothing to do"), contains("host pg4: drain true")},
 		"shardid status": {
 			matches(`(?m)^pg1\s+6\s+██████··········\s+0-5$`),
 			func(t *testing.T, out string) {
@@ -225,13 +225,13 @@ func readmeChecks(t *testing.T, home string) map[string][]walkCheck {
 				require.Contains(t, out, "no moves in progress")
 			},
 		},
-		"shardid status --json":                                                 {statusJSON},
-		"shardid verify --deep":                                                 {contains("verify: ok")},
-		"shardid migrate up --dir shard-migrations":                             {contains("migrate up to version 1 (001_create_likes.sql): 16 shards", "migrated 16")},
-		"shardid migrate status --dir shard-migrations":                         {contains("every shard is at version 1")},
-		"shardid migrate down --to 0 --dir shard-migrations --shards 5,7,10-12": {contains("migrate down to version 0: 5 shards", "migrated 5")},
-		"shardid migrate up --dir shard-migrations --shards 5,7,10-12":          {contains("5 shards", "migrated 5")},
-		"shardid migrate render --shard 5 --dir shard-migrations":               {contains("DEFAULT shard_0005.next_id()")},
+		"shardid status --json":                                                         {statusJSON},
+		"shardid verify --deep":                                                         {contains("verify: ok")},
+		"shardid migrate up --dir shard-migrations":                                     {contains("migrate up to version 1 (001_create_likes.sql): 16 shards", "migrated 16")},
+		"shardid migrate status --dir shard-migrations":                                 {contains("every shard is at version 1")},
+		"shardid migrate down --to-version 0 --dir shard-migrations --shards 5,7,10-12": {contains("migrate down to version 0: 5 shards", "migrated 5")},
+		"shardid migrate up --dir shard-migrations --shards 5,7,10-12":                  {contains("5 shards", "migrated 5")},
+		"shardid migrate render --shard 5 --dir shard-migrations":                       {contains("DEFAULT shard_0005.next_id()")},
 		"shardid migrate render --shard 5 --dir shard-migrations --format golang-migrate --out shard5": {
 			func(t *testing.T, _ string) {
 				require.FileExists(t, filepath.Join(home, "shard5", "001_create_likes.up.sql"))
@@ -240,7 +240,7 @@ func readmeChecks(t *testing.T, home string) map[string][]walkCheck {
 		"shardid local add-host": {contains("added host pg4")},
 		"shardid rebalance plan": {matches(`(?m)^\d+\s+pg\d\s+pg4\s`)},
 		"shardid verify":         {contains("verify: ok"), contains("verify: ok", "16 shards on 3 hosts")},
-		"shardid rebalance apply --dir shard-migrations --parallel 4": {
+		"shardid rebalance apply --dir shard-migrations --workers 4": {
 			matches(`(?m)^\d+\s+\d+\s+pg[123]\s+pg4\s+online\s+cleaned\s`),
 			// The drain: every move from pg4, none to it.
 			func(t *testing.T, out string) {

@@ -52,7 +52,7 @@ func newRebalancePlanCmd() *cobra.Command {
 		asJSON   bool
 	)
 	cmd := &cobra.Command{
-		Use:   "plan [--by count|size] [--mode online|offline|auto] [--parallel K] [--json]",
+		Use:   "plan [--by count|size] [--mode online|offline|auto] [--workers K] [--json]",
 		Short: "Compute the fewest moves that balance the hosts; changes nothing",
 		Long: `Reads the map from the catalog, the hosts (and their drain marks) from the
 cluster file, and each shard's size from its host. --by count (default) evens
@@ -61,7 +61,7 @@ marked drain gives all its shards away; a host that is balanced gives none.
 The plan is deterministic.
 
 It then checks the hosts for the moves as 'rebalance apply' with the same
---mode and --parallel would run them (the preflight; see 'shardid rebalance
+--mode and --workers would run them (the preflight; see 'shardid rebalance
 apply --help'): a failed check is printed with its fix, and the command
 exits 1.
 
@@ -74,7 +74,8 @@ sends offline has "mode_reason".`,
 	configPath := addClusterFlags(cmd)
 	cmd.Flags().StringVar(&by, "by", string(rebalance.ByCount), "balance shard counts (count) or total relation size (size)")
 	cmd.Flags().StringVar(&mode, "mode", string(rebalance.MoveOnline), "the mode to check the hosts for: online, offline or auto")
-	cmd.Flags().IntVar(&parallel, "parallel", 1, "the moves at once to check the hosts for")
+	cmd.Flags().IntVar(&parallel, "workers", 1, "the moves at once to check the hosts for")
+	deprecatedAlias(cmd, cmd.Flags(), "workers", "parallel")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the plan as JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		pb, err := parseBy(by)
@@ -86,7 +87,7 @@ sends offline has "mode_reason".`,
 			return err
 		}
 		if parallel < 1 {
-			return usagef("--parallel must be at least 1")
+			return usagef("--workers must be at least 1")
 		}
 		c, err := openCluster(cmd, *configPath)
 		if err != nil {
@@ -233,7 +234,8 @@ type applyFlags struct {
 
 func (f *applyFlags) add(cmd *cobra.Command, byUsage string) {
 	cmd.Flags().StringVar(&f.by, "by", string(rebalance.ByCount), byUsage)
-	cmd.Flags().IntVar(&f.parallel, "parallel", 1, "moves to run at once")
+	cmd.Flags().IntVar(&f.parallel, "workers", 1, "moves to run at once")
+	deprecatedAlias(cmd, cmd.Flags(), "workers", "parallel")
 	cmd.Flags().DurationVar(&f.wait, "wait", rebalance.DefaultApplyWait, "how long to wait for another manager's apply or move")
 	f.mf.add(cmd)
 }
@@ -245,7 +247,7 @@ func (f *applyFlags) options(cmd *cobra.Command, configPath string) (rebalance.A
 		return rebalance.ApplyOptions{}, err
 	}
 	if f.parallel < 1 {
-		return rebalance.ApplyOptions{}, usagef("--parallel must be at least 1")
+		return rebalance.ApplyOptions{}, usagef("--workers must be at least 1")
 	}
 	if f.wait <= 0 {
 		return rebalance.ApplyOptions{}, usagef("--wait must be positive")
@@ -263,11 +265,11 @@ func newRebalanceApplyCmd() *cobra.Command {
 		af     applyFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "apply [--by count|size] [--parallel K] [--mode online|offline|auto] [--dir DIR] [--keep DURATION] [--wait DURATION] [--json]",
+		Use:   "apply [--by count|size] [--workers K] [--mode online|offline|auto] [--dir DIR] [--keep DURATION] [--wait DURATION] [--json]",
 		Short: "Run the plan's moves, resuming any an earlier run left unfinished",
 		Long: `Registers hosts new in the cluster file in the catalog (as init does),
 finishes the moves an interrupted run left in the journal, then plans and runs
-the moves, --parallel at a time. Every move is journaled before it starts and
+the moves, --workers at a time. Every move is journaled before it starts and
 records each phase it completes, so running apply again after an interruption
 resumes where it stopped. A move that fails before its flip leaves its shard
 serving on its old host; 'shardid rebalance abort' removes its partial copy.

@@ -43,7 +43,7 @@ func TestRebalanceCLIPreflight(t *testing.T) {
 	wantLine := "preflight: pg1 (source): wal_level is replica, need logical; fix: ALTER SYSTEM SET wal_level = logical, then restart the server; or --mode offline (or --mode auto: offline where online cannot run)\n"
 	for _, args := range [][]string{
 		{"rebalance", "plan"},
-		{"rebalance", "apply", "--dir", dir, "--parallel", "4"},
+		{"rebalance", "apply", "--dir", dir, "--workers", "4"},
 		{"shard", "move", "0", "--to", "pg4", "--dir", dir},
 	} {
 		stdout, stderr, code := runClusterCmdStderr(t, append(args, "--config", path)...)

@@ -69,14 +69,14 @@ func TestRebalanceCLI(t *testing.T) {
 
 	// apply does not register the host itself: the catalog is where
 	// hosts are, and init applies the file's changes to it.
-	out, code = runClusterCmd(t, "rebalance", "apply", "--config", path, "--dir", dir, "--parallel", "2", "--json")
+	out, code = runClusterCmd(t, "rebalance", "apply", "--config", path, "--dir", dir, "--workers", "2", "--json")
 	require.Equal(t, 1, code, out)
 	require.Contains(t, out, "host pg4 is not in the catalog")
 	out, code = runClusterCmd(t, "init", "--config", path)
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "add host pg4")
 
-	out, code = runClusterCmd(t, "rebalance", "apply", "--config", path, "--dir", dir, "--parallel", "2", "--json")
+	out, code = runClusterCmd(t, "rebalance", "apply", "--config", path, "--dir", dir, "--workers", "2", "--json")
 	require.Equal(t, 0, code, out)
 	var res struct {
 		Resumed int `json:"resumed"`
@@ -201,7 +201,7 @@ func TestRebalanceCLIBadInput(t *testing.T) {
 		msg  string
 	}{
 		{[]string{"rebalance", "plan", "--by", "weight"}, 2, `--by "weight"`},
-		{[]string{"rebalance", "apply", "--parallel", "0"}, 2, "--parallel"},
+		{[]string{"rebalance", "apply", "--workers", "0"}, 2, "--workers"},
 		{[]string{"rebalance", "apply", "--mode", "fast"}, 2, `--mode "fast"`},
 		{[]string{"shard", "move", "x", "--to", "pg4"}, 2, `shard "x"`},
 		{[]string{"shard", "move", "1"}, 2, "--to is required"},

@@ -102,20 +102,21 @@ move would pass, the fenced ones (writes refused) and the point of no return
 func newShardWhereCmd() *cobra.Command {
 	var asJSON, dsnOnly bool
 	cmd := &cobra.Command{
-		Use:   "where N [--json | --dsn]",
+		Use:   "where N [--json | --dsn-only]",
 		Short: "Say where logical shard N lives: host, DSN, schema, state",
 		Long: `Reads the catalog and prints logical shard N's host, the host's DSN from the
 cluster file (without a password: ${VAR} references stay as written), its
-schema and its state, and the target of a move in progress. --dsn prints the
-DSN alone, for psql "$(shardid shard where 5 --dsn)"; --json prints
+schema and its state, and the target of a move in progress. --dsn-only prints
+the DSN alone, for psql "$(shardid shard where 5 --dsn-only)"; --json prints
 {"shard":5,"schema":"shard_0005","host":"pg1","dsn":"postgres://...","state":"active",
 "generation":N} plus "moving_to":"pg4" during a move.`,
 		Args: cobra.ExactArgs(1),
 	}
 	configPath := addClusterFlags(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the location as JSON")
-	cmd.Flags().BoolVar(&dsnOnly, "dsn", false, "print only the host's DSN (without a password)")
-	cmd.MarkFlagsMutuallyExclusive("json", "dsn")
+	cmd.Flags().BoolVar(&dsnOnly, "dsn-only", false, "print only the host's DSN (without a password)")
+	deprecatedAlias(cmd, cmd.Flags(), "dsn-only", "dsn")
+	cmd.MarkFlagsMutuallyExclusive("json", "dsn-only")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		shard, err := strconv.Atoi(args[0])
 		if err != nil || shard < 0 {

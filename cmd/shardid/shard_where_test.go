@@ -40,7 +40,7 @@ func TestShardWhereAndStatusUnreachable(t *testing.T) {
 	require.Zero(t, code, out)
 	require.Contains(t, out, "shard 4: schema shard_0004 on pg3, active")
 	require.Contains(t, out, "dsn: "+dsns[2])
-	out, code = runClusterCmd(t, "shard", "where", "4", "--config", path, "--dsn")
+	out, code = runClusterCmd(t, "shard", "where", "4", "--config", path, "--dsn-only")
 	require.Zero(t, code, out)
 	require.Equal(t, dsns[2]+"\n", out)
 	_, code = runClusterCmd(t, "shard", "where", "6", "--config", path)
@@ -52,7 +52,7 @@ func TestShardWhereAndStatusUnreachable(t *testing.T) {
 	require.NoError(t, err)
 	dead := "postgres://postgres:s3cret@127.0.0.1:1/app?sslmode=disable&connect_timeout=5"
 	require.NoError(t, os.WriteFile(path, []byte(strings.Replace(string(data), dsns[2], dead, 1)), 0o600))
-	out, code = runClusterCmd(t, "shard", "where", "4", "--config", path, "--dsn")
+	out, code = runClusterCmd(t, "shard", "where", "4", "--config", path, "--dsn-only")
 	require.Zero(t, code, out)
 	require.NotContains(t, out, "s3cret")
 	require.Contains(t, out, "postgres://postgres@127.0.0.1:1/app")

@@ -13,12 +13,12 @@ import (
 // Apply runs a plan's new online moves in batches: the moves from one
 // source to one target share a publication, a slot and a subscription
 // (batch, in replication_batch.go), so the target's server starts one
-// worker for them, once, and --parallel never needs more workers than the
+// worker for them, once, and Parallel never needs more workers than the
 // target has. A batch's moves are built and copied together; the target's
 // subscriptions are created in one transaction, so its launcher starts
 // them in one pass (its pause between starts, wal_retrieve_retry_interval,
 // is paid once per wave, not once per move); then each move goes on alone,
-// --parallel at a time: catch-up, fence, check, flip and cleanup are per
+// Parallel at a time: catch-up, fence, check, flip and cleanup are per
 // shard, and the batch's replication goes with its last move.
 //
 // A target gets no more batches at once than it has free logical
@@ -141,8 +141,8 @@ func (mo *mover) freeWorkers(ctx context.Context, name string) int {
 }
 
 // prepareWave takes the moves of a wave's batches to phase copy: each
-// move's target built (--parallel at a time), each batch's rows copied at
-// its slot's snapshot (batches --parallel at a time), and each target's
+// move's target built (Parallel at a time), each batch's rows copied at
+// its slot's snapshot (batches Parallel at a time), and each target's
 // subscriptions created in one transaction. It holds the moves' locks
 // throughout. A move another manager holds, or that moved on meanwhile,
 // is left to runEach; it returns the moves that failed, with their
@@ -185,7 +185,7 @@ func (mo *mover) prepareWave(ctx context.Context, wave []pairOf, groups map[pair
 		}
 	}
 
-	// Each move's target, --parallel at a time.
+	// Each move's target, Parallel at a time.
 	g := errgroup.Group{}
 	g.SetLimit(max(opts.Parallel, 1))
 	for _, b := range batches {
@@ -205,7 +205,7 @@ func (mo *mover) prepareWave(ctx context.Context, wave []pairOf, groups map[pair
 	}
 	_ = g.Wait()
 
-	// Each batch's copy, --parallel batches at a time.
+	// Each batch's copy, Parallel batches at a time.
 	var copied []*batch
 	g = errgroup.Group{}
 	g.SetLimit(max(opts.Parallel, 1))

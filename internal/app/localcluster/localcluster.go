@@ -193,7 +193,7 @@ func Up(ctx context.Context, opts Options) (*UpResult, error) {
 	}
 	if !st.Wrote {
 		if _, err := os.Stat(st.Config); err == nil {
-			return nil, fmt.Errorf("%s exists and is not this local cluster's: remove it or choose another file with --config", st.Config)
+			return nil, fmt.Errorf("%s exists and is not this local cluster's: remove it or choose another file with --write-config", st.Config)
 		}
 	}
 	// Reachable by the postgres user when we are root (localpg checks the
