@@ -43,7 +43,7 @@
 //   - shardmgr/rebalance: planning and moving shards between hosts.
 //
 // Options follow one convention in every package of shardid (this one,
-// shardmgr/cluster, rebalance, install, verify, hosts, migrations,
+// shardmgr/cluster, rebalance, install, verify, hosts, migrate, migrations,
 // idgen/segment and its httpapi, idgen/snowflake). A constructor's
 // options (Open's RouterOption, cluster.Open's Option) are checked when it
 // builds: one given a value it cannot use makes the constructor return an

@@ -16,7 +16,7 @@ import (
 
 // optionPackages are the packages whose options follow the convention
 // doc.go states, relative to this directory.
-var optionPackages = []string{".", "cluster", "rebalance", "install", "verify", "hosts",
+var optionPackages = []string{".", "cluster", "rebalance", "install", "verify", "hosts", "migrate",
 	"../migrations", "../idgen/segment", "../idgen/segment/httpapi", "../idgen/snowflake"}
 
 // wordingsOut are the ways of saying a default that the convention

@@ -27,16 +27,17 @@ const DefaultGeneratorLockTimeout = 10 * time.Second
 // GeneratorOptions adjust UpgradeGenerators. The zero value upgrades every
 // shard with DefaultMigrateWorkers connections per host.
 type GeneratorOptions struct {
-	// Shards limits the upgrade to these logical shards; nil means all.
+	// Shards limits the upgrade to these logical shards. Zero means all.
 	Shards []int
 	// Workers is the number of connections per host. Zero means
-	// DefaultMigrateWorkers.
+	// DefaultMigrateWorkers (4).
 	Workers int
 	// DryRun reports what would be upgraded and changes nothing.
 	DryRun bool
 	// LockTimeout bounds the wait for the write lock on a shard's tables;
 	// the shard fails (and can be retried) rather than queueing every
-	// writer behind a long transaction. Zero means DefaultGeneratorLockTimeout.
+	// writer behind a long transaction. Zero means
+	// DefaultGeneratorLockTimeout (10s).
 	LockTimeout time.Duration
 	// Generator is the form of next_id() to install (sql.Params.Generator).
 	// Empty means the cluster file's (generator:, auto when it names none).

@@ -59,13 +59,13 @@ type Options struct {
 	// down, Down never moves one up: shards already past the target are
 	// left alone.
 	Direction Direction
-	// To is the target version. For Up, zero means the latest. For Down,
-	// zero means before the first migration.
+	// To is the target version. Zero means the latest for Up, and before
+	// the first migration for Down.
 	To int
-	// Shards limits the run to these logical shards; nil means all.
+	// Shards limits the run to these logical shards. Zero means all.
 	Shards []int
 	// Workers is the number of connections per host, each migrating one
-	// shard at a time. Zero means DefaultMigrateWorkers.
+	// shard at a time. Zero means DefaultMigrateWorkers (4).
 	Workers int
 	// FailFast stops the run at the first failure: shards not yet started
 	// are not run, shards in progress stop after their current migration.
@@ -79,7 +79,7 @@ type Options struct {
 	// LockWait bounds the wait for another session holding a shard's
 	// migration lock (another run migrating it): when it runs out the
 	// shard fails with an error that wraps shardmgr.ErrLockWait and names
-	// the holder. Zero means DefaultShardLockWait.
+	// the holder. Zero means DefaultShardLockWait (10m).
 	LockWait time.Duration
 	// Progress, when set, is called after each shard with its host's
 	// counts. Calls are serialised.
