@@ -284,6 +284,11 @@ func (p Params) withDefaults() (Params, error) {
 	if p.Shard < 0 || p.Shard >= 1<<p.ShardBits {
 		return p, fmt.Errorf("%w: shard %d out of range 0..%d", ErrLayout, p.Shard, 1<<p.ShardBits-1)
 	}
+	if p.Shard > math.MaxInt32 {
+		// The layout holds it, but pg_advisory_lock(int4, int4) keys the
+		// generator's lock by the shard, and the catalog stores it as an integer.
+		return p, fmt.Errorf("%w: shard %d is above %d, the largest an advisory lock key (int4) takes", ErrLayout, p.Shard, math.MaxInt32)
+	}
 	if p.LagMS < 0 {
 		return p, fmt.Errorf("%w: negative lag %d", ErrLayout, p.LagMS)
 	}

@@ -28,6 +28,9 @@ func TestRenderRefusesEpochAndSchemaThatCannotWork(t *testing.T) {
 		{"pg_toast", shsql.Params{Schema: "pg_toast"}, shsql.ErrSchema, "reserved"},
 		{"any pg_ name", shsql.Params{Schema: "pg_ids"}, shsql.ErrSchema, "reserved"},
 		{"information_schema", shsql.Params{Schema: "information_schema"}, shsql.ErrSchema, "reserved"},
+		// A layout with 32 shard bits holds the shard, but the generator's
+		// advisory lock takes it as an int4: every install or call would fail.
+		{"shard beyond int4", shsql.Params{Shard: math.MaxInt32 + 1, TimeBits: 30, ShardBits: 32, SeqBits: 1}, shsql.ErrLayout, "above 2147483647"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := shsql.Render(tc.p)
