@@ -36,8 +36,7 @@ func setServerTimeouts(t *testing.T, cfg *shardmgr.Config) {
 		require.NoError(t, err)
 		db := pgx.Identifier{strings.TrimPrefix(u.Path, "/")}.Sanitize()
 		p := clustertest.Pool(t, dsn)
-		var major int
-		require.NoError(t, p.QueryRow(clustertest.Ctx(t), `SELECT current_setting('server_version_num')::int / 10000`).Scan(&major))
+		major := serverMajor(t, p)
 		sets := `ALTER DATABASE ` + db + ` SET statement_timeout = '1s'; ALTER DATABASE ` + db + ` SET idle_in_transaction_session_timeout = '1s'`
 		if major >= 17 {
 			sets += `; ALTER DATABASE ` + db + ` SET transaction_timeout = '1s'`

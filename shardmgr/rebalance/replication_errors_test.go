@@ -40,11 +40,13 @@ func TestMoveResumesAfterTheApplyWorkerRecovered(t *testing.T) {
 	require.Eventually(t, func() bool { return walsender() != nil }, 2*time.Minute, 50*time.Millisecond, "the worker never streamed")
 	_, err = src.Exec(clustertest.Ctx(t), `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1`, repl)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		n, err := applyErrors(clustertest.Ctx(t), dst, repl)
-		require.NoError(t, err)
-		return n > 0
-	}, 2*time.Minute, 50*time.Millisecond, "the worker's failure was not counted")
+	if serverMajor(t, dst) >= 15 {
+		require.Eventually(t, func() bool {
+			n, err := applyErrors(clustertest.Ctx(t), dst, repl)
+			require.NoError(t, err)
+			return n > 0
+		}, 2*time.Minute, 50*time.Millisecond, "the worker's failure was not counted")
+	} // else 14: no pg_stat_subscription_stats, nothing counts the failure (docs/rebalance.md)
 	require.Eventually(t, func() bool { return walsender() != nil }, 2*time.Minute, 50*time.Millisecond, "the worker did not come back")
 
 	opts.stopAfter = ""
@@ -67,15 +69,34 @@ func TestMoveReportsTheApplyWorkersFailure(t *testing.T) {
 	schema := m.Shards[shard].Schema
 	likes := pgx.Identifier{schema, "likes"}.Sanitize()
 	opts := MoveOptions{Migrations: sampleSet(t), CatchupTimeout: 3 * time.Minute, Logger: testLogger(t)}
+	counted := serverMajor(t, clustertest.HostPool(t, cfg, "pg4")) >= 15
+	if !counted {
+		// 14 has no pg_stat_subscription_stats: the worker's failure shows
+		// as a catch-up that does not end (docs/rebalance.md), so the move
+		// fails on its timeout, the source still serving.
+		opts.CatchupTimeout = 30 * time.Second
+	}
 	opts.afterScans = func(ctx context.Context, src, dst *pgxpool.Pool) error {
 		_, err := src.Exec(ctx, fmt.Sprintf(`ALTER TABLE %s ADD COLUMN extra int; INSERT INTO %[1]s (user_id, post_id, extra) VALUES (1, 1, 1)`, likes))
 		return err
 	}
 	_, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), shard, "pg4", opts)
-	require.ErrorIs(t, err, ErrReplicationFailed)
-	require.ErrorContains(t, err, `column "`+schema+`".likes.extra on the source is missing on the target`)
-	require.NotErrorIs(t, err, ErrCatchupTimeout)
+	if counted {
+		require.ErrorIs(t, err, ErrReplicationFailed)
+		require.ErrorContains(t, err, `column "`+schema+`".likes.extra on the source is missing on the target`)
+		require.NotErrorIs(t, err, ErrCatchupTimeout)
+	} else {
+		require.ErrorIs(t, err, ErrCatchupTimeout)
+	}
 	m2 := clustertest.ClusterMap(t, cfg)
 	require.Equal(t, m.Shards[shard].Host, m2.Shards[shard].Host)
 	require.Equal(t, m.Shards[shard].State, m2.Shards[shard].State, "the shard is not left fenced")
+}
+
+// serverMajor is the PostgreSQL major db runs (14, 15, ...).
+func serverMajor(t *testing.T, db *pgxpool.Pool) int {
+	t.Helper()
+	var major int
+	require.NoError(t, db.QueryRow(clustertest.Ctx(t), `SELECT current_setting('server_version_num')::int / 10000`).Scan(&major))
+	return major
 }
