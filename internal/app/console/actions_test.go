@@ -38,7 +38,7 @@ func TestConsoleActions(t *testing.T) {
 		chromedp.SendKeys(css(`#action-token`), token), chromedp.SendKeys(css(`#action-confirm`), "cleanup"),
 		chromedp.Click(css(`#action-form button[type=submit]`)))
 	require.Eventually(t, func() bool {
-		return strings.Contains(text(t, tab, `#action-result`), "cleanup done")
+		return strings.Contains(textNow(t, tab, `#action-result`), "cleanup done")
 	}, browserWait, 100*time.Millisecond)
 	require.NotContains(t, text(t, tab, `#action-result`), "cleanup done:", "no error")
 

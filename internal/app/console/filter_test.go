@@ -45,7 +45,7 @@ func TestConsoleMapFilter(t *testing.T) {
 	run(t, tab, "type", chromedp.KeyEvent("5-6"))
 	require.Eventually(t, func() bool { return visible() == "pg2" }, browserWait, 100*time.Millisecond, "only pg2 holds 5-6: %s", visible())
 	require.Equal(t, "active:5-6", runs())
-	require.Contains(t, text(t, tab, `#filter-result`), "2 shards match")
+	require.Contains(t, textNow(t, tab, `#filter-result`), "2 shards match")
 	require.Contains(t, eval(t, tab, "url", chromedp.Evaluate[string](`location.search`)), "shards=5-6")
 	time.Sleep(time.Second) // several refreshes: they keep the filter
 	require.Equal(t, "pg2", visible())
@@ -56,12 +56,12 @@ func TestConsoleMapFilter(t *testing.T) {
 		chromedp.Focus(css(`#filter-state`)), chromedp.SetValue(css(`#filter-state`), "moving"),
 		chromedp.Evaluate[chromedp.Void](`document.getElementById("filter-state").dispatchEvent(new Event("change", {bubbles: true}))`))
 	require.Eventually(t, func() bool { return visible() == "" }, browserWait, 100*time.Millisecond, "no host holds a moving shard: %s", visible())
-	require.Contains(t, text(t, tab, `#filter-result`), "0 shards match: no shard matches")
+	require.Contains(t, textNow(t, tab, `#filter-result`), "0 shards match: no shard matches")
 
 	// Bad input is said, and filters nothing.
 	run(t, tab, "bad", chromedp.SetValue(css(`#filter-state`), ""), chromedp.SendKeys(css(`#filter-shards`), "9x"))
 	require.Eventually(t, func() bool {
-		return strings.Contains(text(t, tab, `#filter-result`), "Filter not applied") && visible() == "pg1,pg2"
+		return strings.Contains(textNow(t, tab, `#filter-result`), "Filter not applied") && visible() == "pg1,pg2"
 	}, browserWait, 100*time.Millisecond, "bad filter: %s", visible())
 	require.True(t, eval(t, tab, "no reload", chromedp.Evaluate[bool](`window.notReloaded === true`)), "the page was reloaded")
 

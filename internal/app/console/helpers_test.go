@@ -282,6 +282,16 @@ func text(t *testing.T, tab context.Context, css string) string {
 	return eval(t, tab, css, chromedp.Text(chromedp.CSS(css)))
 }
 
+// textNow is the visible text of the first element css selects as the
+// page holds it now ("" when there is none), read in one step in the page:
+// for conditions polled while the page re-renders that element (a
+// refresh replaces it), where chromedp.Text's query and read could meet
+// two different nodes ("No node with given id found").
+func textNow(t *testing.T, tab context.Context, css string) string {
+	t.Helper()
+	return eval(t, tab, css, chromedp.Evaluate[string](fmt.Sprintf(`(document.querySelector(%q) || {}).innerText || ""`, css)))
+}
+
 // get fetches url and returns its status, content type and body.
 func get(t *testing.T, url string) (int, string, string) {
 	t.Helper()
