@@ -165,7 +165,7 @@ func decodeInstagram(s string, epoch int64) (Decoded, error) {
 // same split with epoch 1420070400000; its "internal worker" is the
 // datacenter field and its "internal process" the worker field.
 func DecodeSnowflake(s string, epoch int64) (Decoded, error) {
-	return decodeSnowflake(strings.TrimSpace(s), epoch)
+	return Decode("snowflake", s, epoch) // the epoch checked as Decode checks it
 }
 
 func decodeSnowflake(s string, epoch int64) (Decoded, error) {
@@ -184,7 +184,7 @@ func decodeSnowflake(s string, epoch int64) (Decoded, error) {
 // DecodeSonyflake reads a Sonyflake id: 39 bits of 10 ms units since epoch
 // (0 means SonyflakeEpoch), 8 of sequence, 16 of machine id.
 func DecodeSonyflake(s string, epoch int64) (Decoded, error) {
-	return decodeSonyflake(strings.TrimSpace(s), epoch)
+	return Decode("sonyflake", s, epoch) // the epoch checked as Decode checks it
 }
 
 func decodeSonyflake(s string, epoch int64) (Decoded, error) {

@@ -2,6 +2,7 @@ package idgen_test
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -113,4 +114,20 @@ func FuzzDecode(f *testing.F) {
 			require.Equal(t, d, again)
 		}
 	})
+}
+
+// The scheme functions check the epoch as Decode does: a negative epoch,
+// or one that leaves no room for the ids' time, is refused, not read.
+func TestDecodeSchemeFunctionsCheckTheEpoch(t *testing.T) {
+	for name, decode := range map[string]func(string, int64) (idgen.Decoded, error){
+		"snowflake": idgen.DecodeSnowflake, "sonyflake": idgen.DecodeSonyflake,
+	} {
+		for _, epoch := range []int64{-5, math.MaxInt64} {
+			_, err := decode("1", epoch)
+			require.ErrorIs(t, err, idgen.ErrInvalidLayout, "%s epoch %d", name, epoch)
+		}
+		d, err := decode("1", 0)
+		require.NoError(t, err, name)
+		require.Equal(t, name, d.Scheme)
+	}
 }
