@@ -3,11 +3,9 @@ package cluster_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -129,14 +127,27 @@ func TestSlowConnectRetried(t *testing.T) {
 	require.NoError(t, err)
 	port := l.Addr().(*net.TCPAddr).Port
 	require.NoError(t, l.Close())
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	proxyCtx, stopProxy := context.WithCancel(ctx)
-	defer stopProxy()
-	wg.Go(func() {
+	started := make(chan *clustertest.Proxy, 1)
+	go func() {
+		defer close(started)
 		time.Sleep(700 * time.Millisecond)
-		proxy(t, proxyCtx, fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("127.0.0.1:%d", s.Port))
-	})
+		p, err := clustertest.StartProxy(fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("127.0.0.1:%d", s.Port))
+		if err != nil {
+			t.Errorf("proxy: %v", err)
+			return
+		}
+		started <- p
+	}()
+	var proxy *clustertest.Proxy
+	stopProxy := func() {
+		if proxy == nil {
+			proxy = <-started
+		}
+		if proxy != nil {
+			proxy.Close()
+		}
+	}
+	defer stopProxy()
 	cfg.Hosts[0].DSN = strings.Replace(cfg.Hosts[0].DSN, fmt.Sprintf(":%d/", s.Port), fmt.Sprintf(":%d/", port), 1)
 
 	var logged logbuf.Buffer
@@ -153,33 +164,9 @@ func TestSlowConnectRetried(t *testing.T) {
 	require.NoError(t, err)
 	defer once.Close()
 	stopProxy()
-	wg.Wait()
 	p, err = once.HostPool(ctx, "pg1", cluster.Session{})
 	require.NoError(t, err)
 	require.ErrorContains(t, p.Ping(ctx), "refused")
-}
-
-// proxy forwards connections on addr to target until ctx ends.
-func proxy(t *testing.T, ctx context.Context, addr, target string) {
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Errorf("proxy: %v", err)
-		return
-	}
-	go func() { <-ctx.Done(); l.Close() }()
-	for {
-		in, err := l.Accept()
-		if err != nil {
-			return
-		}
-		out, err := net.Dial("tcp", target)
-		if err != nil {
-			in.Close()
-			continue
-		}
-		go func() { io.Copy(out, in); out.Close() }()
-		go func() { io.Copy(in, out); in.Close() }()
-	}
 }
 
 // TestBudgetWaitOutlastsConnectTimeout: a connection that queues for a

@@ -22,11 +22,25 @@ type Proxy struct {
 	wg     sync.WaitGroup
 }
 
-// NewProxy starts a proxy to target (host:port), closed when the test ends.
+// NewProxy starts a proxy to target (host:port) on a port the kernel
+// chose, closed when the test ends.
 func NewProxy(t testing.TB, target string) *Proxy {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := StartProxy("127.0.0.1:0", target)
 	require.NoError(t, err)
+	t.Cleanup(p.Close)
+	return p
+}
+
+// StartProxy starts a proxy listening on addr (a port a test reserved and
+// freed, to be refused there until the proxy starts) to target; the
+// caller closes it. It calls no testing.TB method: a test may start it
+// from a goroutine of its own.
+func StartProxy(addr, target string) (*Proxy, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
 	p := &Proxy{Port: l.Addr().(*net.TCPAddr).Port, l: l}
 	p.wg.Go(func() {
 		for {
@@ -46,8 +60,7 @@ func NewProxy(t testing.TB, target string) *Proxy {
 			go pipe(out, in)
 		}
 	})
-	t.Cleanup(p.Close)
-	return p
+	return p, nil
 }
 
 func (p *Proxy) track(c ...net.Conn) bool {
