@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/shardid/shardid/internal/pgsession"
@@ -147,6 +149,19 @@ func lostSnapshot(err error) error {
 	return fmt.Errorf("the source ended the session that held it (%s): %s", setting, pgErr.Message)
 }
 
+// pgSnapshot reads the slot's snapshot as a pg_snapshot (its xmin, xmax
+// and running transactions), in a transaction on the source that takes it.
+func (s *snapshotSlot) pgSnapshot(ctx context.Context, src *pgxpool.Pool) (string, error) {
+	var snap string
+	err := pgx.BeginTxFunc(ctx, src, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET TRANSACTION SNAPSHOT `+pg.QuoteLiteral(s.snapshot)); err != nil {
+			return fmt.Errorf("take the slot's snapshot: %w", s.explain(ctx, err))
+		}
+		return tx.QueryRow(ctx, `SELECT pg_catalog.pg_current_snapshot()::text`).Scan(&snap)
+	})
+	return snap, err
+}
+
 // close ends the exported snapshot (the slot stays).
 func (s *snapshotSlot) close(ctx context.Context) {
 	if s != nil && s.conn != nil {
@@ -201,15 +216,15 @@ func deferredIndexes(ctx context.Context, q shardmgr.Querier, schema string, tab
 // snapshot sees them: it empties them and drops their deferred indexes,
 // foreign keys and user triggers, copies the tables (copyTables at once),
 // then builds the indexes and makes the foreign keys and triggers
-// (copy_deferred.go). It returns the rows copied.
-func (mo *mover) copyAtSnapshot(ctx context.Context, mv *move, slot *snapshotSlot, tables []string) (int64, error) {
+// (copy_deferred.go). It returns the rows copied, per table.
+func (mo *mover) copyAtSnapshot(ctx context.Context, mv *move, slot *snapshotSlot, tables []string) ([]int64, error) {
 	indexes, err := deferredIndexes(ctx, mv.src, mv.Schema, tables)
 	if err != nil {
-		return 0, fmt.Errorf("source %s: %w", mv.From, err)
+		return nil, fmt.Errorf("source %s: %w", mv.From, err)
 	}
 	deferred, err := readDeferred(ctx, mv.src, mv.Schema)
 	if err != nil {
-		return 0, fmt.Errorf("source %s: %w", mv.From, err)
+		return nil, fmt.Errorf("source %s: %w", mv.From, err)
 	}
 	err = pgx.BeginFunc(ctx, mv.dst, func(tx pgx.Tx) error {
 		if err := fence.Pass(ctx, tx); err != nil {
@@ -232,7 +247,7 @@ func (mo *mover) copyAtSnapshot(ctx context.Context, mv *move, slot *snapshotSlo
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("target %s: empty the tables: %w", mv.To, err)
+		return nil, fmt.Errorf("target %s: empty the tables: %w", mv.To, err)
 	}
 	// A piece is a table, or one range of a big table's key.
 	type piece struct{ table, where string }
@@ -244,7 +259,7 @@ func (mo *mover) copyAtSnapshot(ctx context.Context, mv *move, slot *snapshotSlo
 		}
 		ranges, err := copyRangesOf(ctx, mv.src, mv.Schema, t, minBytes)
 		if err != nil {
-			return 0, fmt.Errorf("source %s: %w", mv.From, err)
+			return nil, fmt.Errorf("source %s: %w", mv.From, err)
 		}
 		if ranges == nil {
 			pieces = append(pieces, piece{t, ""})
@@ -278,23 +293,25 @@ func (mo *mover) copyAtSnapshot(ctx context.Context, mv *move, slot *snapshotSlo
 	err = g.Wait()
 	stop()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	var rows int64
-	for _, n := range counts {
+	perTable := make([]int64, len(tables))
+	for i, n := range counts {
 		rows += n
+		perTable[slices.Index(tables, pieces[i].table)] += n
 	}
 	mo.progress(mv.MoveRecord, MoveProgress{Phase: PhaseCopy, Tables: len(tables), Rows: rows, Lag: -1})
 	t1 := time.Now()
 	if err := buildIndexes(ctx, mv.dst, indexes); err != nil {
-		return 0, fmt.Errorf("target %s: build the indexes after the copy: %w", mv.To, err)
+		return nil, fmt.Errorf("target %s: build the indexes after the copy: %w", mv.To, err)
 	}
 	if err := deferred.create(ctx, mv.dst); err != nil {
-		return 0, fmt.Errorf("target %s: after the copy: %w", mv.To, err)
+		return nil, fmt.Errorf("target %s: after the copy: %w", mv.To, err)
 	}
 	mo.log.Info("copied at the slot's snapshot", "id", mv.ID, "tables", len(tables), "pieces", len(pieces), "rows", rows,
 		"copy", t1.Sub(t0), "indexes", len(indexes), "build", time.Since(t1))
-	return rows, nil
+	return perTable, nil
 }
 
 // dropIndexes drops the deferred indexes from the target's tables, in
@@ -563,14 +580,24 @@ const copyBuffer = 64 << 10
 
 // pipeCopy runs COPY ... TO STDOUT on src into COPY ... FROM STDIN on
 // dst and returns the rows stored, counting them into counter (nil: not
-// counted) as they are sent.
+// counted) as they are sent. The target must store as many rows as the
+// source sent (an online move's check counts on it).
 func pipeCopy(ctx context.Context, src, dst *pgconn.PgConn, out, in string, counter *copyCounter) (int64, error) {
-	return copyThrough(
-		func(w io.Writer) error { _, err := src.CopyTo(ctx, counter.countRows(w), out); return err },
+	var sent int64
+	n, err := copyThrough(
+		func(w io.Writer) error {
+			tag, err := src.CopyTo(ctx, counter.countRows(w), out)
+			sent = tag.RowsAffected()
+			return err
+		},
 		func(r io.Reader) (int64, error) {
 			tag, err := dst.CopyFrom(ctx, r, in)
 			return tag.RowsAffected(), err
 		})
+	if err == nil && n != sent {
+		err = fmt.Errorf("%w: the source sent %d rows, the target stored %d", ErrMoveCheck, sent, n)
+	}
+	return n, err
 }
 
 // copyThrough runs copyTo, which writes a stream, into copyFrom, which

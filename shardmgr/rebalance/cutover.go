@@ -14,10 +14,12 @@ import (
 	"github.com/shardid/shardid/shardmgr/internal/engine/catalog"
 )
 
-// prepareCutover, for an online move, scans the copy on both hosts before
-// the fence (see cutover_delta.go) and then waits until the target is close
-// behind the source again, which the scans may have slowed. Should it
-// fail, the change logging it started is taken away.
+// prepareCutover, for an online move, sums the changes logged since its
+// copy, or scans the copy on both hosts when this run did not copy it or
+// a table was truncated since (see cutover_delta.go), before the fence;
+// then it waits until the target is close behind the source again, which
+// a scan may have slowed. Should it fail, the change logging is taken
+// away.
 func (mo *mover) prepareCutover(ctx context.Context, mv *move) (err error) {
 	src, dst := mv.src, mv.dst
 	repl, err := replNameOf(ctx, src, dst, mv.MoveRecord)
@@ -32,16 +34,29 @@ func (mo *mover) prepareCutover(ctx context.Context, mv *move) (err error) {
 		return fmt.Errorf("target %s: %w", mv.To, err)
 	}
 	t0 := time.Now()
-	ps, err := mo.prescan(ctx, src, dst, mv.MoveRecord)
-	if err != nil {
-		return err
-	}
 	defer func() {
 		if err != nil {
 			mo.dropDeltas(ctx, mv.MoveRecord)
 		}
 	}()
-	mo.log.Info("scanned before the fence", "id", mv.ID, "tables", len(ps.tables), "took", time.Since(t0))
+	ps := mo.takeCopied(mv.ID)
+	if ps != nil {
+		ok, err := ps.fold(ctx, src, dst, mv.MoveRecord)
+		if err != nil {
+			return err
+		}
+		if ok {
+			mo.log.Info("summed the changes since the copy", "id", mv.ID, "tables", len(ps.tables), "took", time.Since(t0))
+		} else {
+			ps = nil
+		}
+	}
+	if ps == nil {
+		if ps, err = mo.prescan(ctx, src, dst, mv.MoveRecord); err != nil {
+			return err
+		}
+		mo.log.Info("scanned before the fence", "id", mv.ID, "tables", len(ps.tables), "took", time.Since(t0))
+	}
 	if mo.opts.afterScans != nil {
 		if err := mo.opts.afterScans(ctx, src, dst); err != nil {
 			return err

@@ -20,24 +20,33 @@ import (
 )
 
 // An online move checks the copy without scanning it while writes are
-// refused. Before the fence, each table is scanned on both hosts (count
-// and checksum, as compareTables does), each scan at a snapshot of its
-// own; from a moment before those scans, a row trigger on each host logs
-// every change to the table — the row count's change and the checksum's —
-// in the move's delta table, in the changing transaction itself. Under the
-// fence, with the target caught up, a table's count and checksum on a host
-// are its scan's plus the logged changes that scan's snapshot did not see
-// (pg_visible_in_snapshot on the logging transaction's id), so comparing
-// the two hosts costs a pass over the few changes made since the scans,
-// not over the table. Each host's figures come from its own rows: the
-// source's from the writers' rows, the target's from what its apply worker
-// stored (the trigger is ENABLE ALWAYS there, so replicated changes fire
-// it).
+// refused, and without scanning it at all when one run copies it and
+// cuts over. From a moment before the slot's snapshot, a row trigger on
+// the source logs every change to a table (the row count's change and the
+// checksum's) in the move's delta table, in the changing transaction
+// itself; on the target, the same trigger is made once the copy is in,
+// before the subscription starts, and fires for the apply worker (ENABLE
+// ALWAYS). The copy itself is checked by construction: the source sent
+// exactly the rows of its snapshot and the target stored as many (the
+// COPYs' counts), byte for byte. Under the fence, with the target caught
+// up, a table's count and checksum on a host are then the copy's plus the
+// logged changes the copy did not hold: on the source those its snapshot
+// did not see (pg_visible_in_snapshot on the logging transaction's id), on
+// the target all of them. Comparing the two hosts costs a pass over the
+// changes made since the copy, not over the table. Each host's figures
+// come from its own rows: the source's from the writers', the target's
+// from what its apply worker stored.
+//
+// Before the fence the changes logged so far are summed (fold), each host
+// at a snapshot of its own, so that the pass under the fence reads only
+// what came after. A move resumed after its copy, whose figures were in
+// memory only, scans each table on both hosts before the fence instead
+// (prescan: count and checksum, each scan at a snapshot of its own), and
+// the log is read from those scans' snapshots on.
 //
 // A TRUNCATE, which row triggers do not see, is logged as a marker and
 // sends the check back to full scans under the fence, as does a move
-// resumed after the fence went up (the scans' snapshots are kept in
-// memory only).
+// resumed after the fence went up.
 
 const (
 	// deltaTrigger names the row trigger that logs changes, and
@@ -243,6 +252,7 @@ func dropDelta(ctx context.Context, db pg.Execer, rec *MoveRecord) error {
 // as they answer: a move that stops before its fence must not leave the
 // source logging every write.
 func (mo *mover) dropDeltas(ctx context.Context, rec *MoveRecord) {
+	mo.takeCopied(rec.ID)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	for _, host := range []string{rec.From, rec.To} {
@@ -268,11 +278,109 @@ type scanSum struct {
 	snapshot string
 }
 
-// prescan is what an online move measured before its fence.
+// prescan is what an online move knows of each table on both hosts
+// before its fence: a count and checksum, and the snapshot after which the
+// change log holds the rest.
 type prescan struct {
 	tables []string
 	text   map[string]bool
 	sums   [][2]scanSum // per table: source, target
+	// fromCopy: the figures are the copy's, by construction (checksum 0
+	// on both hosts, the same rows), not scans'.
+	fromCopy bool
+}
+
+// textTables reports, for each of schema's tables on a host, whether its
+// rows are hashed as text (hashesAsText).
+func textTables(ctx context.Context, db shardmgr.Querier, schema string, tables []string) (map[string]bool, error) {
+	text := map[string]bool{}
+	for _, t := range tables {
+		var err error
+		if text[t], err = hashesAsText(ctx, db, pgx.Identifier{schema, t}.Sanitize()); err != nil {
+			return nil, err
+		}
+	}
+	return text, nil
+}
+
+// logSource starts logging the changes to tables on an online move's
+// source, before its slot's snapshot is taken, and takes away the
+// target's log of an earlier attempt (its copy starts over, and the log's
+// triggers would fire for it). It returns how each table is hashed.
+func (mo *mover) logSource(ctx context.Context, mv *move, tables []string) (map[string]bool, error) {
+	text, err := textTables(ctx, mv.src, mv.Schema, tables)
+	if err != nil {
+		return nil, fmt.Errorf("source %s: %w", mv.From, err)
+	}
+	if err := pg.WithLockRetry(ctx, mv.dst, mo.opts.LockTimeout, 30, func(tx pgx.Tx) error { return dropDelta(ctx, tx, mv.MoveRecord) }); err != nil {
+		return nil, fmt.Errorf("target %s: drop an earlier change log: %w", mv.To, err)
+	}
+	if err := mo.installDelta(ctx, mv.src, mv.MoveRecord, tables, text, false); err != nil {
+		return nil, fmt.Errorf("source %s: log changes: %w", mv.From, err)
+	}
+	return text, nil
+}
+
+// logTarget starts logging the changes the apply worker makes on an
+// online move's target, once the copy is in and before the subscription
+// starts, and returns what the move knows of each table by construction:
+// counts (the rows copied, per table) at the slot's snapshot on the
+// source, and at a snapshot taken before the log on the target, which
+// nothing but the apply worker writes (the fence).
+func (mo *mover) logTarget(ctx context.Context, mv *move, tables []string, text map[string]bool, slotSnapshot string, counts []int64) (*prescan, error) {
+	var dstSnapshot string
+	if err := mv.dst.QueryRow(ctx, `SELECT pg_catalog.pg_current_snapshot()::text`).Scan(&dstSnapshot); err != nil {
+		return nil, fmt.Errorf("target %s: %w", mv.To, err)
+	}
+	if err := mo.installDelta(ctx, mv.dst, mv.MoveRecord, tables, text, true); err != nil {
+		return nil, fmt.Errorf("target %s: log changes: %w", mv.To, err)
+	}
+	ps := &prescan{tables: tables, text: text, sums: make([][2]scanSum, len(tables)), fromCopy: true}
+	for i := range tables {
+		ps.sums[i][0] = scanSum{tableSum{rows: counts[i], sum: "0"}, slotSnapshot}
+		ps.sums[i][1] = scanSum{tableSum{rows: counts[i], sum: "0"}, dstSnapshot}
+	}
+	return ps, nil
+}
+
+// fold adds to ps the changes logged on each host that a snapshot of now
+// sees, and moves ps's snapshots to those: the check under the fence then
+// reads only the changes after them. (A transaction that a snapshot sees,
+// every later snapshot sees.) ok is false when a table was truncated
+// since: then ps cannot tell, and is left as it was.
+func (ps *prescan) fold(ctx context.Context, src, dst *pgxpool.Pool, rec *MoveRecord) (ok bool, err error) {
+	next := make([][2]scanSum, len(ps.tables))
+	var truncated atomic.Bool
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for i, t := range ps.tables {
+		for side, db := range []*pgxpool.Pool{src, dst} {
+			g.Go(func() error {
+				s := ps.sums[i][side]
+				var truncates int64
+				// The statement's snapshot is the one its scan reads at.
+				err := db.QueryRow(gctx, `SELECT (SELECT pg_catalog.pg_current_snapshot())::text, count(*) FILTER (WHERE n IS NULL),
+						$2::bigint + coalesce(sum(n), 0), ($3::numeric + coalesce(sum(h), 0))::text
+					FROM `+deltaTable(rec)+` WHERE tbl = $1 AND NOT pg_catalog.pg_visible_in_snapshot(xid, $4::pg_catalog.pg_snapshot)`,
+					t, s.rows, s.sum, s.snapshot).Scan(&next[i][side].snapshot, &truncates, &next[i][side].rows, &next[i][side].sum)
+				if err != nil {
+					return fmt.Errorf("changes to %s.%s: %w", rec.Schema, t, err)
+				}
+				if truncates > 0 {
+					truncated.Store(true)
+				}
+				return nil
+			})
+		}
+	}
+	if err := g.Wait(); err != nil {
+		return false, err
+	}
+	if truncated.Load() {
+		return false, nil
+	}
+	ps.sums = next
+	return true, nil
 }
 
 // scanTable counts and checksums table in one statement, and returns the
@@ -302,11 +410,9 @@ func (mo *mover) prescan(ctx context.Context, src, dst *pgxpool.Pool, rec *MoveR
 	if err != nil {
 		return nil, fmt.Errorf("source %s: %w", rec.From, err)
 	}
-	ps := &prescan{tables: tables, text: map[string]bool{}, sums: make([][2]scanSum, len(tables))}
-	for _, t := range tables {
-		if ps.text[t], err = hashesAsText(ctx, src, pgx.Identifier{rec.Schema, t}.Sanitize()); err != nil {
-			return nil, fmt.Errorf("source %s: %w", rec.From, err)
-		}
+	ps := &prescan{tables: tables, sums: make([][2]scanSum, len(tables))}
+	if ps.text, err = textTables(ctx, src, rec.Schema, tables); err != nil {
+		return nil, fmt.Errorf("source %s: %w", rec.From, err)
 	}
 	defer func() {
 		if err != nil {

@@ -91,6 +91,9 @@ func (mo *mover) verifyCopy(ctx context.Context, mv *move) error {
 		}
 	}
 	how := "changes since the scans"
+	if mv.prescan != nil && mv.prescan.fromCopy {
+		how = "changes since the copy"
+	}
 	if !checked {
 		how = "full scans"
 		if rows, err = compareTables(ctx, src, dst, mv.Schema, tables); err != nil {

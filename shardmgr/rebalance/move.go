@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -205,6 +206,31 @@ type mover struct {
 
 	// copies holds a token per table copy running (copyTablesAll).
 	copies chan struct{}
+
+	// copied holds what an online move's copy knows of its tables by
+	// construction, by move id, from the copy to the cut-over of this
+	// run (cutover_delta.go); taking a move's change log away forgets it.
+	copiedMu sync.Mutex
+	copied   map[int64]*prescan
+}
+
+// keepCopied keeps what move id's copy knows for its cut-over.
+func (mo *mover) keepCopied(id int64, ps *prescan) {
+	mo.copiedMu.Lock()
+	defer mo.copiedMu.Unlock()
+	if mo.copied == nil {
+		mo.copied = map[int64]*prescan{}
+	}
+	mo.copied[id] = ps
+}
+
+// takeCopied returns what move id's copy knew, once (nil: nothing kept).
+func (mo *mover) takeCopied(id int64) *prescan {
+	mo.copiedMu.Lock()
+	defer mo.copiedMu.Unlock()
+	ps := mo.copied[id]
+	delete(mo.copied, id)
+	return ps
 }
 
 // keepOf is how long a move's old copy is kept: DefaultKeep unless the

@@ -16,8 +16,8 @@ type hooks struct {
 	// stopAfter, in tests, stops the move right after it recorded this
 	// phase, as a crash there would.
 	stopAfter Phase
-	// afterScans, in tests, runs after an online move scanned both hosts
-	// before its fence.
+	// afterScans, in tests, runs after an online move summed the changes
+	// since its copy, or scanned both hosts, before its fence.
 	afterScans func(ctx context.Context, src, dst *pgxpool.Pool) error
 	// afterFence, in tests, runs once a move recorded phase fenced: its
 	// source refuses writes, the catalog says moving.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/shardid/shardid/internal/localpg"
@@ -249,7 +250,7 @@ func TestMoveOnlineUnderContinuousWrites(t *testing.T) {
 	wg.Wait()
 	require.NoError(t, err)
 	require.Equal(t, PhaseCleaned, res.Phase)
-	require.Equal(t, "changes since the scans", logs.checkedFrom(), "checked under the fence from the change log")
+	require.Equal(t, "changes since the copy", logs.checkedFrom(), "checked under the fence from the change log, the copy by construction")
 
 	require.Empty(t, w.failures, "writers saw only the typed refusal")
 	require.Empty(t, w.dups, "no id repeated")
@@ -628,6 +629,76 @@ func TestMoveCheckCatchesDivergenceAfterTheScans(t *testing.T) {
 	requireVerifyOK(t, cfg)
 }
 
+// The copy is checked by construction only in the run that made it (what
+// it knows is held in memory): a move resumed after its copy scans both
+// hosts before the fence, and the log is read from those scans on.
+// Changes logged before the scans, written while the move was stopped,
+// are in the scans, not counted twice.
+func TestMoveResumedAfterItsCopyScansBeforeTheFence(t *testing.T) {
+	t.Parallel()
+	cfg := moveCluster(t, 3)
+	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
+	routeLikes(t, r, 1, 300)
+	opts := MoveOptions{Migrations: sampleSet(t), Logger: testLogger(t)}
+	opts.stopAfter = PhaseCatchup
+	_, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 1, "pg4", opts)
+	require.ErrorIs(t, err, errStopped)
+	routeLikes(t, r, 1, 40) // logged and replicated while the move is stopped
+
+	logs := &logLines{t: t}
+	opts = MoveOptions{Migrations: sampleSet(t), Logger: logs.logger()}
+	res, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 1, "pg4", opts)
+	require.NoError(t, err)
+	require.EqualValues(t, 340, res.Rows)
+	require.Equal(t, "changes since the scans", logs.checkedFrom())
+	require.Len(t, likeIDs(t, cfg, 1), 340)
+	requireVerifyOK(t, cfg)
+}
+
+// What the copy is checked by: the rows its snapshot saw on the source,
+// and the changes both hosts logged since. A change written during the
+// copy on the source is in both counts; one the target alone stored after
+// its copy (as a faulty apply would, past its fence) is caught, though no
+// table is scanned.
+func TestMoveCheckByConstructionCatchesADivergence(t *testing.T) {
+	t.Parallel()
+	cfg := moveCluster(t, 3)
+	r := openRouter(t, cfg, shardmgr.WithRefreshInterval(0))
+	routeLikes(t, r, 1, 300)
+	m := clustertest.ClusterMap(t, cfg)
+	likes := pgx.Identifier{m.Shards[1].Schema, "likes"}.Sanitize()
+	src, dst := clustertest.HostPool(t, cfg, "pg2"), clustertest.HostPool(t, cfg, "pg4")
+	var once sync.Once
+	opts := MoveOptions{Migrations: sampleSet(t), Logger: testLogger(t)}
+	opts.beforeSnapshot = func() {
+		once.Do(func() { // after the slot's snapshot: only the log and the slot carry it
+			_, err := src.Exec(context.Background(), `INSERT INTO `+likes+` (user_id, post_id) VALUES (7, 7), (8, 8); DELETE FROM `+likes+` WHERE id = (SELECT min(id) FROM `+likes+`)`)
+			assert.NoError(t, err)
+		})
+	}
+	opts.afterScans = func(ctx context.Context, _, _ *pgxpool.Pool) error {
+		return pgx.BeginFunc(ctx, dst, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `SET LOCAL session_replication_role = replica; DELETE FROM `+likes+` WHERE id = (SELECT max(id) FROM `+likes+`)`)
+			return err
+		})
+	}
+	_, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 1, "pg4", opts)
+	require.ErrorIs(t, err, ErrMoveCheck)
+	require.ErrorContains(t, err, "likes: source 301 rows")
+	require.ErrorContains(t, err, "target 300 rows")
+	require.Equal(t, "pg2", clustertest.ClusterMap(t, cfg).Shards[1].Host)
+	routeLikes(t, r, 1, 10) // the source takes writes again
+
+	_, err = AbortMove(clustertest.Ctx(t), clustertest.Handle(t, cfg), []int{1})
+	require.NoError(t, err)
+	opts = MoveOptions{Migrations: sampleSet(t), Logger: testLogger(t)}
+	opts.beforeSnapshot = func() {}
+	res, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 1, "pg4", opts)
+	require.NoError(t, err)
+	require.EqualValues(t, 311, res.Rows)
+	requireVerifyOK(t, cfg)
+}
+
 // A TRUNCATE after the scans is not in the change log (row triggers do
 // not see it): the move checks with full scans under the fence instead,
 // and finishes with the rows written after it.
@@ -657,7 +728,7 @@ func TestMoveChecksFullAfterTruncate(t *testing.T) {
 	res, err = MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 1, "pg3", opts)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, res.Rows)
-	require.Equal(t, "changes since the scans", logs.checkedFrom())
+	require.Equal(t, "changes since the copy", logs.checkedFrom())
 }
 
 // A table with a column type that has no hash function (json) is
@@ -692,7 +763,7 @@ func TestMoveChecksTextHashedTablesFromTheLog(t *testing.T) {
 	res, err := MoveShard(clustertest.Ctx(t), clustertest.Handle(t, cfg), 1, "pg4", opts)
 	require.NoError(t, err)
 	require.EqualValues(t, 199, res.Rows)
-	require.Equal(t, "changes since the scans", logs.checkedFrom())
+	require.Equal(t, "changes since the copy", logs.checkedFrom())
 	require.Zero(t, replicationLeftovers(t, cfg, moveRecord(t, cfg, res.ID).replName))
 	requireVerifyOK(t, cfg)
 }

@@ -27,9 +27,11 @@ type batch struct {
 }
 
 // copyBatch publishes the tables of b's moves on the source (with each
-// move's mark table), creates the slot with its snapshot and copies every
-// move's rows at that snapshot.
-func (mo *mover) copyBatch(ctx context.Context, b *batch) error {
+// move's mark table), starts logging their changes there
+// (cutover_delta.go), creates the slot with its snapshot, copies every
+// move's rows at that snapshot and starts logging on the target. A batch
+// that fails takes its moves' change logs away.
+func (mo *mover) copyBatch(ctx context.Context, b *batch) (err error) {
 	first := b.moves[0]
 	src := first.src
 	if err := mo.checkConnInfoPassword(ctx, first.dst, first.To); err != nil {
@@ -53,6 +55,19 @@ func (mo *mover) copyBatch(ctx context.Context, b *batch) error {
 			names = append(names, pgx.Identifier{mv.Schema, t}.Sanitize())
 		}
 	}
+	defer func() {
+		if err != nil {
+			for _, mv := range b.moves {
+				mo.dropDeltas(ctx, mv.MoveRecord)
+			}
+		}
+	}()
+	text := make([]map[string]bool, len(b.moves))
+	for i, mv := range b.moves {
+		if text[i], err = mo.logSource(ctx, mv, tables[i]); err != nil {
+			return err
+		}
+	}
 	name := pgx.Identifier{b.name}.Sanitize()
 	if _, err := src.Exec(ctx, `DROP PUBLICATION IF EXISTS `+name); err != nil {
 		return fmt.Errorf("source %s: %w", first.From, err)
@@ -70,13 +85,27 @@ func (mo *mover) copyBatch(ctx context.Context, b *batch) error {
 		return fmt.Errorf("source %s: %w", first.From, err)
 	}
 	defer slot.close(ctx)
+	snapshot, err := slot.pgSnapshot(ctx, src)
+	if err != nil {
+		return fmt.Errorf("source %s: %w", first.From, err)
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(copyTables)
 	for i, mv := range b.moves {
 		g.Go(func() error {
-			n, err := mo.copyAtSnapshot(gctx, mv, slot, tables[i])
-			b.rows[i] = n
-			return err
+			counts, err := mo.copyAtSnapshot(gctx, mv, slot, tables[i])
+			if err != nil {
+				return err
+			}
+			for _, n := range counts {
+				b.rows[i] += n
+			}
+			ps, err := mo.logTarget(gctx, mv, tables[i], text[i], snapshot, counts)
+			if err != nil {
+				return err
+			}
+			mo.keepCopied(mv.ID, ps)
+			return nil
 		})
 	}
 	return g.Wait()
