@@ -343,14 +343,14 @@ func (mo *mover) logTarget(ctx context.Context, mv *move, tables []string, text 
 	return ps, nil
 }
 
-// fold adds to ps the changes logged on each host that a snapshot of now
-// sees, and moves ps's snapshots to those: the check under the fence then
-// reads only the changes after them. (A transaction that a snapshot sees,
-// every later snapshot sees.) ok is false when a table was truncated
-// since: then ps cannot tell, and is left as it was.
-func (ps *prescan) fold(ctx context.Context, src, dst *pgxpool.Pool, rec *MoveRecord) (ok bool, err error) {
-	next := make([][2]scanSum, len(ps.tables))
-	var truncated atomic.Bool
+// sumsNow reads each table's count and checksum on both hosts now: ps's
+// figures plus the changes logged since its snapshots, each with the
+// snapshot of the statement that read them (the one its scan of the log
+// read at). truncated: a table was truncated since, which the log's
+// figures cannot tell.
+func (ps *prescan) sumsNow(ctx context.Context, src, dst *pgxpool.Pool, rec *MoveRecord) (now [][2]scanSum, truncated bool, err error) {
+	now = make([][2]scanSum, len(ps.tables))
+	var cut atomic.Bool
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(8)
 	for i, t := range ps.tables {
@@ -358,28 +358,37 @@ func (ps *prescan) fold(ctx context.Context, src, dst *pgxpool.Pool, rec *MoveRe
 			g.Go(func() error {
 				s := ps.sums[i][side]
 				var truncates int64
-				// The statement's snapshot is the one its scan reads at.
 				err := db.QueryRow(gctx, `SELECT (SELECT pg_catalog.pg_current_snapshot())::text, count(*) FILTER (WHERE n IS NULL),
 						$2::bigint + coalesce(sum(n), 0), ($3::numeric + coalesce(sum(h), 0))::text
 					FROM `+deltaTable(rec)+` WHERE tbl = $1 AND NOT pg_catalog.pg_visible_in_snapshot(xid, $4::pg_catalog.pg_snapshot)`,
-					t, s.rows, s.sum, s.snapshot).Scan(&next[i][side].snapshot, &truncates, &next[i][side].rows, &next[i][side].sum)
+					t, s.rows, s.sum, s.snapshot).Scan(&now[i][side].snapshot, &truncates, &now[i][side].rows, &now[i][side].sum)
 				if err != nil {
 					return fmt.Errorf("changes to %s.%s: %w", rec.Schema, t, err)
 				}
 				if truncates > 0 {
-					truncated.Store(true)
+					cut.Store(true)
 				}
 				return nil
 			})
 		}
 	}
 	if err := g.Wait(); err != nil {
+		return nil, false, err
+	}
+	return now, cut.Load(), nil
+}
+
+// fold adds to ps the changes logged on each host that a snapshot of now
+// sees, and moves ps's snapshots to those: the check under the fence then
+// reads only the changes after them. (A transaction that a snapshot sees,
+// every later snapshot sees.) ok is false when a table was truncated
+// since: then ps cannot tell, and is left as it was.
+func (ps *prescan) fold(ctx context.Context, src, dst *pgxpool.Pool, rec *MoveRecord) (ok bool, err error) {
+	now, truncated, err := ps.sumsNow(ctx, src, dst, rec)
+	if err != nil || truncated {
 		return false, err
 	}
-	if truncated.Load() {
-		return false, nil
-	}
-	ps.sums = next
+	ps.sums = now
 	return true, nil
 }
 
@@ -447,39 +456,19 @@ func (mo *mover) prescan(ctx context.Context, src, dst *pgxpool.Pool, rec *MoveR
 }
 
 // compareDelta compares every table's count and checksum on both hosts
-// now, from the prescan and the changes logged since, and returns the rows
+// now, from ps and the changes logged since, and returns the rows
 // counted. ok is false when a table was truncated since: then only full
 // scans can tell.
 func compareDelta(ctx context.Context, src, dst *pgxpool.Pool, rec *MoveRecord, ps *prescan) (rows int64, ok bool, err error) {
-	now := make([][2]tableSum, len(ps.tables))
-	var truncated atomic.Bool
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(8)
-	for i, t := range ps.tables {
-		for side, db := range []*pgxpool.Pool{src, dst} {
-			g.Go(func() error {
-				s := ps.sums[i][side]
-				var truncates int64
-				err := db.QueryRow(gctx, `SELECT count(*) FILTER (WHERE n IS NULL), $2::bigint + coalesce(sum(n), 0), ($3::numeric + coalesce(sum(h), 0))::text
-					FROM `+deltaTable(rec)+` WHERE tbl = $1 AND NOT pg_catalog.pg_visible_in_snapshot(xid, $4::pg_catalog.pg_snapshot)`,
-					t, s.rows, s.sum, s.snapshot).Scan(&truncates, &now[i][side].rows, &now[i][side].sum)
-				if err != nil {
-					return fmt.Errorf("changes to %s.%s: %w", rec.Schema, t, err)
-				}
-				if truncates > 0 {
-					truncated.Store(true)
-				}
-				return nil
-			})
-		}
-	}
-	if err := g.Wait(); err != nil {
+	now, truncated, err := ps.sumsNow(ctx, src, dst, rec)
+	if err != nil || truncated {
 		return 0, false, err
 	}
-	if truncated.Load() {
-		return 0, false, nil
+	sums := make([][2]tableSum, len(now))
+	for i, s := range now {
+		sums[i] = [2]tableSum{s[0].tableSum, s[1].tableSum}
 	}
-	rows, err = sameSums(ps.tables, now)
+	rows, err = sameSums(ps.tables, sums)
 	return rows, true, err
 }
 
