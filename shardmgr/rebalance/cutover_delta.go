@@ -413,8 +413,8 @@ func scanTable(ctx context.Context, db *pgxpool.Pool, table string, text bool) (
 }
 
 // prescan installs the delta triggers on both hosts and scans every table
-// on both. On an error it takes the triggers away again.
-func (mo *mover) prescan(ctx context.Context, src, dst *pgxpool.Pool, rec *MoveRecord) (_ *prescan, err error) {
+// on both. On an error its caller (prepareCutover) takes the triggers away.
+func (mo *mover) prescan(ctx context.Context, src, dst *pgxpool.Pool, rec *MoveRecord) (*prescan, error) {
 	tables, err := rowTables(ctx, src, rec.Schema)
 	if err != nil {
 		return nil, fmt.Errorf("source %s: %w", rec.From, err)
@@ -423,11 +423,6 @@ func (mo *mover) prescan(ctx context.Context, src, dst *pgxpool.Pool, rec *MoveR
 	if ps.text, err = textTables(ctx, src, rec.Schema, tables); err != nil {
 		return nil, fmt.Errorf("source %s: %w", rec.From, err)
 	}
-	defer func() {
-		if err != nil {
-			mo.dropDeltas(ctx, rec)
-		}
-	}()
 	if err := mo.installDelta(ctx, src, rec, tables, ps.text, false); err != nil {
 		return nil, fmt.Errorf("source %s: log changes: %w", rec.From, err)
 	}
