@@ -159,7 +159,33 @@ func (s *snapshotSlot) pgSnapshot(ctx context.Context, src *pgxpool.Pool) (strin
 		}
 		return tx.QueryRow(ctx, `SELECT pg_catalog.pg_current_snapshot()::text`).Scan(&snap)
 	})
-	return snap, err
+	if err != nil {
+		return "", err
+	}
+	return orderedSnapshot(snap)
+}
+
+// orderedSnapshot returns snap ("xmin:xmax:xip,...") as a pg_snapshot's
+// input accepts it. A slot's exported snapshot may have its xmin past its
+// xmax (seen: "4261:4258:"), which pg_snapshot's input refuses. The
+// server's visibility tests ask xmin first (XidInMVCCSnapshot, and
+// pg_visible_in_snapshot alike): every transaction below xmin is finished,
+// every other one is not, whatever xmax and xip say. So such a snapshot
+// is "xmin:xmin:", and the copy read at it saw exactly that.
+func orderedSnapshot(snap string) (string, error) {
+	parts := strings.SplitN(snap, ":", 3)
+	if len(parts) != 3 {
+		return "", fmt.Errorf("unexpected snapshot %q", snap)
+	}
+	xmin, err1 := strconv.ParseUint(parts[0], 10, 64)
+	xmax, err2 := strconv.ParseUint(parts[1], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return "", fmt.Errorf("unexpected snapshot %q: %w", snap, err)
+	}
+	if xmin <= xmax {
+		return snap, nil
+	}
+	return fmt.Sprintf("%d:%d:", xmin, xmin), nil
 }
 
 // close ends the exported snapshot (the slot stays).
